@@ -1,0 +1,125 @@
+"""Figures build from small result frames and mark statuses as documented."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import pandas as pd
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
+
+from toolkit.plots import decode_heatmaps, prefill_figure, scaling_figure
+from toolkit.schema import COLUMNS, Measurement
+
+CELLS = [
+    Measurement("prefill", 8192, "8K", 1, "Valid", total_tok_s=17_731.6, ttft_ms=462.0),
+    Measurement("prefill", 257_024, "251K", 1, "Valid", total_tok_s=8_828.0, ttft_ms=28_591.0),
+    Measurement("prefill", 262_080, "256K", 1, "Error", error="timeout"),
+    Measurement("decode", 8192, "8K", 1, "Valid", 24.3, 25.5, 136.0, 39.2, 1.0, 0, 728, 29.9),
+    Measurement("decode", 8192, "8K", 2, "Requests queued", 47.9, 25.0, 258.0, 40.0, 1.9, 0, 1_434, 30.0),
+    Measurement("decode", 8192, "8K", 4, "Error", error="HTTP 500"),
+    Measurement("decode", 32768, "32K", 1, "Valid", 23.9, 24.7, 202.0, 40.5, 1.0, 0, 715, 29.9),
+    Measurement("decode", 32768, "32K", 2, "Valid", 47.9, 25.2, 327.0, 39.7, 2.0, 0, 1_431, 29.9),
+    Measurement("decode", 32768, "32K", 4, "Over capacity"),
+    Measurement("decode", 257_024, "251K", 1, "Over capacity"),
+    Measurement("decode", 257_024, "251K", 2, "Over capacity"),
+    Measurement("decode", 257_024, "251K", 4, "Over capacity"),
+]
+
+
+def frame(measurements: list[Measurement]) -> pd.DataFrame:
+    return pd.DataFrame([m.to_dict() for m in measurements], columns=list(COLUMNS))
+
+
+def render(fig: Figure) -> None:
+    """Draw the figure to memory, so that drawing errors surface in the test."""
+    fig.savefig(io.BytesIO(), format="png", dpi=40)
+
+
+def texts(ax: Axes) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+def heatmap_axes(fig: Figure) -> list[Axes]:
+    return [ax for ax in fig.axes if ax.get_title()]
+
+
+def test_decode_heatmaps_annotate_statuses() -> None:
+    fig = decode_heatmaps(frame(CELLS[::-1]))
+    render(fig)
+    axes = heatmap_axes(fig)
+    assert [ax.get_title() for ax in axes] == ["Total tok/s", "Per request tok/s", "TTFT (ms)"]
+    total, per_request, ttft = (texts(ax) for ax in axes)
+    assert sorted(total) == sorted(["24.3", "47.9 Q", "Err", "23.9", "47.9", *["Over"] * 4])
+    assert sorted(ttft) == sorted(["136", "258 Q", "Err", "202", "327", *["Over"] * 4])
+    assert "25.0 Q" in per_request
+    assert [t.get_text() for t in axes[0].get_yticklabels()] == ["8K", "32K", "251K"]
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["1", "2", "4"]
+    over = next(t for t in axes[0].texts if t.get_text() == "Over")
+    assert over.get_position() == (2.5, 1.5)  # column 4, row 32K
+    outlined = [p for p in axes[0].patches if not p.get_fill()]
+    assert [(p.get_x(), p.get_y()) for p in outlined] == [(1, 0)]  # the queued 8K x 2 cell
+    assert sum(p.get_hatch() == "///" for p in axes[0].patches) == 4
+
+
+def test_heatmap_colours_go_logarithmic_for_wide_ranges() -> None:
+    wide = [
+        Measurement("decode", 8192, "8K", 1, "Valid", 959.9, 972.0, 47.0),
+        Measurement("decode", 8192, "8K", 128, "Valid", 24_300.0, 195.1, 521.0),
+    ]
+    axes = heatmap_axes(decode_heatmaps(frame(wide)))
+    assert isinstance(axes[0].collections[0].norm, LogNorm)
+    assert not isinstance(axes[1].collections[0].norm, LogNorm)  # 972 / 195: a narrow range
+    assert texts(axes[0]) == ["959.9", "24.3K"]
+
+
+def test_all_over_capacity_decode_builds() -> None:
+    fig = decode_heatmaps(frame(CELLS[-3:]))
+    render(fig)
+    for ax in heatmap_axes(fig):
+        assert texts(ax) == ["Over", "Over", "Over"]
+    note = scaling_figure(frame(CELLS[-3:]))
+    assert texts(note.axes[0]) == ["No sustained-decode throughput to plot"]
+
+
+@pytest.mark.parametrize(
+    ("build", "note"),
+    [
+        (decode_heatmaps, "No sustained-decode measurements"),
+        (scaling_figure, "No sustained-decode throughput to plot"),
+    ],
+)
+def test_prefill_only_frame_gives_a_note(build: Callable[[pd.DataFrame], Figure], note: str) -> None:
+    fig = build(frame(CELLS[:3]))
+    render(fig)
+    assert isinstance(fig, Figure)
+    assert texts(fig.axes[0]) == [note]
+
+
+def test_prefill_figure_two_panels() -> None:
+    fig = prefill_figure(frame(CELLS))
+    render(fig)
+    speed, ttft = fig.axes
+    assert speed.get_title() == "Prompt tok/s"
+    assert ttft.get_title() == "TTFT (ms, cold)"
+    assert [t.get_text() for t in speed.get_xticklabels()] == ["8K", "251K", "256K"]
+    assert texts(speed) == ["17.7K", "8,828", "Error"]
+    assert texts(ttft) == ["462", "28,591", "Error"]
+    assert [round(p.get_height(), 1) for p in speed.patches] == [17_731.6, 8_828.0, 0.0]
+    assert texts(prefill_figure(frame(CELLS[3:])).axes[0]) == ["No prefill measurements"]
+
+
+def test_scaling_figure_lines_per_context() -> None:
+    fig = scaling_figure(frame(CELLS))
+    render(fig)
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log"
+    assert ax.xaxis.get_transform().base == 2
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2"]
+    lines = {line.get_label(): line.get_xydata().tolist() for line in ax.get_lines()}
+    assert lines == {"8K": [[1.0, 24.3], [2.0, 47.9]], "32K": [[1.0, 23.9], [2.0, 47.9]]}
+    hollow = ax.collections[0].get_offsets().tolist()
+    assert hollow == [[2.0, 47.9]]  # the queued cell

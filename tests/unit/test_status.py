@@ -1,0 +1,167 @@
+"""Status rules of METHOD.md "Status of a cell"."""
+
+import pytest
+
+from toolkit.status import decode_status, decode_status_client_only, longest_waiting_s
+
+Sample = tuple[float, int, int]
+
+
+def steady(n: int, count: int = 60, step: float = 0.5) -> list[Sample]:
+    """``count`` samples every ``step`` s with all ``n`` running and nothing waiting."""
+    return [(i * step, n, 0) for i in range(count)]
+
+
+def with_waiting(samples: list[Sample], indices: list[int], waiting: int = 1) -> list[Sample]:
+    return [(t, r, waiting if i in indices else w) for i, (t, r, w) in enumerate(samples)]
+
+
+@pytest.mark.parametrize(
+    ("samples", "expected"),
+    [
+        ([], 0.0),
+        ([(0.0, 4, 1)], 0.0),  # one sample spans nothing
+        ([(0.0, 4, 1), (0.5, 4, 1)], 0.5),
+        ([(0.0, 4, 1), (0.5, 4, 0), (1.0, 4, 1)], 0.0),  # not consecutive
+        ([(10.1, 4, 2), (10.6, 4, 1), (11.1, 4, 3), (11.6, 4, 0)], 1.0),
+        ([(1.0, 4, 1), (0.5, 4, 1)], 0.5),  # sorted by time first
+    ],
+)
+def test_longest_waiting_s(samples: list[Sample], expected: float) -> None:
+    assert longest_waiting_s(samples) == pytest.approx(expected)
+
+
+def test_valid_cell_and_extras() -> None:
+    status, extras = decode_status(
+        concurrency=8, error=None, readiness_timed_out=False, samples=steady(8, count=4)
+    )
+    assert status == "Valid"
+    assert extras == {"avg_active": 8.0, "max_waiting": 0, "waiting_fraction": 0.0, "status_basis": "server"}
+
+
+def test_one_sample_of_waiting_is_not_queueing() -> None:
+    samples = with_waiting(steady(4), [10], waiting=3)
+    status, extras = decode_status(concurrency=4, error=None, readiness_timed_out=False, samples=samples)
+    assert status == "Valid"
+    assert extras["max_waiting"] == 3
+    assert extras["waiting_fraction"] == pytest.approx(1 / 60)
+
+
+@pytest.mark.parametrize(
+    ("indices", "expected"),
+    [
+        ([10, 11], "Requests queued"),  # 0.5 s held over two consecutive samples
+        ([10, 12, 14, 16], "Valid"),  # often, but never held
+        ([10, 11, 12, 13], "Requests queued"),
+        ([59], "Valid"),
+    ],
+)
+def test_waiting_held(indices: list[int], expected: str) -> None:
+    samples = with_waiting(steady(4), indices)
+    assert decode_status(concurrency=4, error=None, readiness_timed_out=False, samples=samples)[0] == expected
+
+
+def test_waiting_held_with_float_times() -> None:
+    samples = [(10.1, 2, 0), (10.6, 2, 1), (11.1, 2, 1), (11.6, 2, 0)]  # 11.1 - 10.6 is 0.4999... in floats
+    assert decode_status(concurrency=2, error=None, readiness_timed_out=False, samples=samples)[0] == (
+        "Requests queued"
+    )
+
+
+@pytest.mark.parametrize(("waiting_at", "expected"), [([], "Valid"), ([3], "Requests queued")])
+def test_min_waiting_zero_needs_some_waiting(waiting_at: list[int], expected: str) -> None:
+    samples = with_waiting(steady(4), waiting_at)
+    status, _ = decode_status(
+        concurrency=4, error=None, readiness_timed_out=False, samples=samples, min_waiting_s=0.0
+    )
+    assert status == expected
+
+
+@pytest.mark.parametrize("min_waiting_s", [0.5, 1.0])
+def test_min_waiting_s_parameter(min_waiting_s: float) -> None:
+    samples = with_waiting(steady(4), [10, 11])
+    status, _ = decode_status(
+        concurrency=4, error=None, readiness_timed_out=False, samples=samples, min_waiting_s=min_waiting_s
+    )
+    assert status == ("Requests queued" if min_waiting_s == 0.5 else "Valid")
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "running", "expected"),
+    [
+        (16, [15, 16], "Valid"),  # mean 15.5 >= 15.2
+        (16, [15, 15], "Requests queued"),  # mean 15 < 0.95 × 16 = 15.2
+        (2, [2, 2, 2, 1], "Requests queued"),  # mean 1.75 < 1.9
+        (2, [2] * 9 + [1], "Valid"),  # mean 1.9 is not below 1.9
+        (1, [0, 1], "Valid"),  # N = 1 has no average-running rule (LFM 120K × 1 shows 0.9)
+        (128, [121] * 10, "Requests queued"),  # 121 < 0.95 × 128 = 121.6
+        (128, [122] * 10, "Valid"),
+    ],
+)
+def test_average_running(concurrency: int, running: list[int], expected: str) -> None:
+    samples = [(i * 0.5, r, 0) for i, r in enumerate(running)]
+    status, extras = decode_status(
+        concurrency=concurrency, error=None, readiness_timed_out=False, samples=samples
+    )
+    assert status == expected
+    assert extras["avg_active"] == pytest.approx(sum(running) / len(running))
+
+
+def test_readiness_timeout_is_queued() -> None:
+    status, extras = decode_status(concurrency=4, error=None, readiness_timed_out=True, samples=steady(4))
+    assert status == "Requests queued"
+    assert extras["avg_active"] == 4.0
+
+
+def test_error_wins_over_everything() -> None:
+    samples = with_waiting(steady(4), [1, 2, 3])
+    status, extras = decode_status(concurrency=4, error="HTTP 500", readiness_timed_out=True, samples=samples)
+    assert status == "Error"
+    assert extras["max_waiting"] == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "timed_out", "expected"), [("connection lost", False, "Error"), (None, True, "Requests queued")]
+)
+def test_no_samples_decided_by_error_or_readiness(error: str | None, timed_out: bool, expected: str) -> None:
+    status, extras = decode_status(concurrency=4, error=error, readiness_timed_out=timed_out, samples=[])
+    assert status == expected
+    assert extras == {
+        "avg_active": None,
+        "max_waiting": None,
+        "waiting_fraction": None,
+        "status_basis": "server",
+    }
+
+
+def test_no_samples_and_nothing_else_is_valid_without_evidence() -> None:
+    status, extras = decode_status(concurrency=4, error=None, readiness_timed_out=False, samples=[])
+    assert status == "Valid"
+    assert extras["avg_active"] is None
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "error", "timed_out", "active", "expected"),
+    [
+        (8, None, False, [8, 8, 8, 7], "Valid"),  # mean 7.75 >= 7.6
+        (8, None, False, [8, 7, 7, 7], "Requests queued"),  # mean 7.25 < 7.6
+        (1, None, False, [0, 1], "Valid"),
+        (8, "timeout", False, [8, 8], "Error"),
+        (8, None, True, [8, 8], "Requests queued"),
+        (8, "HTTP 503", False, [], "Error"),
+    ],
+)
+def test_client_only(
+    concurrency: int, error: str | None, timed_out: bool, active: list[float], expected: str
+) -> None:
+    status, extras = decode_status_client_only(concurrency, error, timed_out, active)
+    assert status == expected
+    assert extras["status_basis"] == "client"
+    assert extras["client_avg_active"] == (sum(active) / len(active) if active else None)
+
+
+def test_client_only_without_samples() -> None:
+    assert decode_status_client_only(4, None, False, []) == (
+        "Valid",
+        {"client_avg_active": None, "status_basis": "client"},
+    )

@@ -1,0 +1,85 @@
+"""Command line: `python -m toolkit serve|matrix|run|import-report|compare|demo`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from toolkit.params import ParamsError
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from toolkit.embedded.server import ServerConfig, serve_forever
+
+    config = ServerConfig(port=args.port, max_model_len=args.max_model_len, kv_blocks=args.kv_blocks,
+                          max_num_seqs=args.max_num_seqs, stream_interval=args.stream_interval)  # fmt: skip
+    config.check()
+    return serve_forever(config)
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from toolkit.params import make_params
+    from toolkit.report_tables import decode_matrix, prefill_table
+    from toolkit.runner import run_matrix
+    from toolkit.store import to_dataframe
+
+    values = {"base_url": args.base_url, "model": args.model, "contexts": args.contexts,
+              "concurrency": args.concurrency, "duration_s": args.duration, "max_output": args.max_output,
+              "endpoint": args.endpoint, "api_key_env": args.api_key_env, "run_label": args.label}  # fmt: skip
+    params = make_params({k: v for k, v in values.items() if v is not None})
+    out = Path(args.out)
+    measurements = run_matrix(params, out, resume=args.resume)
+    frame = to_dataframe(measurements)
+    frame.to_csv(out / "results.csv", index=False)
+    print(prefill_table(frame).to_string(index=False))
+    print()
+    print(decode_matrix(frame).to_string())
+    print(f"\nresults: {out / 'results.jsonl'}, {out / 'results.csv'}, {out / 'run.json'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m toolkit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the embedded vLLM (tiny model) on 127.0.0.1 in the foreground")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--max-model-len", type=int, default=8192)
+    serve.add_argument("--kv-blocks", type=int, help="KV cache size in blocks of 128 tokens")
+    serve.add_argument("--max-num-seqs", type=int)
+    serve.add_argument("--stream-interval", type=int, default=1)
+    serve.set_defaults(func=_serve)
+
+    matrix = sub.add_parser("matrix", help="measure prefill and the decode matrix of a running server")
+    matrix.add_argument("--base-url", required=True)
+    matrix.add_argument("--model")
+    matrix.add_argument("--contexts", help="comma-separated, e.g. 1K,2K (default: METHOD.md rules)")
+    matrix.add_argument("--concurrency", help="comma-separated, e.g. 1,2,4")
+    matrix.add_argument("--duration", type=float, help="seconds per measurement (default 30)")
+    matrix.add_argument("--max-output", type=int, help="tokens per request (default 4096)")
+    matrix.add_argument("--endpoint", choices=["chat", "completions"])
+    matrix.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
+    matrix.add_argument("--label", help="run label")
+    matrix.add_argument("--out", required=True)
+    matrix.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished cells")
+    matrix.set_defaults(func=_matrix)
+
+    for register in _extra_commands:
+        register(sub)
+    return parser
+
+
+_extra_commands: list = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ParamsError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished measurements are kept; rerun with --resume to continue", file=sys.stderr)
+        return 130

@@ -1,0 +1,78 @@
+"""Number formatting exactly as the published speed-test-matrix reports print numbers.
+
+Every function takes a number or a missing value (None, NaN, pandas NA) and returns a string;
+missing values print as an em dash.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MISSING = "—"
+K_THRESHOLD = 10_000
+
+
+def as_number(value: Any) -> float | None:
+    """Return ``value`` as a finite float, or None when it is missing (None, NaN, NA, inf)."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _drop_zero(text: str) -> str:
+    return text[:-2] if text.endswith(".0") else text
+
+
+def format_tok_s(value: Any, *, trim_zero: bool = False) -> str:
+    """Tokens per second: ``17.7K``/``15K`` from 10,000 up, else ``8,828.0``.
+
+    ``trim_zero`` also drops a trailing ``.0`` below 10,000 (``8,828``), as the prefill cards do.
+    """
+    number = as_number(value)
+    if number is None:
+        return MISSING
+    if abs(round(number, 1)) >= K_THRESHOLD:
+        return _drop_zero(f"{number / 1000:,.1f}") + "K"
+    text = f"{number:,.1f}"
+    return _drop_zero(text) if trim_zero else text
+
+
+def format_ms(value: Any) -> str:
+    """Milliseconds rounded to an integer with thousands separators: ``1,036 ms`` (TTFT)."""
+    number = as_number(value)
+    return MISSING if number is None else f"{number:,.0f} ms"
+
+
+def format_tbt_ms(value: Any) -> str:
+    """Milliseconds with one decimal: ``39.2 ms`` (time between tokens)."""
+    number = as_number(value)
+    return MISSING if number is None else f"{number:,.1f} ms"
+
+
+def format_count(value: Any) -> str:
+    """An integer count with thousands separators: ``28,796``."""
+    number = as_number(value)
+    return MISSING if number is None else f"{round(number):,}"
+
+
+def format_seconds(value: Any) -> str:
+    """Seconds with one decimal: ``29.9 s``."""
+    number = as_number(value)
+    return MISSING if number is None else f"{number:,.1f} s"
+
+
+def format_active(value: Any) -> str:
+    """Average active requests with one decimal: ``1.0``, ``126.2``."""
+    number = as_number(value)
+    return MISSING if number is None else f"{number:,.1f}"
+
+
+def format_percent(fraction: Any) -> str:
+    """A 0–1 fraction as a percentage with one decimal: ``87.5%``."""
+    number = as_number(fraction)
+    return MISSING if number is None else f"{number * 100:,.1f}%"

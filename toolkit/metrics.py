@@ -1,0 +1,96 @@
+"""vLLM's Prometheus metrics: parse a `/metrics` text into a snapshot, read values old and new names.
+
+Pure: parsing uses prometheus_client's text parser; fetching lives in `server_api.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+# Current name first, then the names older vLLM versions used.
+RUNNING = ("vllm:num_requests_running",)
+WAITING = ("vllm:num_requests_waiting",)
+GENERATION_TOKENS = ("vllm:generation_tokens_total",)
+PROMPT_TOKENS = ("vllm:prompt_tokens_total",)
+PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+PREEMPTIONS = ("vllm:num_preemptions_total",)
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+REQUEST_SUCCESS = ("vllm:request_success_total",)
+CACHE_CONFIG = "vllm:cache_config_info"
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """All samples of one scrape: sample name -> list of (labels, value)."""
+
+    samples: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
+
+    def value(self, names: tuple[str, ...]) -> float | None:
+        """Sum over label sets of the first of `names` present (None if none is)."""
+        for name in names:
+            if name in self.samples:
+                return sum(v for _, v in self.samples[name])
+        return None
+
+    def labels(self, name: str) -> dict[str, str]:
+        """Labels of the first sample of an info metric such as `vllm:cache_config_info`."""
+        found = self.samples.get(name) or []
+        return dict(found[0][0]) if found else {}
+
+
+def parse_metrics(text: str) -> MetricsSnapshot:
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
+    return MetricsSnapshot(samples)
+
+
+def delta(before: MetricsSnapshot | None, after: MetricsSnapshot | None, names: tuple[str, ...]) -> float | None:
+    """Counter difference between two snapshots (None when either is missing)."""
+    if before is None or after is None:
+        return None
+    a, b = before.value(names), after.value(names)
+    return None if a is None or b is None else b - a
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """KV cache facts from `vllm:cache_config_info`."""
+
+    block_size: int | None
+    num_blocks: int | None
+    kv_cache_size_tokens: int | None
+    prefix_caching: bool | None
+    labels: dict[str, str]
+
+    @property
+    def budget_tokens(self) -> tuple[int | None, str]:
+        """KV budget and where it came from, by METHOD.md's order of preference."""
+        if self.kv_cache_size_tokens:
+            return self.kv_cache_size_tokens, "kv_cache_size_tokens"
+        if self.num_blocks and self.block_size:
+            return self.num_blocks * self.block_size, "num_gpu_blocks × block_size"
+        return None, "unknown"
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(float(text)) if text not in (None, "", "None") else None
+    except ValueError:
+        return None
+
+
+def cache_config(snapshot: MetricsSnapshot) -> CacheConfig:
+    labels = snapshot.labels(CACHE_CONFIG)
+    prefix = labels.get("enable_prefix_caching")
+    return CacheConfig(
+        block_size=_int(labels.get("block_size")),
+        num_blocks=_int(labels.get("num_gpu_blocks")),
+        kv_cache_size_tokens=_int(labels.get("kv_cache_size_tokens")),
+        prefix_caching=None if prefix is None else prefix.lower() == "true",
+        labels=labels,
+    )

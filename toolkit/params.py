@@ -1,0 +1,118 @@
+"""Run parameters: validated once, with one-line errors that name the parameter and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from toolkit.contexts import parse_contexts
+
+DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64, 128]
+
+
+class ParamsError(ValueError):
+    """Bad input: one line naming the parameter and what is allowed."""
+
+
+class RunParams(BaseModel):
+    """Everything a matrix run needs; the API key is not here (read from `api_key_env`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str = "http://127.0.0.1:8000"
+    model: str | None = None
+    contexts: list[int] | None = None
+    prefill_only_contexts: list[int] | None = None
+    concurrency: list[int] = Field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
+    duration_s: float = Field(30.0, gt=0)
+    max_output: int = Field(4096, gt=0)
+    endpoint: Literal["chat", "completions"] = "chat"
+    run_label: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    api_key_env: str = "VLLM_API_KEY"
+    max_model_len: int | None = Field(None, gt=0)
+    kv_budget_tokens: int | None = Field(None, gt=0)
+    per_stream_prompts: bool = False
+    readiness_timeout_s: float = Field(120.0, gt=0)
+    read_timeout_s: float = Field(300.0, gt=0)
+    # Descriptive fields of the report.
+    title: str | None = None
+    hardware_type: str | None = None
+    gpu: str | None = None
+    gpu_count: int | None = None
+    vram: str | None = None
+    os: str | None = None
+    quantization: str | None = None
+    backend: str | None = None
+    build: str | None = None
+    revision: str | None = None
+    launch_command: str | None = None
+
+    @field_validator("contexts", "prefill_only_contexts", mode="before")
+    @classmethod
+    def _contexts(cls, value: Any, info: Any) -> list[int] | None:
+        if value is None:
+            return None
+        try:
+            return parse_contexts(value, parameter=info.field_name)
+        except ValueError as exc:
+            raise ValueError(str(exc).removeprefix(f"{info.field_name}: ")) from None
+
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _concurrency(cls, value: Any) -> list[int]:
+        items = value.split(",") if isinstance(value, str) else value
+        try:
+            levels = [int(x) for x in items]
+        except (TypeError, ValueError):
+            raise ValueError(f"{value!r} is not a list of integers; allowed: e.g. [1, 2, 4]") from None
+        if not levels or any(n < 1 for n in levels):
+            raise ValueError(f"{levels} has a level below 1; allowed: integers >= 1")
+        return sorted(set(levels))
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL; allowed: e.g. http://127.0.0.1:8000")
+        return value.rstrip("/")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The parameters that decide what a finished measurement means (resume must match them)."""
+        return self.model_dump(
+            include={"model", "contexts", "prefill_only_contexts", "concurrency", "duration_s", "max_output",
+                     "endpoint", "per_stream_prompts", "kv_budget_tokens"}
+        )  # fmt: skip
+
+
+def _one_line(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(x) for x in err["loc"]) or "params"
+    if err["type"] == "extra_forbidden":
+        allowed = ", ".join(RunParams.model_fields)
+        return f"{where}: unknown parameter; allowed: {allowed}"
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{where}: {msg} (got {err.get('input')!r})" if "got" not in msg else f"{where}: {msg}"
+
+
+def make_params(values: dict[str, Any]) -> RunParams:
+    try:
+        return RunParams(**values)
+    except ValidationError as exc:
+        raise ParamsError(_one_line(exc)) from None
+
+
+def load_params(path: str | Path, **overrides: Any) -> RunParams:
+    """Read a YAML params file; non-None overrides (from the command line) win."""
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as exc:
+        raise ParamsError(f"params file: cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"params file: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ParamsError(f"params file: {path} must hold a mapping of parameter: value")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return make_params(data)

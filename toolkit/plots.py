@@ -1,0 +1,193 @@
+"""Figures of a results DataFrame (one row per Measurement): prefill, decode heatmaps, scaling.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, Agg-safe);
+they are returned, never saved or shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+from toolkit.formatting import as_number, format_tok_s
+
+OVER_LABEL = "Over"
+ERROR_LABEL = "Err"
+QUEUED_MARK = "Q"
+LOG_SCALE_RATIO = 20.0  # heatmap colours go logarithmic when max / min reaches this
+_RUN_STATUSES = ("Valid", "Requests queued")
+
+
+def _phase(df: pd.DataFrame, phase: str) -> pd.DataFrame:
+    return df[df["phase"] == phase].sort_values(["context_tokens", "concurrency"])
+
+
+def _note_figure(note: str) -> Figure:
+    """A small figure that only says why there is nothing to plot."""
+    fig = Figure(figsize=(6, 1.5))
+    ax = fig.add_subplot()
+    ax.text(0.5, 0.5, note, ha="center", va="center", fontsize=12)
+    ax.set_axis_off()
+    return fig
+
+
+def _number(value: Any) -> float:
+    number = as_number(value)
+    return np.nan if number is None else number
+
+
+def _ms_label(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def prefill_figure(df: pd.DataFrame) -> Figure:
+    """Two panels by context length: prompt tok/s of the cold request, and its TTFT in ms."""
+    prefill = _phase(df, "prefill")
+    if prefill.empty:
+        return _note_figure("No prefill measurements")
+    labels = list(prefill["context"])
+    speed = np.array([_number(v) for v in prefill["total_tok_s"]])
+    ttft = np.array([_number(v) for v in prefill["ttft_ms"]])
+    failed = [str(s) if s not in _RUN_STATUSES else "" for s in prefill["status"]]
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    axes = fig.subplots(1, 2)
+    panels = (
+        (axes[0], speed, "Prompt tok/s", lambda v: format_tok_s(v, trim_zero=True), 0),
+        (axes[1], ttft, "TTFT (ms, cold)", _ms_label, 3),
+    )
+    for ax, values, title, fmt, color in panels:
+        heights = np.nan_to_num(values, nan=0.0)
+        bars = ax.bar(labels, heights, color=sns.color_palette("deep")[color])
+        texts = [fmt(v) if np.isfinite(v) else (bad or "—") for v, bad in zip(values, failed, strict=True)]
+        ax.bar_label(bars, labels=texts, padding=2, fontsize=9)
+        ax.set_title(title)
+        ax.set_xlabel("Context length")
+        ax.margins(y=0.15)
+        sns.despine(ax=ax)
+    fig.suptitle("Prefill by context length")
+    return fig
+
+
+def _grid(decode: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Contexts × concurrency of ``column`` (NaN for cells without a value)."""
+    values = decode.assign(value=[_number(v) for v in decode[column]])
+    grid = values.pivot(index="context_tokens", columns="concurrency", values="value")
+    return grid.reindex(index=sorted(decode["context_tokens"].unique()), columns=sorted(decode["concurrency"].unique()))
+
+
+def _status_grid(decode: pd.DataFrame, shape_like: pd.DataFrame) -> pd.DataFrame:
+    status = decode.pivot(index="context_tokens", columns="concurrency", values="status")
+    return status.reindex(index=shape_like.index, columns=shape_like.columns)
+
+
+def _annotation(value: float, status: Any, fmt: Callable[[float], str]) -> str:
+    if not np.isfinite(value):
+        return ""
+    return fmt(value) + (f" {QUEUED_MARK}" if status == "Requests queued" else "")
+
+
+def _heatmap(
+    ax: Axes,
+    grid: pd.DataFrame,
+    status: pd.DataFrame,
+    labels: list[str],
+    title: str,
+    fmt: Callable[[float], str],
+    cmap: str,
+) -> None:
+    values, statuses = grid.to_numpy(dtype=float), status.to_numpy()
+    finite = values[np.isfinite(values)]
+    vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    norm = LogNorm(vmin, vmax) if vmin > 0 and vmax / vmin >= LOG_SCALE_RATIO else None  # wide ranges
+    annot = [
+        [_annotation(v, s, fmt) for v, s in zip(*pair, strict=True)] for pair in zip(values, statuses, strict=True)
+    ]
+    sns.heatmap(
+        grid.astype(float), ax=ax, annot=np.array(annot, dtype=object), fmt="", cmap=cmap, norm=norm,
+        vmin=vmin, vmax=vmax, yticklabels=labels, linewidths=0.5, linecolor="white",
+        annot_kws={"fontsize": 8}, cbar_kws={"shrink": 0.8},
+    )  # fmt: skip
+    colorbar = ax.collections[0].colorbar
+    if norm is not None and colorbar is not None:  # plain labels on a log colour scale
+        colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: fmt(value).removesuffix(".0")))
+        colorbar.ax.yaxis.set_minor_formatter(NullFormatter())
+    for i, row_status in enumerate(statuses):
+        for j, cell in enumerate(row_status):
+            if cell == "Over capacity":
+                ax.add_patch(Rectangle((j, i), 1, 1, facecolor="0.88", edgecolor="0.65", hatch="///", lw=0))
+                ax.text(j + 0.5, i + 0.5, OVER_LABEL, ha="center", va="center", fontsize=8, color="0.3")
+            elif cell == "Error":
+                ax.add_patch(Rectangle((j, i), 1, 1, facecolor="#f4c7c3", edgecolor="none"))
+                ax.text(j + 0.5, i + 0.5, ERROR_LABEL, ha="center", va="center", fontsize=8, color="#8b0000")
+            elif cell == "Requests queued":
+                ax.add_patch(Rectangle((j, i), 1, 1, fill=False, edgecolor="black", lw=2))
+    ax.tick_params(axis="y", labelrotation=0)
+    ax.set_title(title)
+    ax.set_xlabel("Simultaneous requests")
+    ax.set_ylabel("Context length")
+
+
+def decode_heatmaps(df: pd.DataFrame) -> Figure:
+    """Three heatmaps (total tok/s, per-request tok/s, TTFT ms): rows contexts, columns concurrency.
+
+    Over-capacity cells are grey and hatched ("Over"), errors are red ("Err"), queued cells are
+    outlined and marked "Q".
+    """
+    decode = _phase(df, "decode")
+    if decode.empty:
+        return _note_figure("No sustained-decode measurements")
+    labels = list(decode.drop_duplicates("context_tokens")["context"])
+    total = _grid(decode, "total_tok_s")
+    status = _status_grid(decode, total)
+    panels = (
+        ("total_tok_s", "Total tok/s", format_tok_s, "viridis"),
+        ("per_request_tok_s", "Per request tok/s", format_tok_s, "viridis"),
+        ("ttft_ms", "TTFT (ms)", _ms_label, "rocket_r"),
+    )
+    width = max(7.0, 0.9 * total.shape[1] + 2.5)
+    fig = Figure(figsize=(width, 3 * (0.45 * total.shape[0] + 1.2)), layout="constrained")
+    for ax, (column, title, fmt, cmap) in zip(fig.subplots(3, 1), panels, strict=True):
+        _heatmap(ax, _grid(decode, column), status, labels, title, fmt, cmap)
+    fig.suptitle("Sustained decode · rows are context length, columns are simultaneous requests")
+    return fig
+
+
+def scaling_figure(df: pd.DataFrame) -> Figure:
+    """Total tok/s against simultaneous requests (log2 axis), one line per context.
+
+    Queued cells are drawn with hollow markers; over-capacity and failed cells are left out.
+    """
+    decode = _phase(df, "decode")
+    decode = decode[decode["status"].isin(_RUN_STATUSES)]
+    decode = decode.assign(total=[_number(v) for v in decode["total_tok_s"]]).dropna(subset=["total"])
+    if decode.empty:
+        return _note_figure("No sustained-decode throughput to plot")
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.add_subplot()
+    groups = list(decode.groupby("context_tokens", sort=True))
+    palette = sns.color_palette("viridis", len(groups))
+    for color, (_, group) in zip(palette, groups, strict=True):
+        ax.plot(group["concurrency"], group["total"], marker="o", color=color, label=group["context"].iloc[0])
+        queued = group[group["status"] == "Requests queued"]
+        ax.scatter(queued["concurrency"], queued["total"], s=90, facecolors="white", edgecolors=[color], zorder=3)
+    levels = sorted(decode["concurrency"].unique())
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(levels))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(n) for n in levels])
+    ax.set_xlabel("Simultaneous requests")
+    ax.set_ylabel("Total tok/s")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Total tok/s by simultaneous requests (hollow: requests queued)")
+    ax.legend(title="Context")
+    ax.grid(True, alpha=0.3)
+    return fig

@@ -1,0 +1,47 @@
+"""Cold prefill: one request of max_tokens = 1; prompt tok/s = prompt tokens / TTFT (METHOD.md)."""
+
+from __future__ import annotations
+
+from toolkit.client import Endpoint, StreamClient, StreamResult, build_request
+from toolkit.metrics import PREFIX_HITS, delta
+from toolkit.schema import Measurement
+from toolkit.server_api import ServerAPI
+
+
+async def measure_prefill(
+    client: StreamClient,
+    api: ServerAPI,
+    *,
+    model: str,
+    endpoint: Endpoint,
+    prompt: str,
+    context_tokens: int,
+    context: str,
+) -> Measurement:
+    """Send the scout request and verify it was cold with the server's prefix-cache hit counter."""
+    before = await api.metrics_or_none()
+    path, body = build_request(endpoint, model, prompt, 1)
+    result: StreamResult = await client.stream(path, body)
+    after = await api.metrics_or_none()
+    hits = delta(before, after, PREFIX_HITS)
+    cached = int(hits) if hits is not None else result.cached_tokens
+    ttft_s = result.ttft_s
+    if result.error or ttft_s is None or not result.prompt_tokens:
+        return Measurement(
+            phase="prefill", context_tokens=context_tokens, context=context, concurrency=1, status="Error",
+            prompt_tokens=result.prompt_tokens, cached_tokens=cached,
+            error=result.error or "no token received", completed=0,
+        )  # fmt: skip
+    return Measurement(
+        phase="prefill",
+        context_tokens=context_tokens,
+        context=context,
+        concurrency=1,
+        status="Valid",
+        total_tok_s=result.prompt_tokens / ttft_s,
+        ttft_ms=ttft_s * 1000,
+        completed=1 if result.done else 0,
+        prompt_tokens=result.prompt_tokens,
+        cached_tokens=cached,
+        status_basis="server" if hits is not None else "client",
+    )

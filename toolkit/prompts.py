@@ -1,0 +1,69 @@
+"""Prompts of an exact token count, measured with the server's own tokenizer (`/tokenize`)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from toolkit.server_api import ServerAPI
+
+_SYLLABLES = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
+
+
+def prompt_tolerance(target_tokens: int) -> int:
+    """Allowed distance from the target: max(16, 0.5 %) as METHOD.md states."""
+    return max(16, int(target_tokens * 0.005))
+
+
+def marker(run_id: str, context_label: str, stream: int | None = None) -> str:
+    """Prefix that makes a prompt unique per run and context (and stream), so no cache entry is shared."""
+    suffix = f" stream {stream}" if stream is not None else ""
+    return f"[speed test run {run_id} context {context_label}{suffix}] "
+
+
+def filler(words: int, seed: str) -> str:
+    """Deterministic text of `words` pseudo-words."""
+    rng = random.Random(seed)
+    return " ".join("".join(rng.choices(_SYLLABLES, k=rng.randint(1, 3))) for _ in range(words))
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    target_tokens: int
+    tokens: int
+
+
+async def build_prompt(api: ServerAPI, model: str, target_tokens: int, prefix: str, *, chat: bool) -> Prompt:
+    """Grow or shrink filler after `prefix` until the server counts `target_tokens` (within tolerance).
+
+    Secant steps on the word count, then word-by-word; tokenize calls are cheap next to a measurement.
+    """
+
+    async def count(n: int) -> int:
+        return await api.count_tokens(model, prefix + filler(n, prefix), chat=chat)
+
+    base = await count(0)
+    words = max(0, (target_tokens - base) // 2)
+    tokens = await count(words)
+    for _ in range(8):
+        if tokens == target_tokens or (words == 0 and tokens > target_tokens):
+            break
+        per_word = max((tokens - base) / words, 0.5) if words else 2.0
+        step = round((target_tokens - tokens) / per_word)
+        if step == 0:
+            break
+        words = max(0, words + step)
+        tokens = await count(words)
+    # Finish by single words from below, so we end at or just under the target.
+    while tokens > target_tokens and words > 0:
+        words -= 1
+        tokens = await count(words)
+    while words >= 0:
+        nxt = await count(words + 1)
+        if nxt > target_tokens:
+            break
+        words, tokens = words + 1, nxt
+    if abs(tokens - target_tokens) > prompt_tolerance(target_tokens):
+        raise ValueError(f"contexts: could not build a prompt of {target_tokens} tokens (got {tokens})")
+    return Prompt(prefix + filler(words, prefix), target_tokens, tokens)

@@ -1,0 +1,277 @@
+"""The matrix runner: prefill first per context, then its cells by concurrency; append, resume, progress."""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+import secrets as random_ids
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tqdm import tqdm
+
+from toolkit import __version__
+from toolkit.capacity import is_over_capacity
+from toolkit.client import StreamClient, build_request
+from toolkit.contexts import check_contexts, decode_contexts, format_context, prefill_only_context
+from toolkit.decode import CellSpec, drain, measure_decode_cell
+from toolkit.discovery import ServerInfo, discover
+from toolkit.params import ParamsError, RunParams
+from toolkit.prefill import measure_prefill
+from toolkit.prompts import build_prompt, marker
+from toolkit.schema import Measurement
+from toolkit.secrets import api_key_from_env, redact
+from toolkit.server_api import ServerAPI
+from toolkit.store import RUN_FILE, ResultStore, latest_by_key, read_json, write_json_atomic
+
+T = TypeVar("T")
+Phase = str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which measurements a run makes, in order (pure: from params and server facts)."""
+
+    decode_contexts: tuple[int, ...]
+    prefill_only_contexts: tuple[int, ...]
+    concurrency: tuple[int, ...]
+
+    def keys(self, phases: Sequence[Phase]) -> list[tuple[str, int, int]]:
+        keys: list[tuple[str, int, int]] = []
+        for ctx in self.decode_contexts:
+            if "prefill" in phases:
+                keys.append(("prefill", ctx, 1))
+            if "decode" in phases:
+                keys += [("decode", ctx, n) for n in self.concurrency]
+        if "prefill" in phases:
+            keys += [("prefill", ctx, 1) for ctx in self.prefill_only_contexts]
+        return keys
+
+
+def make_plan(params: RunParams, max_model_len: int) -> Plan:
+    """Contexts by METHOD.md's rules, or the explicit lists checked against max_model_len."""
+    if params.contexts is None:
+        decode = decode_contexts(max_model_len, params.max_output)
+    else:
+        check_contexts(params.contexts, max_model_len, params.max_output, "decode")
+        decode = list(params.contexts)
+    if params.prefill_only_contexts is None:
+        only = [] if params.contexts is not None else [prefill_only_context(max_model_len)]
+    else:
+        check_contexts(params.prefill_only_contexts, max_model_len, params.max_output, "prefill")
+        only = list(params.prefill_only_contexts)
+    only = [c for c in only if c not in decode]
+    return Plan(tuple(decode), tuple(only), tuple(params.concurrency))
+
+
+def environment_info() -> dict[str, Any]:
+    import subprocess
+
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).parent,
+        ).stdout.strip() or None  # fmt: skip
+    except OSError:
+        rev = None
+    return {"toolkit_version": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
+            "git_revision": rev}  # fmt: skip
+
+
+def run_info(params: RunParams, server: ServerInfo, run_id: str, api_key: str | None) -> dict[str, Any]:
+    """run.json: the report's descriptive blocks, server facts, parameters (no secrets), environment."""
+    gpu_line = params.gpu or "embedded CPU vLLM"
+    title = params.title or f"{server.model} on {gpu_line}" + (f" ×{params.gpu_count}" if params.gpu_count else "")
+    hardware = {"Type": params.hardware_type, "GPU": params.gpu, "GPU count": params.gpu_count,
+                "VRAM": params.vram, "OS": params.os or sys.platform}  # fmt: skip
+    engine = {"Engine": "vllm", "Version": server.version, "Quantization": params.quantization,
+              "Backend": params.backend, "Repository": "github.com/vllm-project/vllm", "Build": params.build}  # fmt: skip
+    run = {
+        "Served model": server.model,
+        "Revision": params.revision,
+        "Benchmark tool": f"toolkit v{__version__}",
+        "Decode test": "Fixed duration",
+        "Prefill mode": "Measured during decode warm-up",
+        "Time per measurement": f"{params.duration_s:g} s",
+        "Max output": f"{params.max_output:,} tokens",
+    }
+    clean = lambda d: {k: str(v) for k, v in d.items() if v not in (None, "")}  # noqa: E731
+    return {
+        "run_id": run_id,
+        "run_label": params.run_label,
+        "title": title,
+        "hardware": clean(hardware),
+        "engine": clean(engine),
+        "run": clean(run),
+        "launch_command": redact(params.launch_command or "", api_key),
+        "params": params.model_dump(exclude={"launch_command"}),
+        "fingerprint": params.fingerprint(),
+        "server": {k: v for k, v in asdict(server).items()},
+        "environment": environment_info(),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "source": "toolkit",
+    }
+
+
+class RunRefused(ValueError):
+    """An existing results folder does not match this run's parameters."""
+
+
+def _open_run(out_dir: Path, params: RunParams, resume: bool, attach: bool) -> dict[str, Any] | None:
+    """Existing run.json when continuing, None for a fresh run; refuse mismatches clearly."""
+    path = out_dir / RUN_FILE
+    if not path.exists():
+        return None
+    existing = read_json(path)
+    if not (resume or attach):
+        raise RunRefused(f"out: {out_dir} already holds a run; pass --resume to continue it or choose another folder")
+    if existing.get("fingerprint") != params.fingerprint():
+        theirs, ours = existing.get("fingerprint", {}), params.fingerprint()
+        diff = ", ".join(f"{k}: {theirs.get(k)!r} -> {ours[k]!r}" for k in ours if theirs.get(k) != ours[k])
+        raise RunRefused(f"resume: parameters differ from the run in {out_dir} ({diff}); use a new --out")
+    return existing
+
+
+async def run_matrix_async(
+    params: RunParams,
+    out_dir: str | Path,
+    *,
+    phases: Sequence[Phase] = ("prefill", "decode"),
+    resume: bool = False,
+    attach: bool = False,
+    progress: bool = True,
+) -> list[Measurement]:
+    """Run (or continue) the matrix; every finished measurement is appended to results.jsonl at once."""
+    out = Path(out_dir)
+    api_key = api_key_from_env(params.api_key_env)
+    store = ResultStore(out)
+    async with ServerAPI(params.base_url, api_key=api_key) as api:
+        server = await discover(
+            api, model=params.model, max_model_len=params.max_model_len, kv_budget_tokens=params.kv_budget_tokens
+        )
+        plan = make_plan(params, server.max_model_len)
+        existing = _open_run(out, params, resume, attach)
+        info = existing or run_info(params, server, random_ids.token_hex(4), api_key)
+        if existing is None:
+            write_json_atomic(out / RUN_FILE, info)
+        done = latest_by_key(store.load())
+        finished = {k for k, m in done.items() if m.status != "Error"}
+        todo = [k for k in plan.keys(phases) if k not in finished]
+        async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
+            runner = _Runner(params, server, info["run_id"], api, client, store)
+            bar = tqdm(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
+                       desc=params.run_label, unit="cell", disable=not progress, file=sys.stderr)  # fmt: skip
+            for key in todo:
+                bar.set_postfix_str(f"{key[0]} {format_context(key[1])} ×{key[2]}")
+                m = await runner.measure(key)
+                store.append(m)
+                bar.update(1)
+            bar.close()
+    return list(latest_by_key(store.load()).values())
+
+
+class _Runner:
+    """Holds a run's prompts and warm state; measures one planned key at a time."""
+
+    def __init__(self, params: RunParams, server: ServerInfo, run_id: str, api: ServerAPI,
+                 client: StreamClient, store: ResultStore) -> None:  # fmt: skip
+        self.params, self.server, self.run_id = params, server, run_id
+        self.api, self.client, self.store = api, client, store
+        self.prompts: dict[tuple[int, int | None], str] = {}
+        self.warm: set[int] = set()
+        self.chat = params.endpoint == "chat"
+
+    async def prompt(self, ctx: int, stream: int | None = None) -> str:
+        if (ctx, stream) not in self.prompts:
+            prefix = marker(self.run_id, format_context(ctx), stream)
+            built = await build_prompt(self.api, self.server.model, ctx, prefix, chat=self.chat)
+            self.prompts[(ctx, stream)] = built.text
+        return self.prompts[(ctx, stream)]
+
+    async def measure(self, key: tuple[str, int, int]) -> Measurement:
+        phase, ctx, n = key
+        label = format_context(ctx)
+        try:
+            if phase == "prefill":
+                m = await measure_prefill(self.client, self.api, model=self.server.model,
+                                          endpoint=self.params.endpoint, prompt=await self.prompt(ctx),
+                                          context_tokens=ctx, context=label)  # fmt: skip
+                self.warm.add(ctx)
+                return self._stamp(m)
+            budget = self.server.kv_budget_tokens
+            if budget is not None and is_over_capacity(n, ctx, self.params.max_output, budget):
+                return self._stamp(Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=n,
+                                               status="Over capacity", kv_budget_tokens=budget))  # fmt: skip
+            prompts = await self._cell_prompts(ctx, n)
+            spec = CellSpec(self.server.model, self.params.endpoint, prompts, self.params.max_output,
+                            self.params.duration_s, self.params.readiness_timeout_s)  # fmt: skip
+            m = await measure_decode_cell(self.client, self.api, spec, context_tokens=ctx, context=label,
+                                          use_metrics=self.server.metrics_available)  # fmt: skip
+            return self._stamp(m, kv_budget_tokens=budget)
+        except Exception as exc:  # a failed cell is recorded and the run goes on
+            await drain(self.api, 30.0, self.server.metrics_available)
+            msg = redact(f"{type(exc).__name__}: {exc}", api_key_from_env(self.params.api_key_env))
+            return self._stamp(Measurement(phase=phase, context_tokens=ctx, context=label, concurrency=n,  # type: ignore[arg-type]
+                                           status="Error", error=msg))  # fmt: skip
+
+    async def _cell_prompts(self, ctx: int, n: int) -> tuple[str, ...]:
+        if self.params.per_stream_prompts:
+            return tuple([await self.prompt(ctx, i) for i in range(n)])
+        text = await self.prompt(ctx)
+        if ctx not in self.warm:  # warm the prefix cache once per context (prefill measured elsewhere)
+            path, body = build_request(self.params.endpoint, self.server.model, text, 1)
+            await self.client.stream(path, body)
+            self.warm.add(ctx)
+        return (text,) * n
+
+    def _stamp(self, m: Measurement, **extra: Any) -> Measurement:
+        from dataclasses import replace
+
+        return replace(m, run_id=self.run_id, started_at=datetime.now(UTC).isoformat(timespec="seconds"), **extra)
+
+
+def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine on a fresh (uv)loop; in a thread when a loop already runs here (Jupyter)."""
+    def new_loop() -> asyncio.AbstractEventLoop:
+        try:
+            import uvloop
+
+            return uvloop.new_event_loop()
+        except ImportError:
+            return asyncio.new_event_loop()
+
+    def run() -> T:
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            return runner.run(factory())  # type: ignore[arg-type]
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = run()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="toolkit-run")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def run_matrix(params: RunParams, out_dir: str | Path, **kwargs: Any) -> list[Measurement]:
+    """Synchronous entry point for notebooks and the command line."""
+    return run_sync(lambda: run_matrix_async(params, out_dir, **kwargs))
+
+
+__all__ = ["ParamsError", "Plan", "RunRefused", "make_plan", "run_info", "run_matrix", "run_sync"]

@@ -1,0 +1,82 @@
+"""The one result schema: a versioned record per measurement, shared by runner, importer and reports."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+Phase = Literal["prefill", "decode"]
+Status = Literal["Valid", "Requests queued", "Over capacity", "Error"]
+
+PHASE_TITLES: dict[str, str] = {"prefill": "Prefill", "decode": "Sustained decode"}
+STATUSES: tuple[str, ...] = ("Valid", "Requests queued", "Over capacity", "Error")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One prefill measurement or one sustained-decode cell, as METHOD.md defines them.
+
+    Throughput fields are None when the cell was not run (Over capacity) or failed (Error).
+    For prefill, ``total_tok_s`` is prompt tokens per second of the cold request.
+    """
+
+    phase: Phase
+    context_tokens: int
+    context: str
+    concurrency: int
+    status: Status
+    total_tok_s: float | None = None
+    per_request_tok_s: float | None = None
+    ttft_ms: float | None = None
+    tbt_ms: float | None = None
+    avg_active: float | None = None
+    completed: int | None = None
+    output_tokens: int | None = None
+    measured_s: float | None = None
+    prompt_tokens: int | None = None
+    # Extras beyond the published reports.
+    ttft_p90_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    tbt_p90_ms: float | None = None
+    tbt_p99_ms: float | None = None
+    per_request_tok_s_p10: float | None = None
+    client_avg_active: float | None = None
+    requests_started: int | None = None
+    server_output_tokens: int | None = None
+    server_prompt_tokens: int | None = None  # prompt tokens the server counted during the cell
+    cached_tokens: int | None = None  # prefix-cache hit tokens (server counter delta)
+    max_waiting: int | None = None
+    waiting_fraction: float | None = None
+    preemptions: int | None = None
+    kv_usage_peak: float | None = None
+    kv_budget_tokens: int | None = None
+    status_basis: str | None = None  # "server" or "client" (metrics unreachable)
+    client_saturated: bool | None = None
+    loop_lag_p99_ms: float | None = None
+    client_cpu_pct: float | None = None
+    error: str | None = None
+    run_id: str | None = None
+    started_at: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """Identity of the measurement inside a run (used for resume)."""
+        return (self.phase, self.context_tokens, self.concurrency)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        """Build from a stored dict; unknown keys from newer schemas are ignored."""
+        version = data.get("schema_version", SCHEMA_VERSION)
+        if version > SCHEMA_VERSION:
+            raise ValueError(f"schema_version {version} is newer than this toolkit's {SCHEMA_VERSION}")
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Measurement))

@@ -1,0 +1,79 @@
+"""The server's HTTP API besides streaming: `/v1/models`, `/version`, `/tokenize`, `/metrics` (httpx)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from toolkit.metrics import RUNNING, WAITING, MetricsSnapshot, parse_metrics
+
+
+class ServerAPIError(RuntimeError):
+    """The server could not be reached or refused a request; the message names what and why."""
+
+
+class ServerAPI:
+    """Async access to the non-streaming endpoints. Use as an async context manager."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s)
+
+    async def __aenter__(self) -> ServerAPI:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.aclose()
+
+    async def _get(self, path: str) -> httpx.Response:
+        try:
+            response = await self._client.get(path)
+        except httpx.HTTPError as exc:
+            raise ServerAPIError(f"cannot reach {self.base_url}{path}: {type(exc).__name__}: {exc}") from None
+        if response.status_code == 401:
+            raise ServerAPIError(f"{self.base_url}{path} answered 401 Unauthorized: the server needs an API key")
+        if response.status_code != 200:
+            raise ServerAPIError(f"{self.base_url}{path} answered HTTP {response.status_code}")
+        return response
+
+    async def models(self) -> list[dict[str, Any]]:
+        return (await self._get("/v1/models")).json().get("data", [])
+
+    async def version(self) -> str | None:
+        try:
+            return (await self._get("/version")).json().get("version")
+        except ServerAPIError:
+            return None
+
+    async def metrics(self) -> MetricsSnapshot:
+        return parse_metrics((await self._get("/metrics")).text)
+
+    async def metrics_or_none(self) -> MetricsSnapshot | None:
+        """One scrape, or None when `/metrics` is unreachable (callers fall back to client-side rules)."""
+        try:
+            return await self.metrics()
+        except (ServerAPIError, ValueError):
+            return None
+
+    async def running_waiting(self) -> tuple[int, int] | None:
+        snap = await self.metrics_or_none()
+        if snap is None:
+            return None
+        return int(snap.value(RUNNING) or 0), int(snap.value(WAITING) or 0)
+
+    async def count_tokens(self, model: str, text: str, *, chat: bool) -> int:
+        """Prompt tokens the server will see for `text` (with the chat template when `chat`)."""
+        body: dict[str, Any] = {"model": model}
+        if chat:
+            body.update(messages=[{"role": "user", "content": text}], add_generation_prompt=True)
+        else:
+            body["prompt"] = text
+        try:
+            response = await self._client.post("/tokenize", json=body)
+        except httpx.HTTPError as exc:
+            raise ServerAPIError(f"cannot reach {self.base_url}/tokenize: {type(exc).__name__}: {exc}") from None
+        if response.status_code != 200:
+            raise ServerAPIError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:200]}")
+        return int(response.json()["count"])

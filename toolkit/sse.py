@@ -1,0 +1,34 @@
+"""Incremental Server-Sent Events decoder for the `data:` lines of OpenAI-style streams.
+
+Hand-written on purpose: the SSE libraries we could use are bound to httpx (too slow per token here,
+see benchmarks/README.md) or unmaintained; this one only has to split events and keep `data` fields.
+"""
+
+from __future__ import annotations
+
+
+class SSEDecoder:
+    """Feed raw bytes, get the complete events' data payloads (one bytes object per event)."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Add bytes from the socket; return the data of every event completed by them."""
+        buffer = self._buffer + chunk
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n")
+        *complete, self._buffer = buffer.split(b"\n\n")
+        payloads = []
+        for event in complete:
+            data = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+            if data:
+                payloads.append(b"\n".join(data))
+        return payloads
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes of an event not yet terminated (non-empty at end of stream means it was cut)."""
+        return self._buffer

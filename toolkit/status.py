@@ -1,0 +1,83 @@
+"""Status of a sustained-decode cell, by the rules of METHOD.md "Status of a cell"."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from toolkit.schema import Status
+from toolkit.stats import mean
+
+ACTIVE_FRACTION = 0.95  # average running below this share of N (N > 1) means queueing
+MIN_WAITING_S = 0.5
+_TIME_TOLERANCE_S = 1e-6  # so 10.6 - 10.1 counts as 0.5 s despite float rounding
+
+
+def longest_waiting_s(samples: Sequence[tuple[float, int, int]]) -> float:
+    """Longest span (last - first sample time) of consecutive samples with waiting > 0.
+
+    A single waiting sample spans 0 s, so one scheduler step of waiting never counts.
+    """
+    longest, start = 0.0, None
+    for time_s, _running, waiting in sorted(samples):
+        if waiting > 0:
+            start = time_s if start is None else start
+            longest = max(longest, time_s - start)
+        else:
+            start = None
+    return longest
+
+
+def decode_status(
+    *,
+    concurrency: int,
+    error: str | None,
+    readiness_timed_out: bool,
+    samples: Sequence[tuple[float, int, int]],
+    min_waiting_s: float = MIN_WAITING_S,
+) -> tuple[Status, dict[str, Any]]:
+    """Status from the server's (time_s, running, waiting) samples taken during the window.
+
+    Returns the status and Measurement fields: ``avg_active``, ``max_waiting``,
+    ``waiting_fraction`` (None without samples) and ``status_basis`` = "server".
+    Without samples only error and readiness can decide (the run goes on); callers should
+    prefer ``decode_status_client_only`` then.
+    """
+    extras: dict[str, Any] = {
+        "avg_active": mean(running for _t, running, _w in samples),
+        "max_waiting": max((waiting for _t, _r, waiting in samples), default=None),
+        "waiting_fraction": mean(1.0 if waiting > 0 else 0.0 for _t, _r, waiting in samples),
+        "status_basis": "server",
+    }
+    if error is not None:
+        return "Error", extras
+    if readiness_timed_out:
+        return "Requests queued", extras
+    if (extras["max_waiting"] or 0) > 0 and longest_waiting_s(samples) >= min_waiting_s - _TIME_TOLERANCE_S:
+        return "Requests queued", extras
+    average = extras["avg_active"]
+    if concurrency > 1 and average is not None and average < ACTIVE_FRACTION * concurrency:
+        return "Requests queued", extras
+    return "Valid", extras
+
+
+def decode_status_client_only(
+    concurrency: int,
+    error: str | None,
+    readiness_timed_out: bool,
+    client_active_samples: Sequence[float],
+) -> tuple[Status, dict[str, Any]]:
+    """Fallback when /metrics is unreachable: judge by streams actively decoding, client side.
+
+    Returns the status and Measurement fields ``client_avg_active`` (None without samples)
+    and ``status_basis`` = "client". Without samples only error and readiness can decide.
+    """
+    average = mean(client_active_samples)
+    extras: dict[str, Any] = {"client_avg_active": average, "status_basis": "client"}
+    if error is not None:
+        return "Error", extras
+    if readiness_timed_out:
+        return "Requests queued", extras
+    if concurrency > 1 and average is not None and average < ACTIVE_FRACTION * concurrency:
+        return "Requests queued", extras
+    return "Valid", extras
