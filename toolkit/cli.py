@@ -39,6 +39,42 @@ def _matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from toolkit.params import load_params
+    from toolkit.publish import new_run_dir, run_notebooks
+    from toolkit.runner import preflight
+
+    params = load_params(args.params, base_url=args.base_url)
+    preflight(params)  # bad input fails here, before any load is sent
+    out = Path(args.out) if args.out else new_run_dir(args.outputs, params.run_label)
+    if args.out and not args.resume and (out / "run.json").exists():
+        raise ValueError(f"out: {out} already holds a run; pass --resume to continue it or choose another folder")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = run_notebooks(params, out)
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from toolkit.embedded.server import EmbeddedServer, ServerConfig
+    from toolkit.params import load_params
+    from toolkit.publish import new_run_dir, run_notebooks
+
+    params = load_params(args.params)
+    config = ServerConfig(max_model_len=2048, kv_blocks=64, max_num_seqs=2)
+    print("starting the embedded vLLM (about a minute) ...", flush=True)
+    with EmbeddedServer(config) as server:
+        print(f"server: {server.base_url}", flush=True)
+        params = params.model_copy(update={"base_url": server.base_url})
+        out = new_run_dir(args.outputs, params.run_label)
+        paths = run_notebooks(params, out)
+    print("\nreport:")
+    for name, path in paths.items():
+        print(f"  {name}: {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m toolkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -65,12 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished cells")
     matrix.set_defaults(func=_matrix)
 
-    for register in _extra_commands:
-        register(sub)
+    run = sub.add_parser("run", help="execute the notebooks with a params file and write the reports")
+    run.add_argument("params", help="YAML params file, e.g. params/demo.yaml")
+    run.add_argument("--base-url", help="overrides base_url of the params file")
+    run.add_argument("--out", help="results folder (default: outputs/<run_label>/<UTC timestamp>/)")
+    run.add_argument("--outputs", default="outputs", help=argparse.SUPPRESS)
+    run.add_argument("--resume", action="store_true", help="continue the run in --out")
+    run.set_defaults(func=_run)
+
+    demo = sub.add_parser("demo", help="start the embedded vLLM, run params/demo.yaml, stop, print the report")
+    demo.add_argument("--params", default="params/demo.yaml")
+    demo.add_argument("--outputs", default="outputs")
+    demo.set_defaults(func=_demo)
     return parser
-
-
-_extra_commands: list = []
 
 
 def main(argv: list[str] | None = None) -> int:

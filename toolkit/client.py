@@ -15,6 +15,8 @@ from typing import Any, Literal
 import aiohttp
 import orjson
 
+from toolkit.secrets import redact
+
 Endpoint = Literal["chat", "completions"]
 ENDPOINT_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
@@ -85,6 +87,7 @@ class StreamClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = {"Content-Type": "application/json"}
+        self._api_key = api_key
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=read_timeout_s)
@@ -115,7 +118,8 @@ class StreamClient:
             async with self._session.post(self.base_url + path, data=orjson.dumps(body)) as response:
                 if response.status != 200:
                     text = (await response.text())[:300]
-                    result.error = f"HTTP {response.status}: {text.strip()}"
+                    # Some servers echo the key they rejected; an error is stored, the key must not be.
+                    result.error = redact(f"HTTP {response.status}: {text.strip()}", self._api_key)
                     return result
                 await self._read_events(response, result)
         except asyncio.CancelledError:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from toolkit.client import Endpoint, StreamClient, StreamResult, build_request
 from toolkit.metrics import GENERATION_TOKENS, PREEMPTIONS, PREFIX_HITS, PROMPT_TOKENS, delta
-from toolkit.sampler import Sampler, loop_lag_p99_ms
+from toolkit.sampler import Sampler, Samples, loop_lag_p99_ms
 from toolkit.schema import Measurement
 from toolkit.server_api import ServerAPI
 from toolkit.status import decode_status, decode_status_client_only
@@ -53,11 +53,24 @@ async def _wait_ready(
     while time.perf_counter() < deadline and not failed.is_set():
         every_stream_decoding = all(any(r.token_events for r in s) for s in streams)
         latest = sampler.samples.latest()
-        server_ok = (not sampler.use_metrics) or (latest is not None and latest[1] >= n and latest[2] == 0)
+        server_ok = (not sampler.use_metrics) or _metrics_down(sampler.samples) or (
+            latest is not None and latest[1] >= n and latest[2] == 0
+        )
         if every_stream_decoding and server_ok:
             return True
         await asyncio.sleep(0.05)
     return failed.is_set()
+
+
+def _metrics_down(samples: Samples) -> bool:
+    """The last finished scrape failed (`/metrics` went away mid-run): readiness goes by the client side.
+
+    Without this, a stale sample from before the outage would hold the gate shut until the timeout.
+    """
+    if not samples.failed_scrapes:
+        return False
+    latest = samples.latest()
+    return latest is None or (len(samples.times) >= 2 and latest[0] < samples.times[-2])
 
 
 async def drain(api: ServerAPI, timeout_s: float, use_metrics: bool = True) -> bool:
@@ -151,6 +164,7 @@ async def measure_decode_cell(
         tbt_p99_ms=window.tbt_p99_ms,
         per_request_tok_s_p10=window.per_request_tok_s_p10,
         client_avg_active=extras.get("client_avg_active"),
+        tokens_per_chunk=window.tokens_per_chunk,
         requests_started=window.requests_started,
         server_output_tokens=None if gen is None else int(gen),
         cached_tokens=_int(delta(before_cell, after_cell, PREFIX_HITS)),

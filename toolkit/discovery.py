@@ -36,13 +36,18 @@ async def discover(
     model: str | None = None,
     max_model_len: int | None = None,
     kv_budget_tokens: int | None = None,
+    api_key_env: str = "VLLM_API_KEY",
 ) -> ServerInfo:
     """Ask the server; parameters given explicitly win over what it reports."""
     try:
         models = await api.models()
     except ServerAPIError as exc:
         if "401" in str(exc):
-            raise DiscoveryError(f"api_key: {exc}; set it in the environment variable named by api_key_env") from None
+            state = "holds a key the server refused" if api.has_key else "is unset"
+            raise DiscoveryError(
+                f"api_key_env: {api.base_url} answered 401 Unauthorized and {api_key_env} {state}; "
+                f"allowed: the server's key in {api_key_env}, or another variable named by api_key_env"
+            ) from None
         raise DiscoveryError(f"base_url: {exc}") from None
     served = [m.get("id") for m in models]
     if model is None:

@@ -90,7 +90,8 @@ def run_info(params: RunParams, server: ServerInfo, run_id: str, api_key: str | 
     hardware = {"Type": params.hardware_type, "GPU": params.gpu, "GPU count": params.gpu_count,
                 "VRAM": params.vram, "OS": params.os or sys.platform}  # fmt: skip
     engine = {"Engine": "vllm", "Version": server.version, "Quantization": params.quantization,
-              "Backend": params.backend, "Repository": "github.com/vllm-project/vllm", "Build": params.build}  # fmt: skip
+              "Backend": params.backend, "Repository": "github.com/vllm-project/vllm",
+              "Build": params.build}  # fmt: skip
     run = {
         "Served model": server.model,
         "Revision": params.revision,
@@ -152,7 +153,8 @@ async def run_matrix_async(
     store = ResultStore(out)
     async with ServerAPI(params.base_url, api_key=api_key) as api:
         server = await discover(
-            api, model=params.model, max_model_len=params.max_model_len, kv_budget_tokens=params.kv_budget_tokens
+            api, model=params.model, max_model_len=params.max_model_len, kv_budget_tokens=params.kv_budget_tokens,
+            api_key_env=params.api_key_env,
         )
         plan = make_plan(params, server.max_model_len)
         existing = _open_run(out, params, resume, attach)
@@ -225,7 +227,9 @@ class _Runner:
         text = await self.prompt(ctx)
         if ctx not in self.warm:  # warm the prefix cache once per context (prefill measured elsewhere)
             path, body = build_request(self.params.endpoint, self.server.model, text, 1)
-            await self.client.stream(path, body)
+            warm_up = await self.client.stream(path, body)
+            if warm_up.error:  # a failed stream makes the cell an Error (METHOD.md), the warm-up's too
+                raise RuntimeError(f"warm-up request failed: {warm_up.error}")
             self.warm.add(ctx)
         return (text,) * n
 
@@ -267,6 +271,22 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+async def preflight_async(params: RunParams) -> ServerInfo:
+    """Check parameters against the server before any load: reachability, model, key, contexts."""
+    api_key = api_key_from_env(params.api_key_env)
+    async with ServerAPI(params.base_url, api_key=api_key) as api:
+        server = await discover(
+            api, model=params.model, max_model_len=params.max_model_len, kv_budget_tokens=params.kv_budget_tokens,
+            api_key_env=params.api_key_env,
+        )
+    make_plan(params, server.max_model_len)
+    return server
+
+
+def preflight(params: RunParams) -> ServerInfo:
+    return run_sync(lambda: preflight_async(params))
 
 
 def run_matrix(params: RunParams, out_dir: str | Path, **kwargs: Any) -> list[Measurement]:

@@ -43,6 +43,7 @@ class Measurement:
     tbt_p99_ms: float | None = None
     per_request_tok_s_p10: float | None = None
     client_avg_active: float | None = None
+    tokens_per_chunk: float | None = None  # > 1 with --stream-interval or speculative decoding
     requests_started: int | None = None
     server_output_tokens: int | None = None
     server_prompt_tokens: int | None = None  # prompt tokens the server counted during the cell

@@ -19,6 +19,7 @@ class ServerAPI:
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.has_key = bool(api_key)
         self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s)
 
     async def __aenter__(self) -> ServerAPI:

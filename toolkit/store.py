@@ -43,12 +43,23 @@ def _finite(value: Any) -> Any:
 
 
 def _drop_partial_tail(path: Path) -> None:
-    """Cut an unterminated last line (left by a kill mid-write) so the next append starts clean."""
+    """Cut an unterminated last line (left by a kill mid-write) so the next append starts clean.
+
+    A last line that lacks only its newline is a whole record (`load` counted it as finished): it is
+    terminated, not cut.
+    """
     if not path.exists() or path.stat().st_size == 0:
         return
     data = path.read_bytes()
     if not data.endswith(b"\n"):
-        path.write_bytes(data[: data.rfind(b"\n") + 1])
+        keep = data.rfind(b"\n") + 1
+        try:
+            json.loads(data[keep:])
+        except ValueError:
+            path.write_bytes(data[:keep])
+        else:
+            with open(path, "ab") as f:
+                f.write(b"\n")
 
 
 def load_measurements(path: str | Path) -> list[Measurement]:

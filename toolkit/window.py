@@ -25,6 +25,7 @@ class WindowSummary:
     completed: int
     requests_started: int
     client_avg_active: float | None
+    tokens_per_chunk: float | None
 
 
 def tokens_between(result: StreamResult, start: float, end: float) -> int:
@@ -63,6 +64,7 @@ def summarize_window(
 ) -> WindowSummary:
     """Every client-side quantity of a decode cell from its requests and the window bounds."""
     output = sum(tokens_between(r, start, end) for r in results)
+    chunks = sum(1 for r in results for t, _ in r.token_events if start < t <= end)
     last = max((t for r in results for t, _ in r.token_events if start < t <= end), default=None)
     measured = None if last is None else last - start
     tbts = [x for r in results if (x := tbt_in_window_s(r, start, end))]
@@ -83,5 +85,6 @@ def summarize_window(
         ttft_p99_ms=percentile(ttfts, 99),
         completed=sum(1 for r in results if r.done and r.ended is not None and start < r.ended <= end),
         requests_started=len(results),
+        tokens_per_chunk=output / chunks if chunks else None,
         client_avg_active=mean([active_at(results, t) for t in sample_times if start <= t <= end]),
     )

@@ -120,8 +120,10 @@ class EmbeddedServer:
     Use as a context manager: `with EmbeddedServer(ServerConfig()) as server: server.base_url`.
     """
 
-    def __init__(self, config: ServerConfig | None = None) -> None:
+    def __init__(self, config: ServerConfig | None = None, *, api_key: str | None = None) -> None:
+        """`api_key` overrides VLLM_API_KEY for this server only; it goes to vLLM through its environment."""
         self.config = config or ServerConfig()
+        self._api_key = api_key
         self.config.check()
         self.port = self.config.port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -133,10 +135,13 @@ class EmbeddedServer:
         model_dir = ensure_model()
         self.command = launch_command(self.config, self.port, model_dir)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = _vllm_env(self.config.kv_cache_gib)
+        if self._api_key is not None:
+            env["VLLM_API_KEY"] = self._api_key
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=_vllm_env(self.config.kv_cache_gib), start_new_session=True,
+                env=env, start_new_session=True,
             )  # fmt: skip
         self._wait_healthy()
         return self

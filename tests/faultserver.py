@@ -1,0 +1,424 @@
+"""A small fault-injecting OpenAI-compatible server that mimics vLLM enough for the toolkit's runner.
+
+It stands in only for the faults a real vLLM cannot be made to show: HTTP 5xx, 401 mid-run, a stream
+cut mid-way, malformed SSE, a stalled stream, `/metrics` gone. Everything else is tested against the
+embedded vLLM.
+
+    with FaultServer() as server:             # aiohttp in a background thread, free 127.0.0.1 port
+        server.set_fault("500", after=1)      # the 2nd completion request from now on fails, and all later
+        server.set_fault("cut", after=1, times=1)  # only the 2nd one is cut
+        server.set_metrics_fault("404")       # /metrics answers 404 ("drop": connection closed, no answer)
+        server.set_metrics_fault("drop", after=3)  # ... once 3 more streamed requests have started
+        server.clear_fault()
+        server.completion_requests()          # the request log, filtered
+
+The same controls are reachable over HTTP: `POST /_fault {"kind": ..., "after": K, "times": M}`,
+`POST /_metrics_fault {"kind": "404"|"drop"|null, "after": K}`, `GET /_log`.
+
+Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
+the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+MODEL = "fault-model"
+TEMPLATE_TOKENS = 8
+FAULT_KINDS = ("500", "401", "cut", "malformed", "stall")
+METRICS_FAULTS = ("404", "drop")
+
+
+@dataclass
+class Fault:
+    """A fault for completion requests: the first `after` pass, then `times` of them fail (None: all)."""
+
+    kind: str
+    after: int = 0
+    times: int | None = None
+    seen: int = 0  # completion requests since the fault was armed
+    hit: int = 0  # requests the fault was applied to
+
+    def take(self) -> bool:
+        """Count one completion request; True when this one gets the fault."""
+        self.seen += 1
+        if self.seen <= self.after or (self.times is not None and self.hit >= self.times):
+            return False
+        self.hit += 1
+        return True
+
+
+@dataclass
+class ServerState:
+    """Counters behind `/metrics`, and the request log."""
+
+    running: int = 0
+    generation_tokens: int = 0
+    prompt_tokens: int = 0
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    requests_total: int = 0
+    seen_prompts: set[str] = field(default_factory=set)
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+
+def count_tokens(body: dict[str, Any]) -> int:
+    """Words of the prompt (or of the messages' contents) plus the template's tokens."""
+    if "messages" in body:
+        text = " ".join(str(m.get("content") or "") for m in body["messages"])
+    else:
+        prompt = body.get("prompt", "")
+        text = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
+    return len(text.split()) + TEMPLATE_TOKENS
+
+
+class FaultServer:
+    """The fault server, run on its own event loop in a daemon thread. Use as a context manager."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        max_model_len: int = 4096,
+        kv_cache_size_tokens: int = 1_000_000,
+        token_interval_s: float = 0.02,
+        tokens_per_chunk: int = 1,
+        model: str = MODEL,
+    ) -> None:
+        self.api_key = api_key
+        self.max_model_len = max_model_len
+        self.kv_cache_size_tokens = kv_cache_size_tokens
+        self.token_interval_s = token_interval_s
+        self.tokens_per_chunk = tokens_per_chunk
+        self.model = model
+        self.state = ServerState()
+        self.fault: Fault | None = None
+        self.metrics_fault: str | None = None
+        self._metrics_fault_from = 0
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port: int = self._sock.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+
+    # ---- control (thread-safe) -------------------------------------------------------------------
+
+    def set_fault(self, kind: str, *, after: int = 0, times: int | None = None) -> None:
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"fault kind {kind!r}; allowed: {', '.join(FAULT_KINDS)}")
+        with self._lock:
+            self.fault = Fault(kind, after, times)
+
+    def clear_fault(self) -> None:
+        with self._lock:
+            self.fault = None
+
+    def set_metrics_fault(self, kind: str | None, *, after: int = 0) -> None:
+        """Make `/metrics` fail ("404" or "drop"), from `after` completion requests on; None heals it."""
+        if kind is not None and kind not in METRICS_FAULTS:
+            raise ValueError(f"metrics fault {kind!r}; allowed: {', '.join(METRICS_FAULTS)} or None")
+        self._metrics_fault_from = self.state.requests_total + after
+        self.metrics_fault = kind
+
+    def _metrics_failing(self) -> str | None:
+        return self.metrics_fault if self.state.requests_total >= self._metrics_fault_from else None
+
+    @property
+    def log(self) -> list[dict[str, Any]]:
+        return list(self.state.log)
+
+    def completion_requests(self) -> list[dict[str, Any]]:
+        return [e for e in self.log if e["path"] in ("/v1/chat/completions", "/v1/completions")]
+
+    def _take_fault(self) -> str | None:
+        with self._lock:
+            if self.fault is not None and self.fault.take():
+                return self.fault.kind
+        return None
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> FaultServer:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._start_site())
+            except BaseException as exc:  # reported to start()
+                errors.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name=f"faultserver-{self.port}", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if errors:
+            raise errors[0]
+        return self
+
+    async def _start_site(self) -> None:
+        app = web.Application()
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/version", self._version)
+        app.router.add_get("/health", self._health)
+        app.router.add_post("/tokenize", self._tokenize)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_post("/v1/chat/completions", self._completions)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/_fault", self._control_fault)
+        app.router.add_post("/_metrics_fault", self._control_metrics)
+        app.router.add_get("/_log", self._control_log)
+        app.middlewares.append(self._middleware)
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        await web.SockSite(self._runner, self._sock).start()
+
+    def stop(self) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        if self._runner is not None:
+            future = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
+            with contextlib.suppress(Exception):
+                future.result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._sock.close()
+        self._loop = self._thread = None
+
+    def __enter__(self) -> FaultServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- handlers --------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        entry = {"method": request.method, "path": request.path, "time": time.time(), "status": None}
+        self.state.log.append(entry)
+        # Like vLLM's --api-key: only the /v1 routes are protected.
+        authorized = request.headers.get("Authorization") == f"Bearer {self.api_key}"
+        if self.api_key and request.path.startswith("/v1") and not authorized:
+            entry["status"] = 401
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        response = await handler(request)
+        entry["status"] = response.status
+        return response
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def _models(self, request: web.Request) -> web.Response:
+        card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm",
+                "root": self.model, "parent": None, "max_model_len": self.max_model_len}  # fmt: skip
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": "0.0.0-faultserver"})
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        count = count_tokens(body)
+        return web.json_response({"count": count, "max_model_len": self.max_model_len, "tokens": list(range(count))})
+
+    async def _metrics(self, request: web.Request) -> web.StreamResponse:
+        failing = self._metrics_failing()
+        if failing == "404":
+            return web.Response(status=404, text="404: Not Found")
+        if failing == "drop":
+            assert request.transport is not None
+            request.transport.abort()  # no answer at all: the client sees the connection closed
+            raise asyncio.CancelledError
+        s, labels = self.state, f'{{model_name="{self.model}"}}'
+        lines = [
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+            "# TYPE vllm:num_requests_running gauge",
+            f"vllm:num_requests_running{labels} {float(s.running)}",
+            "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
+            "# TYPE vllm:num_requests_waiting gauge",
+            f"vllm:num_requests_waiting{labels} 0.0",
+            "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
+            "# TYPE vllm:kv_cache_usage_perc gauge",
+            f"vllm:kv_cache_usage_perc{labels} {min(1.0, s.running * 0.01)}",
+            "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
+            "# TYPE vllm:generation_tokens_total counter",
+            f"vllm:generation_tokens_total{labels} {float(s.generation_tokens)}",
+            "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.",
+            "# TYPE vllm:prompt_tokens_total counter",
+            f"vllm:prompt_tokens_total{labels} {float(s.prompt_tokens)}",
+            "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.",
+            "# TYPE vllm:prefix_cache_queries_total counter",
+            f"vllm:prefix_cache_queries_total{labels} {float(s.prefix_queries)}",
+            "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.",
+            "# TYPE vllm:prefix_cache_hits_total counter",
+            f"vllm:prefix_cache_hits_total{labels} {float(s.prefix_hits)}",
+            "# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.",
+            "# TYPE vllm:num_preemptions_total counter",
+            f"vllm:num_preemptions_total{labels} 0.0",
+            "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+            "# TYPE vllm:cache_config_info gauge",
+            f'vllm:cache_config_info{{block_size="16",enable_prefix_caching="True",'
+            f'kv_cache_size_tokens="{self.kv_cache_size_tokens}",'
+            f'num_gpu_blocks="{self.kv_cache_size_tokens // 16}"}} 1.0',
+        ]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        chat = request.path.endswith("/chat/completions")
+        if body.get("model") != self.model:
+            return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+        prompt_tokens = count_tokens(body)
+        max_tokens = int(body.get("max_tokens") or 16)
+        if prompt_tokens + max_tokens > self.max_model_len:
+            return _error(400, f"This model's maximum context length is {self.max_model_len} tokens. However, you "
+                               f"requested {prompt_tokens + max_tokens} tokens.", "BadRequestError")  # fmt: skip
+        fault = self._take_fault()
+        if fault == "500":
+            return _error(500, "EngineCore encountered an issue (injected fault)", "InternalServerError")
+        if fault == "401":
+            # Like some gateways, echo the key presented, so a leak through error messages would show.
+            presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            return _error(401, f"Incorrect API key provided: {presented}", "AuthenticationError")
+        if not body.get("stream"):
+            return _error(400, "the fault server only streams", "BadRequestError")
+        return await self._stream(request, body, chat, prompt_tokens, max_tokens, fault)
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], chat: bool, prompt_tokens: int,
+                      max_tokens: int, fault: str | None) -> web.StreamResponse:  # fmt: skip
+        s = self.state
+        key = hashlib.sha256(repr(body.get("messages") or body.get("prompt")).encode()).hexdigest()
+        cached = prompt_tokens if key in s.seen_prompts else 0
+        s.seen_prompts.add(key)
+        s.prefix_queries += prompt_tokens
+        s.prefix_hits += cached
+        s.prompt_tokens += prompt_tokens - cached
+        s.requests_total += 1
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        created = int(time.time())
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
+        s.running += 1
+        try:
+            await response.prepare(request)
+
+            def usage(completion: int) -> dict[str, Any]:
+                u: dict[str, Any] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion,
+                                     "completion_tokens": completion}  # fmt: skip
+                if cached:
+                    u["prompt_tokens_details"] = {"cached_tokens": cached}
+                return u
+
+            def chunk(text: str | None, completion: int, finish: str | None = None, role: bool = False) -> bytes:
+                if chat:
+                    delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {"content": text}
+                    choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                    obj = "chat.completion.chunk"
+                else:
+                    choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish,
+                              "stop_reason": None}  # fmt: skip
+                    obj = "text_completion"
+                event = {"id": rid, "object": obj, "created": created, "model": self.model,
+                         "choices": [choice], "usage": usage(completion)}  # fmt: skip
+                return b"data: " + json.dumps(event, separators=(",", ":")).encode() + b"\n\n"
+
+            if chat:
+                await response.write(chunk(None, 0, role=True))
+            await asyncio.sleep(0.002 + prompt_tokens * 1e-6)  # "prefill"
+            produced = 0
+            while produced < max_tokens:
+                if fault is not None and produced >= min(2, max_tokens - 1):
+                    await self._misbehave(request, response, fault)
+                    return response
+                step = min(self.tokens_per_chunk, max_tokens - produced)
+                produced += step
+                s.generation_tokens += step
+                finish = "length" if produced == max_tokens else None
+                await response.write(chunk(" tok" * step, produced, finish))
+                if produced < max_tokens:
+                    await asyncio.sleep(self.token_interval_s)
+            final = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
+                     "model": self.model, "choices": [], "usage": usage(produced)}  # fmt: skip
+            await response.write(b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+            return response
+        except ConnectionResetError:  # the client went away (a cancelled stream): nothing to answer
+            return response
+        finally:
+            s.running -= 1
+
+    async def _misbehave(self, request: web.Request, response: web.StreamResponse, fault: str) -> None:
+        if fault == "malformed":
+            await response.write(b"data: {not json\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        elif fault == "cut":
+            await response.write(b'data: {"id":"x","choi')  # half an event, then the connection is gone
+            await asyncio.sleep(0.01)
+            assert request.transport is not None
+            request.transport.abort()
+            raise asyncio.CancelledError
+        elif fault == "stall":
+            await asyncio.sleep(3600)  # keeps the connection open, sends nothing; cancelled on disconnect
+
+    # ---- control endpoints -----------------------------------------------------------------------
+
+    async def _control_fault(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if body.get("kind") is None:
+            self.clear_fault()
+        else:
+            self.set_fault(body["kind"], after=int(body.get("after", 0)), times=body.get("times"))
+        return web.json_response({"ok": True})
+
+    async def _control_metrics(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.set_metrics_fault(body.get("kind"), after=int(body.get("after", 0)))
+        return web.json_response({"ok": True})
+
+    async def _control_log(self, request: web.Request) -> web.Response:
+        return web.json_response(self.log)
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": status}},
+                             status=status)  # fmt: skip
+
+
+def closed_port() -> int:
+    """A 127.0.0.1 port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+if __name__ == "__main__":  # manual use: python tests/faultserver.py
+    with FaultServer() as srv:
+        print(srv.base_url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()

@@ -1,0 +1,99 @@
+"""The skeleton's promises, shown against the real embedded vLLM."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import TEST_API_KEY
+from toolkit.embedded.server import BLOCK_SIZE_TOKENS, EmbeddedServer, ServerConfig, _has_live_member
+from toolkit.metrics import cache_config, parse_metrics
+
+AUTH = {"Authorization": f"Bearer {TEST_API_KEY}"}
+
+
+def test_models_lists_served_model_with_max_model_len(vllm_server: EmbeddedServer) -> None:
+    data = httpx.get(vllm_server.base_url + "/v1/models", headers=AUTH).json()["data"]
+    assert [m["id"] for m in data] == ["tiny-llama"]
+    assert data[0]["max_model_len"] == 4096
+
+
+def test_tokenize_counts_tokens(vllm_server: EmbeddedServer) -> None:
+    url = vllm_server.base_url + "/tokenize"
+    one = httpx.post(url, json={"model": "tiny-llama", "prompt": "hello world"}).json()
+    two = httpx.post(url, json={"model": "tiny-llama", "prompt": "hello world hello world"}).json()
+    assert one["count"] == len(one["tokens"]) > 0
+    assert two["count"] > one["count"]
+
+
+def test_stream_of_exactly_64_tokens_ends_with_usage(vllm_server: EmbeddedServer) -> None:
+    body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "count"}], "max_tokens": 64,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    events = []
+    with httpx.stream("POST", vllm_server.base_url + "/v1/chat/completions", json=body, headers=AUTH) as r:
+        assert r.status_code == 200
+        events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    last = json.loads(events[-2])
+    assert last["choices"] == []
+    assert last["usage"]["completion_tokens"] == 64
+
+
+def test_metrics_kv_size_equals_kv_blocks_times_block_size(constrained_server: EmbeddedServer) -> None:
+    config = cache_config(parse_metrics(httpx.get(constrained_server.base_url + "/metrics").text))
+    assert config.block_size == BLOCK_SIZE_TOKENS
+    assert config.num_blocks == 40
+    assert config.kv_cache_size_tokens == 40 * BLOCK_SIZE_TOKENS
+
+
+def test_stop_leaves_no_vllm_process() -> None:
+    from tests.conftest import start_server
+
+    server = start_server(ServerConfig(max_model_len=512, kv_blocks=8))
+    pgid = server.process.pid
+    members = [p for p in os.listdir("/proc") if p.isdigit() and _in_group(int(p), pgid)]
+    assert len(members) >= 2, "expected the API server and at least one engine process"
+    server.stop()
+    time.sleep(0.5)
+    assert not _has_live_member(pgid), "vLLM processes of the stopped server are still running"
+    port_flag = f"--port\0{server.port}\0"
+    assert not [p for p in members if _alive(p) and port_flag in _cmdline(p)]
+
+
+def _alive(pid: str) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
+
+
+def _in_group(pid: int, pgid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pgid
+    except ProcessLookupError:
+        return False
+
+
+def test_request_without_api_key_is_refused(vllm_server: EmbeddedServer) -> None:
+    body = {"model": "tiny-llama", "prompt": "x", "max_tokens": 1}
+    assert httpx.post(vllm_server.base_url + "/v1/completions", json=body).status_code == 401
+    assert httpx.post(vllm_server.base_url + "/v1/completions", json=body, headers=AUTH).status_code == 200
+
+
+def test_server_refuses_kv_blocks_too_small_for_max_model_len() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="kv_blocks: 8 blocks"):
+        EmbeddedServer(ServerConfig(max_model_len=2048, kv_blocks=8))
+    assert os.environ.get("VLLM_API_KEY") != TEST_API_KEY

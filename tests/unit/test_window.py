@@ -1,0 +1,77 @@
+"""`toolkit.window`: tokens inside the window, time between tokens per token, completed requests."""
+
+import pytest
+
+from toolkit.client import StreamResult
+from toolkit.window import active_at, summarize_window, tbt_in_window_s, tokens_between
+
+
+def result(events: list[tuple[float, int]], *, started: float = 0.0, first: float | None = None,
+           done: bool = False, ended: float | None = None) -> StreamResult:  # fmt: skip
+    r = StreamResult(started=started, token_events=list(events), done=done, ended=ended)
+    r.first_token_at = first if first is not None else (events[0][0] if events else None)
+    r.completion_tokens = events[-1][1] if events else 0
+    return r
+
+
+def test_tokens_between_counts_arrivals_in_the_half_open_window() -> None:
+    r = result([(1.0, 1), (2.0, 3), (3.0, 4), (4.0, 8)])
+    assert tokens_between(r, 0.0, 10.0) == 8
+    assert tokens_between(r, 1.0, 3.0) == 3  # (1, 3]: the chunk at 1.0 is before, the one at 3.0 inside
+    assert tokens_between(r, 1.5, 3.5) == 3
+    assert tokens_between(r, 3.5, 10.0) == 4  # a 4-token chunk counts 4, not 1
+    assert tokens_between(r, 5.0, 6.0) == 0
+    assert tokens_between(result([]), 0.0, 1.0) == 0
+
+
+def test_tbt_with_multi_token_chunks_is_per_token() -> None:
+    # Chunks of 4 tokens every second (as with speculative decoding): 0.25 s per token, not 1 s per chunk.
+    r = result([(0.0, 4), (1.0, 8), (2.0, 12), (3.0, 16)])
+    assert tbt_in_window_s(r, -1.0, 10.0) == pytest.approx(3.0 / 12)
+    assert tbt_in_window_s(r, 0.5, 10.0) == pytest.approx(2.0 / 8)
+
+
+def test_tbt_needs_two_token_events_in_the_window() -> None:
+    r = result([(0.0, 1), (1.0, 2), (2.0, 3)])
+    assert tbt_in_window_s(r, 1.5, 10.0) is None  # only one event inside
+    assert tbt_in_window_s(result([]), 0.0, 1.0) is None
+    assert tbt_in_window_s(r, -1.0, 10.0) == pytest.approx(1.0)
+
+
+def test_completed_counts_requests_done_inside_the_window() -> None:
+    results = [
+        result([(0.5, 1), (0.9, 4)], done=True, ended=1.0),  # done before the window
+        result([(1.5, 1), (2.0, 4)], done=True, ended=2.1),  # done inside
+        result([(2.5, 1), (3.0, 4)], done=True, ended=3.0),  # done at the window's end: inside
+        result([(3.5, 1)], done=False, ended=3.6),  # failed/cut inside: not completed
+        result([(3.8, 1), (4.5, 4)], done=True, ended=4.6),  # done after the window
+        result([(3.9, 1)], done=False, ended=None),  # still running (cancelled at the end)
+    ]
+    summary = summarize_window(results, 1.0, 4.0)
+    assert summary.completed == 2
+    assert summary.requests_started == 6
+
+
+def test_summarize_window_totals() -> None:
+    a = result([(0.5, 1), (1.5, 3), (2.5, 5), (3.5, 7)], started=0.4)
+    b = result([(1.2, 2), (2.2, 4), (3.0, 6)], started=1.0, first=1.2)
+    s = summarize_window([a, b], 1.0, 4.0, sample_times=[1.0, 2.0, 3.0, 4.0])
+    assert s.output_tokens == (7 - 1) + 6
+    assert s.measured_s == pytest.approx(3.5 - 1.0)  # window start to the last token inside it
+    assert s.total_tok_s == pytest.approx(12 / 2.5)
+    # per request: a inside (1.5..3.5, 3..7) = 0.5 s/token; b (1.2..3.0, 2..6) = 0.45 s/token
+    assert s.tbt_ms == pytest.approx((500 + 450) / 2)
+    assert s.per_request_tok_s == pytest.approx((2.0 + 1 / 0.45) / 2)
+    assert s.ttft_ms == pytest.approx((100 + 200) / 2)
+    assert s.client_avg_active == pytest.approx((1 + 2 + 2 + 2) / 4)
+
+
+def test_empty_window() -> None:
+    s = summarize_window([result([(0.5, 3)], done=True, ended=0.6)], 1.0, 2.0)
+    assert s.output_tokens == 0 and s.measured_s is None and s.total_tok_s is None and s.tbt_ms is None
+    assert s.completed == 0
+
+
+def test_active_at_counts_streams_between_first_token_and_end() -> None:
+    results = [result([(1.0, 1)], ended=3.0), result([(2.0, 1)], ended=None), result([], ended=None)]
+    assert [active_at(results, t) for t in (0.5, 1.0, 2.5, 3.0, 5.0)] == [0, 1, 2, 1, 1]

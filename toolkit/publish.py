@@ -1,0 +1,96 @@
+"""Batch runs and reports: papermill executes the notebooks, nbconvert and our tables write the reports."""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import papermill
+from nbconvert import HTMLExporter
+from traitlets.config import Config
+
+from toolkit import plots, report_tables
+from toolkit.params import RunParams
+from toolkit.store import RUN_FILE, read_json
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+_EXTERNAL = re.compile(r"""<(script|link)\b[^>]*\b(src|href)=["']https?://[^>]*>(\s*</script>)?""", re.I)
+
+
+def new_run_dir(outputs: str | Path, run_label: str) -> Path:
+    """outputs/<run_label>/<UTC timestamp>/ (papermill does not make folders)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = Path(outputs) / run_label / stamp
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+def notebook_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
+    """The notebooks' UPPER_CASE parameters (plain values; never the API key)."""
+    values = params.model_dump()
+    names = {k: k.upper() for k in values}
+    out = {names[k]: v for k, v in values.items() if k != "read_timeout_s"}
+    out["RESULTS_DIR"] = str(results_dir.resolve())
+    return out
+
+
+def execute(notebook: str, out_dir: Path, parameters: dict[str, Any]) -> Path:
+    """Execute notebooks/<notebook>.ipynb with papermill into out_dir; the executed copy is kept on failure."""
+    output = out_dir / f"{notebook}.ipynb"
+    papermill.execute_notebook(
+        str(NOTEBOOKS / f"{notebook}.ipynb"), str(output), parameters=parameters, kernel_name="python3",
+        cwd=str(NOTEBOOKS), progress_bar=False, log_output=True, stdout_file=sys.stdout, stderr_file=sys.stderr,
+    )  # fmt: skip
+    return output
+
+
+def html_report(executed: Path) -> str:
+    """A self-contained HTML page of an executed notebook: no code, images embedded, no external assets."""
+    config = Config()
+    config.TagRemovePreprocessor.remove_input_tags = {"remove-input"}
+    config.TagRemovePreprocessor.enabled = True
+    exporter = HTMLExporter(config=config, template_name="lab", exclude_input=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True, embed_images=True)  # fmt: skip
+    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
+    return _EXTERNAL.sub("", body)
+
+
+def markdown_report(results_dir: Path) -> str:
+    """report.md with its figures as PNG files beside it; tables from the same code as the HTML."""
+    from toolkit.notebook import figure_png, load_results
+
+    frame, run_info = load_results(results_dir)
+    images: dict[str, str] = {}
+    figures = {"prefill": plots.prefill_figure, "decode": plots.decode_heatmaps, "scaling": plots.scaling_figure}
+    for key, make in figures.items():
+        has_rows = (frame["phase"] == ("prefill" if key == "prefill" else "decode")).any()
+        if has_rows:
+            (results_dir / f"{key}.png").write_bytes(figure_png(make(frame)))
+            images[key] = f"{key}.png"
+    return report_tables.report_markdown(frame, run_info, images=images)
+
+
+def write_reports(results_dir: Path) -> dict[str, Path]:
+    """Execute the report notebook over a results folder; write report.html, report.md, results.csv."""
+    from toolkit.notebook import load_results
+
+    frame, _ = load_results(results_dir)
+    frame.to_csv(results_dir / "results.csv", index=False)
+    executed = execute("report", results_dir, {"RESULTS_DIR": str(results_dir.resolve())})
+    (results_dir / "report.html").write_text(html_report(executed), encoding="utf-8")
+    (results_dir / "report.md").write_text(markdown_report(results_dir), encoding="utf-8")
+    return {name: results_dir / name for name in ("report.html", "report.md", "results.csv", RUN_FILE)}
+
+
+def run_notebooks(params: RunParams, out_dir: Path) -> dict[str, Path]:
+    """Prefill notebook, then the decode matrix notebook, into one results folder; then the reports."""
+    parameters = notebook_parameters(params, out_dir)
+    for notebook in ("prefill", "decode_matrix"):
+        execute(notebook, out_dir, parameters)
+    paths = write_reports(out_dir)
+    read_json(out_dir / RUN_FILE)  # fail loudly if the run left no run.json
+    return paths
