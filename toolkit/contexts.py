@@ -53,8 +53,8 @@ def parse_contexts(value: str | int | Iterable[str | int], parameter: str = "con
 
 
 def format_context(tokens: int) -> str:
-    """Display a context the way the reports do: ``round(tokens / 1024)`` then ``K``."""
-    return f"{round(tokens / K)}K"
+    """Display a context the way the reports do: ``round(tokens / 1024)`` then ``K`` (below 1K: tokens)."""
+    return f"{round(tokens / K)}K" if tokens >= K else str(tokens)
 
 
 def _check_lengths(max_model_len: int, max_output: int) -> None:

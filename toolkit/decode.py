@@ -13,7 +13,7 @@ from toolkit.sampler import Sampler, Samples, loop_lag_p99_ms
 from toolkit.schema import Measurement
 from toolkit.server_api import ServerAPI
 from toolkit.status import decode_status, decode_status_client_only
-from toolkit.window import active_at, summarize_window
+from toolkit.window import active_at, summarize_window, tokens_between
 
 SATURATION_LAG_MS = 20.0  # event-loop lag p99 above this: the client, not the server, set the pace
 SATURATION_CPU_PCT = 90.0
@@ -109,15 +109,16 @@ async def measure_decode_cell(
             for i, (path, body) in enumerate(bodies)
         ]
         ready = await _wait_ready(streams, sampler, n, failed, spec.readiness_timeout_s)
-        start_sent = time.perf_counter()
+        # The window runs on the client's clock; the server counters are read at its edges.
+        before_sent = time.perf_counter()
         before = await api.metrics_or_none() if use_metrics else None
-        start = (start_sent + time.perf_counter()) / 2 if before else time.perf_counter()
+        start = time.perf_counter()
         if not failed.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(failed.wait(), timeout=spec.duration_s - (time.perf_counter() - start))
-        end_sent = time.perf_counter()
+                await asyncio.wait_for(failed.wait(), timeout=spec.duration_s)
+        end = time.perf_counter()
         after = await api.metrics_or_none() if use_metrics else None
-        end = (end_sent + time.perf_counter()) / 2 if after else time.perf_counter()
+        after_received = time.perf_counter()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -130,6 +131,10 @@ async def measure_decode_cell(
     if error is None and not drained:
         error = f"server did not drain within {spec.drain_timeout_s:g} s after the cell"
     window = summarize_window(results, start, end, sampler.samples.times)
+    # The server's counters were read somewhere inside each scrape; compare like with like.
+    scrape_interval_tokens = sum(
+        tokens_between(r, (before_sent + start) / 2, (end + after_received) / 2) for r in results
+    )
     server_samples = sampler.samples.server_between(start, end)
     metrics_ok = use_metrics and bool(server_samples) and before is not None and after is not None
     if metrics_ok:
@@ -167,6 +172,7 @@ async def measure_decode_cell(
         tokens_per_chunk=window.tokens_per_chunk,
         requests_started=window.requests_started,
         server_output_tokens=None if gen is None else int(gen),
+        client_tokens_server_interval=scrape_interval_tokens if gen is not None else None,
         cached_tokens=_int(delta(before_cell, after_cell, PREFIX_HITS)),
         max_waiting=extras.get("max_waiting"),
         waiting_fraction=extras.get("waiting_fraction"),

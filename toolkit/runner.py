@@ -203,7 +203,8 @@ class _Runner:
                 m = await measure_prefill(self.client, self.api, model=self.server.model,
                                           endpoint=self.params.endpoint, prompt=await self.prompt(ctx),
                                           context_tokens=ctx, context=label)  # fmt: skip
-                self.warm.add(ctx)
+                if m.status == "Valid":
+                    self.warm.add(ctx)
                 return self._stamp(m)
             budget = self.server.kv_budget_tokens
             if budget is not None and is_over_capacity(n, ctx, self.params.max_output, budget):

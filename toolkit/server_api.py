@@ -76,5 +76,6 @@ class ServerAPI:
         except httpx.HTTPError as exc:
             raise ServerAPIError(f"cannot reach {self.base_url}/tokenize: {type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
-            raise ServerAPIError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:200]}")
+            detail = response.text[:200]
+            raise ServerAPIError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {detail}")
         return int(response.json()["count"])

@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import TEST_API_KEY
-from toolkit.embedded.server import EmbeddedServer
+from tests.conftest import TEST_API_KEY, start_server
+from toolkit.embedded.server import EmbeddedServer, ServerConfig
 from toolkit.metrics import PROMPT_TOKENS, REQUEST_SUCCESS, parse_metrics
 from toolkit.params import make_params
 from toolkit.runner import run_matrix
@@ -48,7 +48,9 @@ def test_client_tokens_agree_with_server_counter_within_2_percent(small_matrix) 
     assert valid, "no Valid cell to compare"
     for m in valid:
         assert m.output_tokens > 100
-        assert m.server_output_tokens == pytest.approx(m.output_tokens, rel=0.02), m
+        # Same interval on both sides: the client's tokens between the two /metrics scrapes.
+        assert m.server_output_tokens == pytest.approx(m.client_tokens_server_interval, rel=0.02), m
+        assert m.client_tokens_server_interval >= m.output_tokens
 
 
 def test_prefill_is_cold_and_decode_hits_the_cache(small_matrix) -> None:
@@ -65,7 +67,7 @@ def test_decode_quantities_are_consistent(small_matrix) -> None:
     for n in (1, 2, 4):
         m = small_matrix[("decode", 1024, n)]
         assert m.total_tok_s == pytest.approx(m.output_tokens / m.measured_s)
-        assert 0 < m.measured_s <= 4.0 + 0.5
+        assert 0 < m.measured_s <= 4.0
         assert m.tbt_ms == pytest.approx(1000 / m.per_request_tok_s, rel=0.5)
         assert m.ttft_p99_ms >= m.ttft_ms
 
