@@ -22,12 +22,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import sys
 import time
 from array import array
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
@@ -51,7 +52,7 @@ class Stats:
     requests = 0
     tokens = 0
     prompt_tokens = 0
-    lateness: array = array("d")  # (send - target) of paced tokens, seconds (reset by /bench/stats?clear=1)
+    lateness: array = array("d")  # per paced tick: last token written - tick time, s (reset by /bench/stats?clear=1)
     logs: dict[str, array] = {}  # noqa: RUF012
 
 
@@ -73,8 +74,24 @@ def _chunked(payload: bytes) -> bytes:
 class Emitter:
     """One streamed reply: pre-rendered chunk templates, a schedule, and the transport to write to."""
 
-    __slots__ = ("base", "chat", "done_tokens", "handle", "interval", "log", "max_tokens", "prompt_tokens",
-                 "proto", "t0", "tail_final", "tail_tok", "burst")  # fmt: skip
+    __slots__ = (
+        "base",
+        "burst",
+        "chat",
+        "done_tokens",
+        "handle",
+        "head",
+        "head_len",
+        "interval",
+        "log",
+        "max_tokens",
+        "prompt_tokens",
+        "proto",
+        "t0",
+        "tail_final",
+        "tail_tok",
+        "ticker",
+    )  # fmt: skip
 
     def __init__(self, proto: HttpProtocol, body: dict[str, Any], chat: bool) -> None:
         self.proto = proto
@@ -110,16 +127,22 @@ class Emitter:
                              b'","logprobs":null,"finish_reason":%s,"stop_reason":null}],')  # fmt: skip
         self.tail_final = b'"usage":{"prompt_tokens":%d,"total_tokens":%%d,"completion_tokens":%%d}}' % (
             self.prompt_tokens)  # fmt: skip
+        self.head = (b"data: " + self.base + (self.tail_tok % b"null") +
+                     b'"usage":{"prompt_tokens":%d,"total_tokens":' % self.prompt_tokens)  # fmt: skip
+        self.head_len = len(self.head)
         self.done_tokens = 0
         self.handle: asyncio.TimerHandle | asyncio.Handle | None = None
+        self.ticker: Ticker | None = None
         self.t0 = time.perf_counter() + ttft
         STATS.running += 1
         STATS.requests += 1
         STATS.prompt_tokens += self.prompt_tokens
 
     def _event(self, k: int) -> bytes:
-        finish = b'"length"' if k == self.max_tokens else b"null"
-        payload = (b"data: " + self.base + (self.tail_tok % finish) +
+        if k < self.max_tokens:  # the hot path: one pre-rendered head, two numbers
+            tail = b'%d,"completion_tokens":%d}}\n\n' % (self.prompt_tokens + k, k)
+            return b"%x\r\n%s%s\r\n" % (self.head_len + len(tail), self.head, tail)
+        payload = (b"data: " + self.base + (self.tail_tok % b'"length"') +
                    (self.tail_final % (self.prompt_tokens + k, k)) + b"\n\n")  # fmt: skip
         return b"%x\r\n%s\r\n" % (len(payload), payload)
 
@@ -138,30 +161,22 @@ class Emitter:
         if self.max_tokens <= 0:
             self._finish()
         elif self.interval > 0:
-            self.handle = loop.call_at(_loop_time(loop, self.t0), self._tick)
+            Ticker.get(loop, self.interval).add(self)
         else:
             self.handle = loop.call_soon(self._flood)
 
-    def _tick(self) -> None:
-        """Paced: send every token whose time has come (normally one), then arm the timer for the next."""
-        now = time.perf_counter()
-        transport = self.proto.transport
-        while True:
-            k = self.done_tokens + 1
-            target = self.t0 + (k - 1) * self.interval
-            if target > now:
-                break
-            transport.write(self._event(k))
-            sent = time.perf_counter()
-            STATS.lateness.append(sent - target)
-            if self.log is not None:
-                self.log.append(sent)
-            self.done_tokens = k
-            STATS.tokens += 1
-            if k >= self.max_tokens:
-                self._finish()
-                return
-        self.handle = self.proto.loop.call_at(_loop_time(self.proto.loop, target), self._tick)
+    def emit(self, target: float) -> bool:
+        """Paced: send the next token (its scheduled time is `target`); True when the reply is complete."""
+        k = self.done_tokens + 1
+        self.proto.transport.write(self._event(k))
+        if self.log is not None:
+            self.log.append(time.perf_counter())
+        self.done_tokens = k
+        STATS.tokens += 1
+        if k >= self.max_tokens:
+            self._finish()
+            return True
+        return False
 
     def _flood(self) -> None:
         """Max ingest: write bursts while the socket takes them; wait for resume_writing when it does not."""
@@ -195,12 +210,72 @@ class Emitter:
             self.handle = None
         if self.proto.on_resume == self._flood:
             self.proto.on_resume = None
+        if self.ticker is not None:
+            self.ticker.remove(self)
+            self.ticker = None
         STATS.running -= 1
 
 
 def _loop_time(loop: asyncio.AbstractEventLoop, perf_t: float) -> float:
     """Convert a perf_counter time to the loop's clock (uvloop's clock is not perf_counter)."""
     return perf_t - time.perf_counter() + loop.time()
+
+
+class Ticker:
+    """One timer for every stream of the same interval: ticks on a global grid (multiples of the interval).
+
+    Like an inference engine's decode step, a tick sends one token to every running stream, in a stable order
+    (arrival). A stream joins at the first grid tick at or after `arrival + ttft`. A late tick is not skipped:
+    the next ones follow at once until the grid is caught up, so every stream keeps its token count on schedule.
+    """
+
+    tickers: ClassVar[dict[float, Ticker]] = {}
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+        self.loop, self.interval = loop, interval
+        self.members: dict[Emitter, float] = {}  # emitter -> its first tick
+        self.next_t: float | None = None
+        self.handle: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def get(cls, loop: asyncio.AbstractEventLoop, interval: float) -> Ticker:
+        ticker = cls.tickers.get(interval)
+        if ticker is None:
+            ticker = cls.tickers[interval] = Ticker(loop, interval)
+        return ticker
+
+    def add(self, emitter: Emitter) -> None:
+        first = math.ceil(emitter.t0 / self.interval) * self.interval
+        self.members[emitter] = first
+        emitter.ticker = self
+        if self.next_t is None or first < self.next_t:
+            self.next_t = first
+            if self.handle is not None:
+                self.handle.cancel()
+            self.handle = self.loop.call_at(_loop_time(self.loop, first), self._tick)
+
+    def remove(self, emitter: Emitter) -> None:
+        self.members.pop(emitter, None)
+
+    def _tick(self) -> None:
+        self.handle = None
+        while self.members:
+            t = self.next_t
+            assert t is not None
+            if t > time.perf_counter() + 50e-6:
+                break
+            for emitter, first in list(self.members.items()):
+                if first <= t + 1e-9 and emitter in self.members:
+                    emitter.emit(t)
+            STATS.lateness.append(time.perf_counter() - t)  # when the tick's last token was written
+            self.next_t = t + self.interval
+        if not self.members:
+            self.next_t = None
+            return
+        upcoming = min(self.members.values())
+        if upcoming > self.next_t:  # nobody due before a later joiner's first tick
+            self.next_t = upcoming
+        self.handle = self.loop.call_at(_loop_time(self.loop, self.next_t), self._tick)
 
 
 class HttpProtocol(asyncio.Protocol):
@@ -248,7 +323,7 @@ class HttpProtocol(asyncio.Protocol):
             if end < 0:
                 return
             head = self.buffer[:end].decode("latin-1").split("\r\n")
-            method, target, _ = (head[0].split(" ") + ["", ""])[:3]
+            method, target, _ = [*head[0].split(" "), "", ""][:3]
             headers = {}
             for line in head[1:]:
                 name, _, value = line.partition(":")
@@ -319,9 +394,11 @@ def _stats(clear: bool) -> dict[str, Any]:
     def pct(q: float) -> float | None:
         return None if not late else late[min(len(late) - 1, int(q / 100 * len(late)))] * 1000
 
-    out = {"cpu_s": time.process_time(), "wall": time.perf_counter(), "tokens": STATS.tokens,
-           "requests": STATS.requests, "running": STATS.running, "late_n": len(late),
-           "late_p50_ms": pct(50), "late_p99_ms": pct(99), "late_max_ms": late[-1] * 1000 if late else None}  # fmt: skip
+    times = os.times()
+    out = {"cpu_s": time.process_time(), "user_s": times.user, "sys_s": times.system, "wall": time.perf_counter(),
+           "tokens": STATS.tokens,
+           "requests": STATS.requests, "running": STATS.running, "late_n": len(late), "late_p50_ms": pct(50),
+           "late_p99_ms": pct(99), "late_max_ms": late[-1] * 1000 if late else None}  # fmt: skip
     if clear:
         STATS.lateness = array("d")
     return out
@@ -366,6 +443,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ttft-ms", type=float, default=None, help="delay to the first token (default: one interval)")
     ap.add_argument("--burst", type=int, default=16, help="chunks per write in max-ingest mode")
     ap.add_argument("--cpu", type=int, default=1, help="pin to this core (-1: do not pin)")
+    ap.add_argument("--nice", type=int, default=0, help="change this process's nice value (negative needs root)")
     ap.add_argument("--no-uvloop", action="store_true")
     args = ap.parse_args(argv)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -374,6 +452,9 @@ def main(argv: list[str] | None = None) -> None:
     CONFIG.ttft_s = None if args.ttft_ms is None else args.ttft_ms / 1000
     CONFIG.burst = args.burst
     pin(None if args.cpu < 0 else args.cpu)
+    if args.nice:
+        with contextlib.suppress(OSError):
+            os.nice(args.nice)
     if args.no_uvloop:
         asyncio.run(serve(args.host, args.port))
     else:

@@ -8,6 +8,11 @@ from pathlib import Path
 
 from toolkit.params import ParamsError
 
+# The embedded server of `make demo`: small enough that the matrix shows Requests queued and Over capacity.
+DEMO_MAX_MODEL_LEN = 4096
+DEMO_KV_BLOCKS = 64  # 8,192 tokens
+DEMO_MAX_NUM_SEQS = 2
+
 
 def _serve(args: argparse.Namespace) -> int:
     from toolkit.embedded.server import ServerConfig, serve_forever
@@ -56,17 +61,70 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_report(args: argparse.Namespace) -> int:
+    from toolkit.report_import import import_report_file
+    from toolkit.runs import RESULTS_CSV
+    from toolkit.store import RESULTS_FILE, RUN_FILE, read_json, to_dataframe, write_json_atomic
+
+    source, out = Path(args.file), Path(args.out)
+    try:
+        report = import_report_file(source)  # ReportFormatError: "FILE:LINE: what was expected"
+    except OSError as exc:
+        raise ValueError(f"{source}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{source}: not a UTF-8 text report") from None
+    existing = read_json(out / RUN_FILE) if (out / RUN_FILE).exists() else {"source": "imported"}
+    if (out / RESULTS_FILE).exists() or existing.get("source") != "imported":  # re-importing is fine
+        raise ValueError(f"out: {out} already holds a measured run; choose another folder")
+    out.mkdir(parents=True, exist_ok=True)
+    to_dataframe(report.measurements).to_csv(out / RESULTS_CSV, index=False)
+    write_json_atomic(out / RUN_FILE, {**report.run_info, "source_file": source.name})
+    print(f"{len(report.measurements)} measurements: {out / RESULTS_CSV}, {out / RUN_FILE}")
+    if args.report:
+        from toolkit.publish import write_reports
+
+        for name, path in write_reports(out).items():
+            print(f"{name}: {path}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from toolkit import compare, compare_plots, runs
+    from toolkit.notebook import figure_png
+    from toolkit.publish import execute, html_report
+
+    if len(args.run_dirs) < 2:
+        raise ValueError("compare: give at least two run folders")
+    run_dirs = [Path(d).resolve() for d in args.run_dirs]
+    labels = [label.strip() for label in args.labels.split(",")] if args.labels else None
+    frame = runs.load_runs(run_dirs, labels)  # bad folders or labels fail here, before the notebook
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    executed = execute("compare", out, {"RUN_DIRS": [str(d) for d in run_dirs], "LABELS": labels})
+    (out / "compare.html").write_text(html_report(executed), encoding="utf-8")
+    images: dict[str, str] = {}
+    for key, figure in compare_plots.comparison_figures(frame).items():
+        (out / f"{key}.png").write_bytes(figure_png(figure))
+        images[key] = f"{key}.png"
+    (out / "compare.md").write_text(compare.compare_markdown(frame, images), encoding="utf-8")
+    for name in ("compare.html", "compare.md", executed.name):
+        print(f"{name}: {out / name}")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from toolkit.embedded.server import EmbeddedServer, ServerConfig
     from toolkit.params import load_params
     from toolkit.publish import new_run_dir, run_notebooks
+    from toolkit.runner import preflight
 
     params = load_params(args.params)
-    config = ServerConfig(max_model_len=2048, kv_blocks=64, max_num_seqs=2)
+    config = ServerConfig(max_model_len=DEMO_MAX_MODEL_LEN, kv_blocks=DEMO_KV_BLOCKS, max_num_seqs=DEMO_MAX_NUM_SEQS)
     print("starting the embedded vLLM (about a minute) ...", flush=True)
     with EmbeddedServer(config) as server:
         print(f"server: {server.base_url}", flush=True)
         params = params.model_copy(update={"base_url": server.base_url})
+        preflight(params)
         out = new_run_dir(args.outputs, params.run_label)
         paths = run_notebooks(params, out)
     print("\nreport:")
@@ -109,6 +167,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.set_defaults(func=_run)
 
+    imported = sub.add_parser("import-report", help="import a published speed test matrix text report as a run folder")
+    imported.add_argument("file", help="the report's text, e.g. reference-reports/kimi-….txt")
+    imported.add_argument("--out", required=True, help="run folder to write results.csv and run.json into")
+    imported.add_argument("--report", action="store_true", help="also write report.html and report.md")
+    imported.set_defaults(func=_import_report)
+
+    comparison = sub.add_parser("compare", help="compare run folders (the first is the baseline): compare.html, .md")
+    comparison.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="measured or imported run folders")
+    comparison.add_argument("--out", required=True, help="folder for compare.ipynb, compare.html, compare.md")
+    comparison.add_argument("--labels", help="comma-separated, one per run folder (default: run label + folder)")
+    comparison.set_defaults(func=_compare)
+
     demo = sub.add_parser("demo", help="start the embedded vLLM, run params/demo.yaml, stop, print the report")
     demo.add_argument("--params", default="params/demo.yaml")
     demo.add_argument("--outputs", default="outputs")
@@ -123,6 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ParamsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        from papermill.exceptions import PapermillExecutionError
+
+        if not isinstance(exc, PapermillExecutionError):
+            raise
+        print(f"error: notebook cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: finished measurements are kept; rerun with --resume to continue", file=sys.stderr)
         return 130

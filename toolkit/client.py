@@ -1,25 +1,37 @@
 """Streaming client: one request, read to `[DONE]`, every chunk's arrival time and usage counts.
 
-aiohttp carries the streams (httpx's pool stalls when many streams end together and costs ~2x more
-per token; see ../benchmarks/README.md). A `StreamResult` is filled while the stream runs, so a
-cancelled request still leaves what it measured in the caller's hands.
+A small HTTP/1.1 client on asyncio protocols (uvloop when the runner uses it). The whole per-token path runs in
+the protocol's `data_received`: the arrival time is taken there, the chunked body and the SSE events are decoded
+and the `StreamResult` is updated at once, with no task wake-up, stream reader or per-read timer in between.
+Against the aiohttp reader it replaced, that halves the CPU per streamed token, and the timestamp is the
+moment the bytes reached the process (numbers in ../benchmarks/README.md). It speaks only what the toolkit
+needs: POST with a JSON body, keep-alive, `Content-Length` / chunked / read-to-close bodies, http and https.
+
+A `StreamResult` is filled while the stream runs, so a cancelled request still leaves what it measured in the
+caller's hands.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-import aiohttp
 import orjson
 
+from toolkit import __version__
 from toolkit.secrets import redact
+from toolkit.sse import SSEDecoder
 
 Endpoint = Literal["chat", "completions"]
 ENDPOINT_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
+MAX_ERROR_BODY = 64 * 1024
 
 
 @dataclass
@@ -75,7 +87,7 @@ def _has_text(choice: dict[str, Any]) -> bool:
 
 
 class StreamClient:
-    """One aiohttp session per run; `stream()` runs one request and fills a `StreamResult`."""
+    """Keep-alive connections to one server; `stream()` runs one request and fills a `StreamResult`."""
 
     def __init__(
         self,
@@ -86,70 +98,394 @@ class StreamClient:
         read_timeout_s: float = 300.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self._headers = {"Content-Type": "application/json"}
+        url = urlsplit(self.base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"base_url: expected http(s)://host[:port][/prefix], got {base_url!r}")
+        self._host = url.hostname
+        self._tls = url.scheme == "https"
+        self._port = url.port or (443 if self._tls else 80)
+        self._prefix = url.path.rstrip("/")
+        default_port = self._port == (443 if self._tls else 80)
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        head = [f"Host: {host if default_port else f'{host}:{self._port}'}", "Content-Type: application/json",
+                "Accept: text/event-stream", f"User-Agent: vllm-speed-toolkit/{__version__}"]  # fmt: skip
         self._api_key = api_key
         if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=read_timeout_s)
+            head.append(f"Authorization: Bearer {api_key}")
+        self._headers = ("\r\n".join(head) + "\r\n").encode("latin-1")
+        self._connect_timeout_s = connect_timeout_s
         self._read_timeout_s = read_timeout_s
-        self._session: aiohttp.ClientSession | None = None
+        self._ssl: ssl.SSLContext | None = ssl.create_default_context() if self._tls else None
+        self._idle: list[_Connection] = []
+        self._open: set[_Connection] = set()
+        self._entered = False
 
     async def __aenter__(self) -> StreamClient:
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, headers=self._headers, auto_decompress=False
-        )
+        self._entered = True
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        self._entered = False
+        for conn in list(self._open):
+            conn.close()
+        self._idle.clear()
+        self._open.clear()
 
     async def stream(self, path: str, body: dict[str, Any], result: StreamResult | None = None) -> StreamResult:
         """Send one streamed request and read it to `[DONE]`; errors are recorded, never raised.
 
         Cancellation marks the result `cancelled` and propagates; the result keeps what was measured.
         """
-        assert self._session is not None, "use StreamClient as an async context manager"
+        assert self._entered, "use StreamClient as an async context manager"
         result = result if result is not None else StreamResult()
         result.started = time.perf_counter()
+        payload = orjson.dumps(body)
+        request = (b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n" % (
+            (self._prefix + path).encode("latin-1"), self._headers, len(payload))) + payload  # fmt: skip
+        conn: _Connection | None = None
         try:
-            async with self._session.post(self.base_url + path, data=orjson.dumps(body)) as response:
-                if response.status != 200:
-                    text = (await response.text())[:300]
-                    # Some servers echo the key they rejected; an error is stored, the key must not be.
-                    result.error = redact(f"HTTP {response.status}: {text.strip()}", self._api_key)
-                    return result
-                await self._read_events(response, result)
+            for attempt in (0, 1):
+                conn, reused = await self._acquire()
+                conn.send(request, result)
+                await self._wait(conn)
+                # A kept-alive connection the server had just closed: nothing was received, so send again once.
+                if conn.closed_before_response and reused and attempt == 0:
+                    conn = None
+                    continue
+                break
+            assert conn is not None
+            if conn.bad_head:
+                result.error = "malformed HTTP response from the server"
+            elif not conn.head_done:
+                result.error = "ServerDisconnectedError: connection closed before the response"
+            elif conn.status != 200:
+                text = bytes(conn.error_body).decode("utf-8", "replace")[:300]
+                # Some servers echo the key they rejected; an error is stored, the key must not be.
+                result.error = redact(f"HTTP {conn.status}: {text.strip()}", self._api_key)
+            elif not result.done and result.error is None:
+                cut = " (cut mid-event)" if conn.decoder.pending.strip() else ""
+                result.error = "stream ended before [DONE]" + cut
         except asyncio.CancelledError:
             result.cancelled = True
+            if conn is not None:
+                conn.close()
             raise
-        except (TimeoutError, aiohttp.SocketTimeoutError):
+        except TimeoutError:
+            if conn is not None:
+                conn.close()
             result.error = f"read timeout: no data for {self._read_timeout_s:g} s"
-        except aiohttp.ClientError as exc:
+        except _ConnectError as exc:
+            result.error = str(exc)
+        except OSError as exc:
+            if conn is not None:
+                conn.close()
             result.error = f"{type(exc).__name__}: {exc}"
         finally:
             result.ended = time.perf_counter()
+            if conn is not None:
+                conn.release()
         return result
 
-    async def _read_events(self, response: aiohttp.ClientResponse, result: StreamResult) -> None:
-        from toolkit.sse import SSEDecoder
+    async def _acquire(self) -> tuple[_Connection, bool]:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.usable:
+                return conn, True
+            conn.close()
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(lambda: _Connection(self), self._host, self._port, ssl=self._ssl,
+                                       server_hostname=self._host if self._tls else None),
+                self._connect_timeout_s,
+            )  # fmt: skip
+        except TimeoutError:
+            where = f"{self._host}:{self._port}"
+            raise _ConnectError(f"connect timeout: {where} after {self._connect_timeout_s:g} s") from None
+        except OSError as exc:
+            raise _ConnectError(f"ClientConnectorError: cannot connect to {self._host}:{self._port}: {exc}") from None
+        self._open.add(conn)
+        return conn, False
 
-        decoder = SSEDecoder()
-        async for raw in response.content.iter_any():
-            now = time.perf_counter()
-            for data in decoder.feed(raw):
-                if data == b"[DONE]":
-                    result.done = True
-                    return
-                if not _apply_chunk(data, now, result):
-                    return
-        result.error = "stream ended before [DONE]" + (" (cut mid-event)" if decoder.pending.strip() else "")
+    async def _wait(self, conn: _Connection) -> None:
+        """Until the reply is complete (or `[DONE]`); TimeoutError after `read_timeout_s` without any data."""
+        waiter = conn.waiter
+        assert waiter is not None
+        while not waiter.done():
+            remaining = conn.last_data + self._read_timeout_s - time.perf_counter()
+            if remaining <= 0:
+                raise TimeoutError
+            await asyncio.wait((waiter,), timeout=remaining)
+        waiter.result()  # re-raises a connection error
+
+    def _put_idle(self, conn: _Connection) -> None:
+        if self._entered:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def _forget(self, conn: _Connection) -> None:
+        self._open.discard(conn)
+        if conn in self._idle:
+            self._idle.remove(conn)
+
+
+class _ConnectError(Exception):
+    pass
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection, one request at a time; parses the reply as bytes arrive."""
+
+    def __init__(self, client: StreamClient) -> None:
+        self.client = client
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.result: StreamResult | None = None
+        self.last_data = 0.0
+        self.lost = False
+        self.returned = True  # the caller is done with the current request
+        self._reset()
+
+    def _reset(self) -> None:
+        self.status = 0
+        self.buf = b""
+        self.head_done = False
+        self.mode = ""  # "chunked" | "length" | "close"
+        self.remaining = 0  # length mode: bytes left; chunked mode: bytes left of the current chunk (+2 for CRLF)
+        self.keep_alive = True
+        self.complete = False
+        self.got_bytes = False
+        self.error_body = bytearray()
+        self.bad_head = False
+        self.decoder = SSEDecoder()
+
+    # -- the caller's side
+    @property
+    def usable(self) -> bool:
+        return not self.lost and self.transport is not None and not self.transport.is_closing() and self.complete
+
+    @property
+    def closed_before_response(self) -> bool:
+        return self.lost and not self.got_bytes
+
+    def send(self, request: bytes, result: StreamResult) -> None:
+        self._reset()
+        self.result = result
+        self.returned = False
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.last_data = time.perf_counter()
+        if self.lost or self.transport is None:
+            self.waiter.set_result(None)
+            return
+        self.transport.write(request)
+
+    def release(self) -> None:
+        """The caller is done: keep the connection for the next request if its reply ends cleanly."""
+        result, self.result = self.result, None
+        self.returned = True
+        if self.lost or not self.keep_alive:
+            self.close()
+        elif self.complete:
+            self.client._put_idle(self)
+        elif not (result is not None and result.done and result.error is None):
+            self.close()
+        # else: left at [DONE] before the terminating chunk; _message_complete keeps it when that arrives
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+        self.lost = True
+        self.client._forget(self)
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self.mode == "close" and self.head_done and not self.complete:
+            self._message_complete()
+        self.client._forget(self)
+        self._wake()
+
+    def eof_received(self) -> bool | None:
+        return False  # close the transport; connection_lost follows
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        self.last_data = now
+        self.got_bytes = True
+        if self.complete:  # bytes after the end of the reply: not HTTP we can follow
+            self.keep_alive = False
+            if self.returned:
+                self.close()
+            return
+        buf = self.buf + data if self.buf else data
+        self.buf = b""
+        if self.mode == "chunked":  # the streaming case, first
+            self._chunked(buf, now)
+            return
+        while not self.head_done:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                self.buf = buf
+                return
+            if not self._parse_head(buf[:end]):
+                self.bad_head = True
+                self.keep_alive = False
+                self._message_complete()
+                return
+            buf = buf[end + 4 :]  # after a 1xx interim reply, the real head follows
+        if self.mode == "chunked":
+            self._chunked(buf, now)
+        elif self.mode == "length":
+            piece = buf[: self.remaining]
+            self.remaining -= len(piece)
+            if piece:
+                self._body(piece, now)
+            if self.remaining == 0 and not self.complete:
+                self._message_complete()
+        elif buf:
+            self._body(buf, now)
+
+    # -- HTTP/1.1 framing
+    def _parse_head(self, head: bytes) -> bool:
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            return False
+        self.status = int(parts[1])
+        if 100 <= self.status < 200:
+            self.status = 0
+            return True
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        self.keep_alive = parts[0] != "HTTP/1.0" and headers.get("connection", "").lower() != "close"
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self.mode, self.remaining = "chunked", -1
+        elif "content-length" in headers:
+            self.mode, self.remaining = "length", int(headers["content-length"])
+        else:
+            self.mode, self.keep_alive = "close", False
+        self.head_done = True
+        if self.mode == "length" and self.remaining == 0:
+            self._message_complete()
+        return True
+
+    def _chunked(self, buf: bytes, now: float) -> None:
+        body = self._dechunk(buf)
+        if body:
+            self._body(body, now)
+        if self.remaining == -3:
+            self._message_complete()
+
+    def _dechunk(self, buf: bytes) -> bytes:
+        """Chunked transfer coding: the body bytes in `buf`; the rest of a partial size line is kept.
+
+        `remaining`: -1 = a size line is next, -2 = the trailers are next, -3 = the reply is complete,
+        n > 0 = bytes left of the current chunk, its closing CRLF included.
+        """
+        pos, size = 0, len(buf)
+        remaining = self.remaining
+        pieces = []
+        while pos < size:
+            if remaining == -1:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                try:
+                    n = int(buf[pos:eol].split(b";", 1)[0], 16)
+                except ValueError:
+                    self.bad_head = True
+                    self.keep_alive = False
+                    remaining = -3
+                    break
+                pos = eol + 2
+                remaining = n + 2 if n else -2
+            elif remaining >= 0:
+                take = size - pos if size - pos < remaining else remaining
+                data_len = take if take < remaining - 2 else remaining - 2
+                if data_len > 0:
+                    pieces.append(buf[pos : pos + data_len])
+                pos += take
+                remaining = remaining - take if take < remaining else -1
+            elif remaining == -2:
+                if buf.startswith(b"\r\n", pos):
+                    pos += 2
+                else:
+                    end = buf.find(b"\r\n\r\n", pos)
+                    if end < 0:
+                        break
+                    pos = end + 4
+                remaining = -3
+            else:  # -3: bytes after the end of the reply
+                self.keep_alive = False
+                pos = size
+        self.remaining = remaining
+        if pos < size:
+            self.buf = buf[pos:]
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _body(self, data: bytes, now: float) -> None:
+        result = self.result
+        if result is None:
+            return
+        if self.status != 200:
+            if len(self.error_body) < MAX_ERROR_BODY:
+                self.error_body += data
+            return
+        if result.done or result.error:
+            return
+        for event in self.decoder.feed(data):
+            if event == b"[DONE]":
+                result.done = True
+                self._wake()
+                return
+            if not _apply_chunk(event, now, result):
+                self.keep_alive = False
+                self._wake()
+                return
+
+    def _message_complete(self) -> None:
+        self.complete = True
+        self.buf = b""
+        if self.returned:  # the caller left at [DONE]; the connection is now clean
+            if self.keep_alive and not self.lost:
+                self.client._put_idle(self)
+            else:
+                self.close()
+        self._wake()
 
 
 def _apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
-    """Update `result` from one chunk; False (with `error` set) when the stream must stop."""
+    """Update `result` from one chunk; False (with `error` set) when the stream must stop.
+
+    Once the first text has arrived, only the usage matters: when `"usage"` is the chunk's last key (as vLLM
+    writes it), just that object is parsed (inside a JSON string the quotes would be escaped, so the match
+    is the key). Any other shape takes the full parse.
+    """
+    if result.first_token_at is not None:
+        at = data.rfind(b'"usage":')
+        if at > 0:
+            try:
+                usage = orjson.loads(data[at + 8 : -1])
+            except orjson.JSONDecodeError:
+                usage = None
+            if type(usage) is dict:
+                result.chunks += 1
+                _apply_usage(usage, now, result)
+                return True
     try:
         chunk = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -163,17 +499,20 @@ def _apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
         result.error = f"server error in stream: {err.get('message', err) if isinstance(err, dict) else err}"
         return False
     result.chunks += 1
-    choices = chunk.get("choices") or ()
-    if result.first_token_at is None and any(_has_text(c) for c in choices):
+    if result.first_token_at is None and any(_has_text(c) for c in chunk.get("choices") or ()):
         result.first_token_at = now
     usage = chunk.get("usage")
     if usage:
-        result.prompt_tokens = usage.get("prompt_tokens", result.prompt_tokens)
-        details = usage.get("prompt_tokens_details") or {}
-        if details.get("cached_tokens") is not None:
-            result.cached_tokens = details["cached_tokens"]
-        count = usage.get("completion_tokens") or 0
-        if count > result.completion_tokens:
-            result.completion_tokens = count
-            result.token_events.append((now, count))
+        _apply_usage(usage, now, result)
     return True
+
+
+def _apply_usage(usage: dict[str, Any], now: float, result: StreamResult) -> None:
+    result.prompt_tokens = usage.get("prompt_tokens", result.prompt_tokens)
+    details = usage.get("prompt_tokens_details")
+    if details and details.get("cached_tokens") is not None:
+        result.cached_tokens = details["cached_tokens"]
+    count = usage.get("completion_tokens") or 0
+    if count > result.completion_tokens:
+        result.completion_tokens = count
+        result.token_events.append((now, count))

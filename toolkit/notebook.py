@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import io
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,10 @@ import pandas as pd
 from IPython.display import HTML, Image, display
 from matplotlib.figure import Figure
 
-from toolkit import plots, report_tables
+from toolkit import compare, compare_plots, plots, report_tables, runs
 from toolkit.params import RunParams, make_params
 from toolkit.runner import run_matrix
-from toolkit.store import RESULTS_FILE, RUN_FILE, latest_by_key, load_measurements, read_json, to_dataframe
+from toolkit.store import RESULTS_FILE, to_dataframe
 
 # Notebook parameter (UPPER_CASE) -> RunParams field.
 _PARAMETER_NAMES = {
@@ -21,7 +22,7 @@ _PARAMETER_NAMES = {
     "CONCURRENCY": "concurrency", "DURATION_S": "duration_s", "MAX_OUTPUT": "max_output", "ENDPOINT": "endpoint",
     "RUN_LABEL": "run_label", "API_KEY_ENV": "api_key_env", "MAX_MODEL_LEN": "max_model_len",
     "KV_BUDGET_TOKENS": "kv_budget_tokens", "READINESS_TIMEOUT_S": "readiness_timeout_s", "TITLE": "title",
-    "HARDWARE_TYPE": "hardware_type", "GPU": "gpu", "GPU_COUNT": "gpu_count", "VRAM": "vram",
+    "HARDWARE_TYPE": "hardware_type", "GPU": "gpu", "GPU_COUNT": "gpu_count", "VRAM": "vram", "OS": "os",
     "QUANTIZATION": "quantization", "BACKEND": "backend", "BUILD": "build", "REVISION": "revision",
     "LAUNCH_COMMAND": "launch_command", "PER_STREAM_PROMPTS": "per_stream_prompts",
 }  # fmt: skip
@@ -42,14 +43,8 @@ def measure(params: RunParams, results_dir: str | Path, phases: list[str]) -> pd
 
 
 def load_results(results_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The latest record of every measurement of a run, and its run.json."""
-    directory = Path(results_dir)
-    measurements = list(latest_by_key(load_measurements(directory / RESULTS_FILE)).values())
-    if not measurements and (directory / "results.csv").exists():  # an imported report
-        frame = pd.read_csv(directory / "results.csv")
-    else:
-        frame = to_dataframe(measurements)
-    return frame, read_json(directory / RUN_FILE)
+    """The latest record of every measurement of a run (measured or imported), and its run.json."""
+    return runs.load_run(results_dir)
 
 
 def figure_png(fig: Figure) -> bytes:
@@ -88,3 +83,53 @@ def show_all_measurements(frame: pd.DataFrame, run_info: dict[str, Any]) -> None
     if "extras" in fragments:
         html += "<h2>Extras</h2>" + fragments["extras"]
     display(HTML(html))
+
+
+# ---- the compare notebook ------------------------------------------------------------------------
+
+
+def _html(body: str) -> None:
+    display(HTML(report_tables.HTML_STYLE + body))
+
+
+def load_runs(run_dirs: list[str], labels: list[str] | None = None) -> pd.DataFrame:
+    """Load the runs to compare (the first is the baseline) and show which they are."""
+    frame = runs.load_runs(run_dirs, labels)
+    _html(f"<h1>{compare.COMPARE_TITLE}</h1>" + report_tables.html_table(compare.runs_table(frame)))
+    return frame
+
+
+def show_prefill_comparison(frame: pd.DataFrame) -> None:
+    """Prefill of every run side by side: table and curves."""
+    if not (frame["phase"] == "prefill").any():
+        _html("<h2>Prefill</h2><p>No prefill measurements.</p>")
+        return
+    table = report_tables.html_table(compare.prefill_display(frame), caption=compare.PREFILL_CAPTION)
+    _html("<h2>Prefill</h2>" + table)
+    show_figure(compare_plots.prefill_comparison(frame))
+
+
+def show_ratio_heatmaps(frame: pd.DataFrame) -> None:
+    """B / A heatmaps of every later run against the first, each with its table of ratios."""
+    labels = compare.run_labels(frame)
+    for other in labels[1:]:
+        _html(f"<h2>{html.escape(other)} vs {html.escape(labels[0])}</h2><p>{compare.RATIO_CAPTION}</p>")
+        show_figure(compare_plots.ratio_heatmaps(frame, labels[0], other))
+        table = compare.ratio_display(compare.ratio_table(frame, labels[0], other))
+        _html("<details><summary>Ratios per cell</summary>"
+              + report_tables.html_table(table, status_columns=["Status"]) + "</details>")  # fmt: skip
+
+
+def show_tradeoff(frame: pd.DataFrame) -> None:
+    """Per-request against total tok/s with each run's Pareto frontier, and the frontier cells."""
+    _html(f"<h2>Trade-off</h2><p>{compare.TRADEOFF_CAPTION}</p>")
+    show_figure(compare_plots.tradeoff_figure(frame))
+    _html(report_tables.html_table(compare.frontier_display(frame), status_columns=["Status"]))
+
+
+def show_status_differences(frame: pd.DataFrame) -> None:
+    """Cells whose status differs between runs."""
+    table = compare.status_display(compare.status_differences(frame))
+    body = (report_tables.html_table(table, caption=compare.STATUS_CAPTION, status_columns=table.columns[3:])
+            if len(table) else "<p>Every cell has the same status in every run.</p>")  # fmt: skip
+    _html("<h2>Status differences</h2>" + body)

@@ -17,12 +17,15 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Add bytes from the socket; return the data of every event completed by them."""
-        buffer = self._buffer + chunk
+        buffer = self._buffer + chunk if self._buffer else chunk
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")
         *complete, self._buffer = buffer.split(b"\n\n")
         payloads = []
         for event in complete:
+            if event.startswith(b"data:") and b"\n" not in event:  # the usual event: one data line
+                payloads.append(event[5:].lstrip(b" "))
+                continue
             data = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
             if data:
                 payloads.append(b"\n".join(data))

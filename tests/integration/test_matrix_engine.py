@@ -67,7 +67,7 @@ def test_decode_quantities_are_consistent(small_matrix) -> None:
     for n in (1, 2, 4):
         m = small_matrix[("decode", 1024, n)]
         assert m.total_tok_s == pytest.approx(m.output_tokens / m.measured_s)
-        assert 0 < m.measured_s <= 4.0
+        assert 0 < m.measured_s <= 4.0 + 1.0  # the window closes on the client clock; allow scheduling lag
         assert m.tbt_ms == pytest.approx(1000 / m.per_request_tok_s, rel=0.5)
         assert m.ttft_p99_ms >= m.ttft_ms
 
@@ -117,3 +117,38 @@ def test_stream_interval_4_keeps_time_between_tokens_per_token(
     assert multi.per_request_tok_s == pytest.approx(fine.per_request_tok_s, rel=0.10)
     assert multi.tbt_ms == pytest.approx(fine.tbt_ms, rel=0.10)
     assert multi.server_output_tokens == pytest.approx(multi.output_tokens, rel=0.02)
+
+
+def test_killed_run_resumes_without_redoing_finished_cells(
+    vllm_server: EmbeddedServer, tmp_path: Path, api_key_env_module: str
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    args = ["--base-url", vllm_server.base_url, "--contexts", "256", "--concurrency", "1,2,4",
+            "--duration", "2", "--max-output", "512", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "matrix", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results.exists() and len(results.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = results.read_text().splitlines()
+    assert 2 <= len(before) < 4, "the kill should land mid-matrix"
+    done = subprocess.run([sys.executable, "-m", "toolkit", "matrix", *args, "--resume"],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    after = results.read_text().splitlines()
+    assert after[: len(before)] == before  # finished cells untouched
+    import json
+
+    keys = [(r["phase"], r["context_tokens"], r["concurrency"]) for r in map(json.loads, after)]
+    assert sorted(keys) == sorted([("prefill", 256, 1)] + [("decode", 256, n) for n in (1, 2, 4)])

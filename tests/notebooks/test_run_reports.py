@@ -1,0 +1,108 @@
+"""`toolkit run`: both notebooks under papermill against the real vLLM, then the reports (issue 4)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image
+import nbformat
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import TEST_API_KEY
+from toolkit.contexts import format_context
+from toolkit.embedded.server import EmbeddedServer
+from toolkit.formatting import format_ms, format_tok_s
+
+SMALL_PARAMS = {
+    "run_label": "nbtest",
+    "contexts": ["256", "512"],
+    "prefill_only_contexts": ["1K"],
+    "concurrency": [1, 2],
+    "duration_s": 2,
+    "max_output": 512,
+    # A budget that fits one request of either context but not two: the 2-stream cells are Over capacity.
+    "kv_budget_tokens": 1500,
+    "readiness_timeout_s": 30,
+    "title": "notebook test",
+    "launch_command": f"vllm serve tiny --api-key {TEST_API_KEY} --port 8000",
+}
+
+
+@pytest.fixture(scope="module")
+def run_dir(vllm_server: EmbeddedServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("run")
+    params = tmp / "small.yaml"
+    params.write_text(yaml.safe_dump(SMALL_PARAMS))
+    out = tmp / "out"
+    env = {"VLLM_API_KEY": TEST_API_KEY, "PATH": "/usr/bin:/bin", "HOME": str(tmp), "MPLBACKEND": "Agg"}
+    done = subprocess.run(
+        [sys.executable, "-m", "toolkit", "run", str(params), "--base-url", vllm_server.base_url, "--out", str(out)],
+        capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    (tmp / "run.log").write_text(done.stdout + done.stderr)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_notebooks_recorded_the_planned_measurements(run_dir: Path) -> None:
+    frame = pd.read_csv(run_dir / "results.csv")
+    got = {(r.phase, r.context_tokens, r.concurrency): r.status for r in frame.itertuples()}
+    assert got == {
+        ("prefill", 256, 1): "Valid", ("prefill", 512, 1): "Valid", ("prefill", 1024, 1): "Valid",
+        ("decode", 256, 1): "Valid", ("decode", 512, 1): "Valid",
+        ("decode", 256, 2): "Over capacity", ("decode", 512, 2): "Over capacity",
+    }  # fmt: skip
+    decode = frame[(frame.phase == "decode") & (frame.status == "Valid")]
+    assert (decode.total_tok_s > 10).all() and (decode.output_tokens > 20).all()
+    for nb in ("prefill", "decode_matrix", "report"):
+        executed = nbformat.read(run_dir / f"{nb}.ipynb", as_version=4)
+        assert not [o for c in executed.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def test_markdown_matrix_holds_the_numbers_of_results_csv(run_dir: Path) -> None:
+    frame = pd.read_csv(run_dir / "results.csv")
+    text = (run_dir / "report.md").read_text()
+    matrix = text.split("## Sustained decode", 1)[1].split("## All measurements", 1)[0]
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in matrix.splitlines() if line.startswith("| ") and not line.startswith("| Context")}  # fmt: skip
+    for r in frame[frame.phase == "decode"].itertuples():
+        cell = rows[format_context(r.context_tokens)][[1, 2].index(r.concurrency)]
+        if r.status == "Over capacity":
+            assert cell == "Over capacity"
+        else:
+            assert format_tok_s(r.total_tok_s) in cell and format_ms(r.ttft_ms) in cell, (cell, r)
+    for image in re.findall(r"\]\(([^)]+\.png)\)", text):
+        assert (run_dir / image).stat().st_size > 5000
+
+
+def test_outputs_never_contain_the_api_key(run_dir: Path) -> None:
+    leaks = [p for p in run_dir.rglob("*") if p.is_file() and TEST_API_KEY.encode() in p.read_bytes()]
+    assert leaks == []
+    assert "--api-key <redacted>" in (run_dir / "report.md").read_text()
+    log = (run_dir.parent / "run.log").read_text()
+    assert TEST_API_KEY not in log
+
+
+def test_html_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is needed (.ci/run installs it)"
+    html = (run_dir / "report.html").read_text()
+    assert "http://" not in html.replace("http://127.0.0.1", "") and "https://" not in html, "external asset"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}"]  # fmt: skip
+    url = (run_dir / "report.html").resolve().as_uri()
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium, *flags, f"--screenshot={shot}", "--window-size=1200,2400", url],
+                   capture_output=True, timeout=120, check=True)  # fmt: skip
+    pixels = matplotlib.image.imread(shot)
+    assert pixels.shape[0] >= 2000 and pixels.std() > 0.05, "screenshot is blank"
+    dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    assert "Over capacity" in dom and "Sustained decode" in dom
+    assert dom.count("<img") >= 3 and "data:image/png;base64" in dom

@@ -1,0 +1,175 @@
+"""`python -m toolkit compare`: papermill runs notebooks/compare.ipynb over run folders, then compare.html and .md.
+
+On the two imported reference reports, on two small runs against the fault-injecting test server,
+and on two tiny runs against the real embedded vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.conftest import TEST_API_KEY
+from tests.faultserver import FaultServer
+from toolkit import cli, compare
+from toolkit.embedded.server import EmbeddedServer
+from toolkit.params import make_params
+from toolkit.runner import run_matrix
+from toolkit.schema import Measurement
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "reference-reports"
+NOTEBOOK = REPO / "notebooks" / "compare.ipynb"
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def run_compare(run_dirs: list[Path], out: Path, labels: str | None = None) -> str:
+    """The compare command; returns compare.md after checking the other outputs exist and hold no errors."""
+    argv = ["compare", *map(str, run_dirs), "--out", str(out)] + (["--labels", labels] if labels else [])
+    assert cli.main(argv) == 0
+    executed = nbformat.read(out / "compare.ipynb", as_version=4)
+    outputs = [o for c in executed.cells for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2  # trade-off and at least one heatmap
+    assert executed.metadata.papermill.parameters["RUN_DIRS"] == [str(d.resolve()) for d in run_dirs]
+    assert (out / "compare.html").stat().st_size > 10_000 and (out / "tradeoff.png").exists()
+    return (out / "compare.md").read_text(encoding="utf-8")
+
+
+def test_committed_notebook_is_thin_and_without_outputs() -> None:
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    sources = [cell.source for cell in notebook.cells]
+    assert sources[0] == "from toolkit import notebook as nb"
+    assert notebook.cells[1].metadata.tags == ["parameters", "remove-input"]
+    assert sources[1].startswith("RUN_DIRS = [") and "\nLABELS = None" in sources[1]
+    assert sources[2:] == ["frame = nb.load_runs(RUN_DIRS, LABELS)", "nb.show_prefill_comparison(frame)",
+                           "nb.show_ratio_heatmaps(frame)", "nb.show_tradeoff(frame)",
+                           "nb.show_status_differences(frame)"]  # fmt: skip
+    for cell in notebook.cells:
+        assert cell.outputs == [] and cell.execution_count is None
+        assert "remove-input" in cell.metadata.tags
+
+
+# ---- the two reference reports, imported ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("imports")
+    files = {"lfm": "lfm2.5-350m-h200nvl-vllm-0.26.txt", "kimi": "kimi-k2.7-code-h200sxm-x8-vllm-0.29.txt"}
+    for name, file in files.items():
+        assert cli.main(["import-report", str(FIXTURES / file), "--out", str(root / name)]) == 0
+    return {name: root / name for name in files}
+
+
+def test_compare_imported_references(references: dict[str, Path], tmp_path: Path) -> None:
+    md = run_compare([references["lfm"], references["kimi"]], tmp_path / "cmp", labels="LFM,Kimi")
+    # 8K × 1: Kimi 24.3 tok/s / LFM 959.9 tok/s = 0.02531; TTFT 136 ms / 47 ms = 2.894.
+    assert "| Sustained decode | 8K | 1 | Valid | 0.0253× (959.9 → 24.3) | 0.0262× (972.0 → 25.5) | 2.89× (47 ms → 136 ms) |" in md  # noqa: E501
+    # Prefill 8K: 17.7K / 143.1K = 0.1237.
+    assert "| Prefill | 8K | 1 | Valid | 0.124× (143.1K → 17.7K) | — | 8.11× (57 ms → 462 ms) |" in md
+    status = md[md.index("## Status differences") :]
+    assert "| Phase | Context | Requests at once | LFM | Kimi |" in status
+    assert "| Sustained decode | 120K | 2 | Requests queued | — |" in status
+    assert "| Sustained decode | 32K | 16 | Valid | Over capacity |" in status
+    assert "| Prefill | 256K | 1 | — | Valid |" in status
+    assert "| Kimi | 16K | 1 | Valid | 32.0 | 31.8 |" in md  # on Kimi's frontier: the fastest per request
+    assert "| 251K | — | — | 8,828 | 28,591 ms |" in md
+    html = (tmp_path / "cmp" / "compare.html").read_text(encoding="utf-8")
+    for text in ("Speed test matrix comparison", "Kimi vs LFM", "0.0253× (959.9 → 24.3)", "Requests queued"):
+        assert text in html
+    assert "nb.load_runs" not in html  # inputs are hidden
+
+
+def test_compare_labels_runs_by_title_and_folder(references: dict[str, Path], tmp_path: Path) -> None:
+    md = run_compare([references["kimi"], references["lfm"]], tmp_path / "cmp")
+    assert "## LFM2.5-350M on H200 NVL 141GB (lfm) vs Kimi-K2.7-Code on H200 SXM 141GB ×8 (kimi)" in md
+    assert "| Sustained decode | 8K | 1 | Valid | 39.5× (24.3 → 959.9) |" in md  # 959.9 / 24.3 = 39.50
+
+
+def test_compare_refuses_bad_input_before_running(references: dict[str, Path], tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    out = tmp_path / "cmp"
+    assert cli.main(["compare", str(references["lfm"]), "--out", str(out)]) == 2
+    assert cli.main(["compare", str(references["lfm"]), str(tmp_path), "--out", str(out)]) == 2
+    assert cli.main(["compare", str(references["lfm"]), str(references["kimi"]), "--out", str(out),
+                     "--labels", "A"]) == 2  # fmt: skip
+    errors = capsys.readouterr().err.splitlines()
+    assert errors == [
+        "error: compare: give at least two run folders",
+        f"error: {tmp_path}: not a run folder (no run.json)",
+        "error: labels: 1 labels for 2 run folders; give one per folder",
+    ]
+    assert not out.exists()
+
+
+# ---- two small measured runs -----------------------------------------------------------------------
+
+
+def latest(folder: Path) -> dict[tuple[str, int, int], Measurement]:
+    from toolkit.store import latest_by_key, load_measurements
+
+    return latest_by_key(load_measurements(folder / "results.jsonl"))
+
+
+def assert_ratios_shown(md: str, a: Path, b: Path, cells: list[tuple[int, int]]) -> None:
+    """Each decode cell's total tok/s ratio in compare.md is B / A of the two results files."""
+    ma, mb = latest(a), latest(b)
+    for context, concurrency in cells:
+        x, y = ma[("decode", context, concurrency)], mb[("decode", context, concurrency)]
+        assert x.total_tok_s and y.total_tok_s
+        ratio = compare.format_ratio(y.total_tok_s / x.total_tok_s)
+        row = f"| Sustained decode | {x.context} | {concurrency} | "
+        (line,) = [line for line in md.splitlines() if line.startswith(row)]
+        assert f" | {ratio} (" in line, line
+
+
+@pytest.fixture
+def fault_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
+    monkeypatch.delenv("COMPARE_TEST_KEY", raising=False)
+    folders = []
+    for label, interval in (("slower", 0.03), ("faster", 0.01)):
+        with FaultServer(token_interval_s=interval) as server:
+            params = make_params({
+                "base_url": server.base_url, "contexts": [64], "concurrency": [1, 2], "duration_s": 1.0,
+                "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0,
+                "api_key_env": "COMPARE_TEST_KEY", "run_label": label,
+            })  # fmt: skip
+            folders.append(tmp_path / label / "r1")
+            run_matrix(params, folders[-1], progress=False)
+    yield folders
+
+
+def test_compare_two_small_runs(fault_runs: list[Path], tmp_path: Path) -> None:
+    slower, faster = fault_runs
+    md = run_compare(fault_runs, tmp_path / "cmp")
+    assert "## faster (r1) vs slower (r1)" in md
+    assert_ratios_shown(md, slower, faster, [(64, 1), (64, 2)])
+    ratio = latest(faster)[("decode", 64, 1)].total_tok_s / latest(slower)[("decode", 64, 1)].total_tok_s
+    assert ratio > 1.5  # tokens every 10 ms against every 30 ms
+    run = json.loads((slower / "run.json").read_text())
+    assert run["source"] == "toolkit" and run["run_label"] == "slower"
+
+
+# ---- two tiny runs against the real vLLM ------------------------------------------------------------
+
+
+@pytest.mark.server
+def test_compare_two_runs_on_real_vllm(vllm_server: EmbeddedServer, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("VLLM_API_KEY", TEST_API_KEY)
+    values = {"base_url": vllm_server.base_url, "contexts": ["256"], "concurrency": [1, 2], "duration_s": 2,
+              "max_output": 256, "readiness_timeout_s": 60}  # fmt: skip
+    folders = [tmp_path / "first", tmp_path / "second"]
+    for folder in folders:
+        run_matrix(make_params(values), folder, progress=False)
+    md = run_compare(folders, tmp_path / "cmp", labels="first,second")
+    assert "## second vs first" in md
+    assert_ratios_shown(md, *folders, [(256, 1), (256, 2)])
+    assert "| Prefill | 256 | 1 |" in md
+    assert TEST_API_KEY not in md and TEST_API_KEY not in (tmp_path / "cmp" / "compare.html").read_text()
