@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 import socket
 import ssl
+import struct
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -32,6 +34,10 @@ Endpoint = Literal["chat", "completions"]
 ENDPOINT_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
 MAX_ERROR_BODY = 64 * 1024
+READ_SIZE = 256 * 1024
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_RX_TIMESTAMPS = sys.platform.startswith("linux") and hasattr(socket.socket, "recvmsg")
+_TIMESPEC = struct.Struct("@qq")
 
 
 @dataclass
@@ -88,6 +94,9 @@ def _has_text(choice: dict[str, Any]) -> bool:
 
 class StreamClient:
     """Keep-alive connections to one server; `stream()` runs one request and fills a `StreamResult`."""
+
+    # Arrival times from the kernel's receive timestamps (plain http on Linux); False: read time in the process.
+    rx_timestamps: bool = True
 
     def __init__(
         self,
@@ -146,7 +155,7 @@ class StreamClient:
         try:
             for attempt in (0, 1):
                 conn, reused = await self._acquire()
-                conn.send(request, result)
+                await conn.send(request, result)
                 await self._wait(conn)
                 # A kept-alive connection the server had just closed: nothing was received, so send again once.
                 if conn.closed_before_response and reused and attempt == 0:
@@ -194,11 +203,15 @@ class StreamClient:
             conn.close()
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: _Connection(self), self._host, self._port, ssl=self._ssl,
-                                       server_hostname=self._host if self._tls else None),
-                self._connect_timeout_s,
-            )  # fmt: skip
+            if self.rx_timestamps and not self._tls and _RX_TIMESTAMPS:
+                conn = _Connection(self)
+                await asyncio.wait_for(conn.open_socket(loop, self._host, self._port), self._connect_timeout_s)
+            else:
+                _, conn = await asyncio.wait_for(
+                    loop.create_connection(lambda: _Connection(self), self._host, self._port, ssl=self._ssl,
+                                           server_hostname=self._host if self._tls else None),
+                    self._connect_timeout_s,
+                )  # fmt: skip
         except TimeoutError:
             where = f"{self._host}:{self._port}"
             raise _ConnectError(f"connect timeout: {where} after {self._connect_timeout_s:g} s") from None
@@ -240,6 +253,8 @@ class _Connection(asyncio.Protocol):
     def __init__(self, client: StreamClient) -> None:
         self.client = client
         self.transport: asyncio.Transport | None = None
+        self.sock: socket.socket | None = None  # socket mode: read here with recvmsg (kernel timestamps)
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.result: StreamResult | None = None
         self.last_data = 0.0
@@ -263,22 +278,91 @@ class _Connection(asyncio.Protocol):
     # -- the caller's side
     @property
     def usable(self) -> bool:
+        if self.sock is not None:
+            return not self.lost and self.complete
         return not self.lost and self.transport is not None and not self.transport.is_closing() and self.complete
 
     @property
     def closed_before_response(self) -> bool:
         return self.lost and not self.got_bytes
 
-    def send(self, request: bytes, result: StreamResult) -> None:
+    async def send(self, request: bytes, result: StreamResult) -> None:
         self._reset()
         self.result = result
         self.returned = False
-        self.waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self.waiter = loop.create_future()
         self.last_data = time.perf_counter()
-        if self.lost or self.transport is None:
+        if self.lost:
             self.waiter.set_result(None)
+        elif self.sock is not None:
+            try:
+                sent = self.sock.send(request)
+                if sent < len(request):
+                    await loop.sock_sendall(self.sock, request[sent:])
+            except (BlockingIOError, InterruptedError):
+                await loop.sock_sendall(self.sock, request)
+            except OSError:
+                self._socket_lost()
+        elif self.transport is not None:
+            self.transport.write(request)
+        else:
+            self.waiter.set_result(None)
+
+    # -- socket mode: recvmsg with the kernel's receive timestamp
+    async def open_socket(self, loop: asyncio.AbstractEventLoop, host: str, port: int) -> None:
+        error: OSError | None = None
+        for family, kind, proto, _, addr in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+            sock = socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            try:
+                await loop.sock_connect(sock, addr)
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            self.sock, self.loop = sock, loop
+            loop.add_reader(sock.fileno(), self._readable)
             return
-        self.transport.write(request)
+        raise error or OSError(f"no address for {host}")
+
+    def _readable(self) -> None:
+        sock = self.sock
+        if sock is None:
+            return
+        try:
+            data, ancillary, _, _ = sock.recvmsg(READ_SIZE, 64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._socket_lost()
+            return
+        if not data:
+            self._socket_lost()
+            return
+        now = None
+        for level, kind, cdata in ancillary:
+            if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET and len(cdata) >= 16:
+                sec, nsec = _TIMESPEC.unpack_from(cdata)
+                # The kernel stamps arrival on CLOCK_REALTIME; carry it to the perf_counter scale of all other
+                # times: now (perf_counter) minus how long ago it arrived (realtime, exact in integer ns).
+                now = time.perf_counter() + (sec * 1_000_000_000 + nsec - time.time_ns()) * 1e-9
+        self._feed(data, time.perf_counter() if now is None else now)
+
+    def _socket_lost(self) -> None:
+        if self.sock is not None:
+            if self.loop is not None:
+                self.loop.remove_reader(self.sock.fileno())
+            self.sock.close()
+            self.sock = None
+            self.connection_lost(None)
 
     def release(self) -> None:
         """The caller is done: keep the connection for the next request if its reply ends cleanly."""
@@ -295,6 +379,11 @@ class _Connection(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+        if self.sock is not None:
+            if self.loop is not None and not self.loop.is_closed():
+                self.loop.remove_reader(self.sock.fileno())
+            self.sock.close()
+            self.sock = None
         self.lost = True
         self.client._forget(self)
 
@@ -321,8 +410,11 @@ class _Connection(asyncio.Protocol):
         return False  # close the transport; connection_lost follows
 
     def data_received(self, data: bytes) -> None:
-        now = time.perf_counter()
-        self.last_data = now
+        self._feed(data, time.perf_counter())
+
+    def _feed(self, data: bytes, now: float) -> None:
+        """Bytes of the reply that arrived at `now`."""
+        self.last_data = time.perf_counter()
         self.got_bytes = True
         if self.complete:  # bytes after the end of the reply: not HTTP we can follow
             self.keep_alive = False

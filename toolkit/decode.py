@@ -116,7 +116,9 @@ async def measure_decode_cell(
         if not failed.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(failed.wait(), timeout=spec.duration_s)
-        end = time.perf_counter()
+        # Tokens count up to the planned end; a late wake-up of this loop must not stretch the window.
+        after_sent = time.perf_counter()
+        end = min(after_sent, start + spec.duration_s)
         after = await api.metrics_or_none() if use_metrics else None
         after_received = time.perf_counter()
         for task in tasks:
@@ -133,7 +135,7 @@ async def measure_decode_cell(
     window = summarize_window(results, start, end, sampler.samples.times)
     # The server's counters were read somewhere inside each scrape; compare like with like.
     scrape_interval_tokens = sum(
-        tokens_between(r, (before_sent + start) / 2, (end + after_received) / 2) for r in results
+        tokens_between(r, (before_sent + start) / 2, (after_sent + after_received) / 2) for r in results
     )
     server_samples = sampler.samples.server_between(start, end)
     metrics_ok = use_metrics and bool(server_samples) and before is not None and after is not None
@@ -181,6 +183,7 @@ async def measure_decode_cell(
         status_basis=extras.get("status_basis"),
         client_saturated=(lag is not None and lag > SATURATION_LAG_MS) or cpu_pct > SATURATION_CPU_PCT,
         loop_lag_p99_ms=lag,
+        max_sample_gap_s=max_sample_gap_s(sampler.samples, start, end) if metrics_ok else None,
         client_cpu_pct=cpu_pct,
         error=error,
         server_prompt_tokens=_int(delta(before_cell, after_cell, PROMPT_TOKENS)),

@@ -278,10 +278,17 @@ def parse_report(text: str, source: str = "<text>") -> ImportedReport:
     _check_prefill(cur, entries, [m for m in measurements if m.phase == "prefill"])
     decode = {(m.context, m.concurrency): m for m in measurements if m.phase == "decode"}
     _check_matrix(cur, matrix, decode)
-    info = {"title": title, "summary": summary, **blocks, "launch_command": launch, "source": "imported"}
+    info = {"title": title, "summary": _matrix_summary(summary, blocks.get("engine", {})), **blocks,
+            "launch_command": launch, "source": "imported"}  # fmt: skip
     return ImportedReport(measurements, {**info, "max_model_len": max_model_len})
 
 
 def import_report_file(path: str | Path) -> ImportedReport:
     """Read and parse one report file; error messages start with the path."""
     return parse_report(Path(path).read_text(encoding="utf-8"), source=str(path))
+
+
+def _matrix_summary(line: str, engine: dict[str, str]) -> str:
+    """The "N contexts … · prefill at …" part of the summary line; the engine part is rebuilt from Engine."""
+    prefix = " · ".join(engine[k] for k in ("Engine", "Version", "Quantization") if engine.get(k))
+    return line[len(prefix):].lstrip(" ·") if prefix and line.startswith(prefix) else line

@@ -13,10 +13,11 @@ from toolkit.stats import percentile
 
 @dataclass
 class Samples:
-    """(time, running, waiting) from the server; times of client samples; event-loop lag; KV peak."""
+    """(time, running, waiting) from the server; times of scrape ticks; event-loop lag probes; KV peak."""
 
     server: list[tuple[float, int, int]] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
+    lag_times: list[float] = field(default_factory=list)
     loop_lag_s: list[float] = field(default_factory=list)
     kv_usage_peak: float | None = None
     failed_scrapes: int = 0
@@ -29,30 +30,42 @@ class Samples:
 
 
 class Sampler:
-    """Scrape `/metrics` every `interval_s` (METHOD.md: at least 2 Hz) until stopped."""
+    """Scrape `/metrics` every `interval_s` (METHOD.md: at least 2 Hz) and probe the event loop's lag.
 
-    def __init__(self, api: ServerAPI, interval_s: float = 0.25, use_metrics: bool = True) -> None:
+    The lag probe is its own task on a short period, so a slow scrape cannot hide a blocked loop.
+    """
+
+    def __init__(
+        self, api: ServerAPI, interval_s: float = 0.25, use_metrics: bool = True, probe_interval_s: float = 0.05
+    ) -> None:
         self.api = api
         self.interval_s = interval_s
+        self.probe_interval_s = probe_interval_s
         self.use_metrics = use_metrics
         self.samples = Samples()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> Sampler:
-        self._task = asyncio.create_task(self._run())
+        self._tasks = [asyncio.create_task(self._scrape_loop()), asyncio.create_task(self._probe_loop())]
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _run(self) -> None:
+    async def _probe_loop(self) -> None:
+        while True:
+            expected = time.perf_counter() + self.probe_interval_s
+            await asyncio.sleep(self.probe_interval_s)
+            now = time.perf_counter()
+            self.samples.lag_times.append(now)
+            self.samples.loop_lag_s.append(max(0.0, now - expected))
+
+    async def _scrape_loop(self) -> None:
         expected = time.perf_counter()
         while True:
-            now = time.perf_counter()
-            self.samples.loop_lag_s.append(max(0.0, now - expected))
-            self.samples.times.append(now)
+            self.samples.times.append(time.perf_counter())
             if self.use_metrics:
                 await self._scrape()
             expected = max(expected + self.interval_s, time.perf_counter())
@@ -72,6 +85,12 @@ class Sampler:
 
 
 def loop_lag_p99_ms(samples: Samples, start: float, end: float) -> float | None:
-    lags = [lag for t, lag in zip(samples.times, samples.loop_lag_s, strict=True) if start <= t <= end]
+    lags = [lag for t, lag in zip(samples.lag_times, samples.loop_lag_s, strict=True) if start <= t <= end]
     p99 = percentile(lags, 99)
     return None if p99 is None else p99 * 1000
+
+
+def max_sample_gap_s(samples: Samples, start: float, end: float) -> float | None:
+    """Longest time without a server sample inside the window (METHOD.md asks for at most 0.5 s)."""
+    times = [start] + [t for t, _, _ in samples.server_between(start, end)] + [end]
+    return max(b - a for a, b in zip(times, times[1:], strict=False)) if len(times) > 2 else None

@@ -57,6 +57,7 @@ class Measurement:
     status_basis: str | None = None  # "server" or "client" (metrics unreachable)
     client_saturated: bool | None = None
     loop_lag_p99_ms: float | None = None
+    max_sample_gap_s: float | None = None  # longest window stretch without a server sample
     client_cpu_pct: float | None = None
     error: str | None = None
     run_id: str | None = None
