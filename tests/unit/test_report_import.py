@@ -153,7 +153,9 @@ def test_decode_row_numbers(kimi: ImportedReport) -> None:
 def test_run_info_kimi(kimi: ImportedReport) -> None:
     info = kimi.run_info
     assert info["title"] == "Kimi-K2.7-Code on H200 SXM 141GB ×8"
-    assert info["summary"] == "6 contexts (8K–251K) × 8 concurrency levels (1–128) · prefill at 8K, 16K, 32K, 64K, 128K, 251K, 256K"
+    assert info["summary"] == (
+        "6 contexts (8K–251K) × 8 concurrency levels (1–128) · prefill at 8K, 16K, 32K, 64K, 128K, 251K, 256K"
+    )
     assert info["source"] == "imported"
     assert info["max_model_len"] == 262_144
     assert info["hardware"] == {
