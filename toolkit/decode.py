@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from toolkit.client import Endpoint, StreamClient, StreamResult, build_request
 from toolkit.metrics import GENERATION_TOKENS, PREEMPTIONS, PREFIX_HITS, PROMPT_TOKENS, delta
-from toolkit.sampler import Sampler, Samples, loop_lag_p99_ms
+from toolkit.sampler import Sampler, Samples, loop_lag_p99_ms, max_sample_gap_s
 from toolkit.schema import Measurement
 from toolkit.server_api import ServerAPI
 from toolkit.status import decode_status, decode_status_client_only

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from toolkit.metrics import KV_USAGE, RUNNING, WAITING
 from toolkit.server_api import ServerAPI
@@ -93,4 +94,4 @@ def loop_lag_p99_ms(samples: Samples, start: float, end: float) -> float | None:
 def max_sample_gap_s(samples: Samples, start: float, end: float) -> float | None:
     """Longest time without a server sample inside the window (METHOD.md asks for at most 0.5 s)."""
     times = [start] + [t for t, _, _ in samples.server_between(start, end)] + [end]
-    return max(b - a for a, b in zip(times, times[1:], strict=False)) if len(times) > 2 else None
+    return max(b - a for a, b in pairwise(times)) if len(times) > 2 else None
