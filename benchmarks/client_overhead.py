@@ -151,14 +151,16 @@ async def run_worker(args: argparse.Namespace) -> dict[str, Any]:
                 await asyncio.sleep(0.05)
 
     async with contextlib.AsyncExitStack() as stack:
-        if kind in ("toolkit", "toolkit-aiohttp"):
+        if kind.startswith("toolkit"):
             if kind == "toolkit-aiohttp":
                 sys.path.insert(0, str(HERE))
                 from legacy_aiohttp_client import StreamClient as LegacyClient
 
-                client: Any = await stack.enter_async_context(LegacyClient(base, read_timeout_s=60))
+                client: Any = LegacyClient(base, read_timeout_s=60)
             else:
-                client = await stack.enter_async_context(StreamClient(base, read_timeout_s=60))
+                client = StreamClient(base, read_timeout_s=60)
+                client.rx_timestamps = kind != "toolkit-readtime"
+            await stack.enter_async_context(client)
             send = client.stream
         else:
             timeout = aiohttp.ClientTimeout(total=None, sock_read=60)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import socket
 import ssl
 import struct
@@ -131,6 +132,7 @@ class StreamClient:
 
     async def __aenter__(self) -> StreamClient:
         self._entered = True
+        _freeze_heap()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -139,6 +141,7 @@ class StreamClient:
             conn.close()
         self._idle.clear()
         self._open.clear()
+        _unfreeze_heap()
 
     async def stream(self, path: str, body: dict[str, Any], result: StreamResult | None = None) -> StreamResult:
         """Send one streamed request and read it to `[DONE]`; errors are recorded, never raised.
@@ -245,6 +248,30 @@ class StreamClient:
 
 class _ConnectError(Exception):
     pass
+
+
+_frozen = 0
+
+
+def _freeze_heap() -> None:
+    """Keep the objects alive before a run out of the cyclic GC's full passes while clients are open.
+
+    A full collection walks every tracked object (a notebook's heap: hundreds of thousands); measured here,
+    that stalled the event loop 50-110 ms, so several tokens of every stream came in one read and lost their
+    own arrival times. Frozen objects are still freed by reference counting; `__aexit__` unfreezes them.
+    """
+    global _frozen
+    if _frozen == 0:
+        gc.collect()
+        gc.freeze()
+    _frozen += 1
+
+
+def _unfreeze_heap() -> None:
+    global _frozen
+    _frozen = max(0, _frozen - 1)
+    if _frozen == 0:
+        gc.unfreeze()
 
 
 class _Connection(asyncio.Protocol):

@@ -35,6 +35,11 @@ STATUS_NOTES: dict[str, str] = {
     "would exceed the server's KV cache.",
     "Error": "Error: a request failed; see the error column of the results.",
 }
+SATURATED_MARK = "client saturated"
+SATURATED_NOTE = (
+    "client saturated: the load generator fell behind (event-loop lag p99 over 20 ms or its CPU over 90 %), "
+    "so the cell may measure the client as much as the server."
+)
 TTFT_NOTE = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
 STATUS_CLASSES = dict(zip(STATUSES, ("status-valid", "status-queued", "status-over", "status-error"), strict=True))
 ALL_COLUMNS: tuple[str, ...] = (
@@ -128,7 +133,13 @@ def _matrix_cell(row: Row | None) -> str:
         parts.append(str(row["status"]))
     if as_number(row["ttft_ms"]) is not None:
         parts.append(f"{format_ms(row['ttft_ms'])} TTFT")
+    if _saturated(row):
+        parts.append(SATURATED_MARK)
     return " · ".join(parts)
+
+
+def _saturated(row: Row) -> bool:
+    return bool(row.get("client_saturated")) and row.get("client_saturated") is not None
 
 
 def decode_matrix(df: pd.DataFrame) -> pd.DataFrame:
@@ -179,6 +190,8 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
     """Notes for the non-valid statuses present, then (with decode rows) the TTFT note."""
     present = set(df["status"]) if len(df) else set()
     notes = [STATUS_NOTES[s] for s in STATUSES if s in present and s in STATUS_NOTES]
+    if "client_saturated" in df and any(_saturated(r) for r in _rows(df, "decode")):
+        notes.append(SATURATED_NOTE)
     if ttft_note and len(df) and (df["phase"] == "decode").any():
         notes.append(TTFT_NOTE)
     return notes
@@ -188,7 +201,9 @@ def extras_table(df: pd.DataFrame) -> pd.DataFrame:
     """Recorded quantities beyond the published reports, only rows and columns that have data."""
     rows = _rows(df)
     for r in rows:
-        server, client = as_number(r["server_output_tokens"]), as_number(r["output_tokens"])
+        same_interval = as_number(r.get("client_tokens_server_interval"))
+        server = as_number(r["server_output_tokens"])
+        client = same_interval if same_interval is not None else as_number(r["output_tokens"])
         r["token_check"] = server / client if server is not None and client else None
     extras = [(k, title, fmt) for k, title, fmt in _EXTRAS if any(r[k] is not None for r in rows)]
     kept = [r for r in rows if any(r[k] is not None for k, _, _ in extras)]

@@ -83,7 +83,15 @@ def environment_info() -> dict[str, Any]:
             "git_revision": rev}  # fmt: skip
 
 
-def run_info(params: RunParams, server: ServerInfo, run_id: str, api_key: str | None) -> dict[str, Any]:
+PREFILL_MODES = {
+    True: "Measured during decode warm-up",
+    False: "Cold request per context, before the decode cells",
+}
+
+
+def run_info(
+    params: RunParams, server: ServerInfo, run_id: str, api_key: str | None, *, prefill_in_warmup: bool = True
+) -> dict[str, Any]:
     """run.json: the report's descriptive blocks, server facts, parameters (no secrets), environment."""
     gpu_line = params.gpu or "embedded CPU vLLM"
     title = params.title or f"{server.model} on {gpu_line}" + (f" ×{params.gpu_count}" if params.gpu_count else "")
@@ -97,7 +105,7 @@ def run_info(params: RunParams, server: ServerInfo, run_id: str, api_key: str | 
         "Revision": params.revision,
         "Benchmark tool": f"toolkit v{__version__}",
         "Decode test": "Fixed duration",
-        "Prefill mode": "Measured during decode warm-up",
+        "Prefill mode": PREFILL_MODES[prefill_in_warmup],
         "Time per measurement": f"{params.duration_s:g} s",
         "Max output": f"{params.max_output:,} tokens",
     }
@@ -158,7 +166,8 @@ async def run_matrix_async(
         )
         plan = make_plan(params, server.max_model_len)
         existing = _open_run(out, params, resume, attach)
-        info = existing or run_info(params, server, random_ids.token_hex(4), api_key)
+        both = "prefill" in phases and "decode" in phases
+        info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both)
         if existing is None:
             write_json_atomic(out / RUN_FILE, info)
         done = latest_by_key(store.load())

@@ -1,0 +1,31 @@
+"""Cells where the load generator fell behind are flagged in the matrix and explained in a footnote."""
+
+from __future__ import annotations
+
+from toolkit.report_tables import SATURATED_MARK, SATURATED_NOTE, decode_matrix, extras_table, footnotes
+from toolkit.schema import Measurement
+from toolkit.store import to_dataframe
+
+
+def _cell(n: int, saturated: bool | None) -> Measurement:
+    return Measurement(phase="decode", context_tokens=8192, context="8K", concurrency=n, status="Valid",
+                       total_tok_s=100.0 * n, ttft_ms=50.0, client_saturated=saturated,
+                       server_output_tokens=1010, output_tokens=1000, client_tokens_server_interval=1010)  # fmt: skip
+
+
+def test_saturated_cell_is_marked_and_footnoted() -> None:
+    frame = to_dataframe([_cell(1, False), _cell(2, True)])
+    matrix = decode_matrix(frame)
+    assert SATURATED_MARK not in matrix.loc["8K", 1]
+    assert matrix.loc["8K", 2] == f"200.0 · 50 ms TTFT · {SATURATED_MARK}"
+    assert SATURATED_NOTE in footnotes(frame)
+
+
+def test_no_footnote_without_saturation() -> None:
+    frame = to_dataframe([_cell(1, False), _cell(2, None)])
+    assert SATURATED_NOTE not in footnotes(frame)
+
+
+def test_token_check_compares_the_same_interval() -> None:
+    extras = extras_table(to_dataframe([_cell(1, False)]))
+    assert extras.loc[0, "Server ÷ client tokens"] == "100.0%"
