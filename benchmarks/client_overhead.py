@@ -1,17 +1,20 @@
 """How fast can the toolkit's streaming client ingest tokens, and how much timing error does it add?
 
 Starts `synthetic_server.py` (pinned to core 1), then drives it with, side by side:
-- `toolkit`: the toolkit's real `StreamClient`, on uvloop via `toolkit.runner.run_sync` (as the toolkit runs);
-- `aiohttp`: a plain aiohttp reader like vLLM's benchmark client (`iter_any()`, split on b"\\n\\n", `json.loads`),
-  on the default asyncio loop as `vllm bench serve` runs it, and `aiohttp+uvloop`, the same on uvloop;
+- `toolkit`: the toolkit's real `StreamClient` (arrival times from the kernel's receive timestamps), on uvloop
+  via `toolkit.runner.run_sync` as the toolkit runs; `toolkit-readtime`: the same with the arrival time taken
+  when the process reads the bytes; `toolkit-aiohttp`: the toolkit's previous aiohttp client (for the record);
+- `aiohttp`: a plain aiohttp reader like vLLM's benchmark client (`iter_any()`, split on b"\\n\\n",
+  `json.loads`), on the default asyncio loop as `vllm bench serve` runs it; `aiohttp+uvloop`: the same on uvloop;
 - `guidellm`: GuideLLM 0.8.1 (`guidellm run`, concurrent profile), from /work/main/.venv-bench.
 Every client runs in its own process pinned to core 0. Each load is run by every client in turn, rounds
 repeated, medians reported.
 
-Loads: "max ingest" (the server writes as fast as the socket takes it: the client's own ceiling) and "paced"
-(one token per stream every `interval` ms on absolute targets). The server logs the send time of every token
-(perf_counter = CLOCK_MONOTONIC, one clock for both processes), so for each pair of consecutive token events a
-client saw, `|measured gap - true gap|` is the timing error the client added, and `receive - send` its lag.
+Loads: "max ingest" (the server writes as fast as the socket takes it, 16 events a write: the client's own
+ceiling) and "paced" (one token per stream per tick of `interval` ms, every stream on the same ticks like an
+engine's decode steps). The server logs the send time of every token (perf_counter = CLOCK_MONOTONIC, one
+clock for both processes), so for each pair of consecutive token events a client saw, `|measured gap - true
+gap|` is the timing error the client added, and `arrival - send` its lag.
 
 Usage: .venv/bin/python benchmarks/client_overhead.py [--quick] [--rounds N] [--duration S] [--json FILE]
 """
@@ -238,9 +241,11 @@ class Load:
 class Server:
     def __init__(self, port: int, nice: int = 0) -> None:
         self.port = port
+        # Its output goes to a file: a pipe nobody reads fills up and blocks the server mid-run.
+        self.log = tempfile.NamedTemporaryFile(prefix="synthetic-server-", suffix=".log", delete=False)  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, str(SERVER), "--port", str(port), "--cpu", str(SERVER_CPU), "--nice", str(nice)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -269,6 +274,14 @@ class Server:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+        self.log.close()
+        text = Path(self.log.name).read_text(errors="replace")
+        problems = [line for line in text.splitlines() if line and not line.startswith("synthetic server on")]
+        if problems:
+            print(f"synthetic server said ({len(problems)} lines, in {self.log.name}):\n" + "\n".join(problems[:10]),
+                  file=sys.stderr)  # fmt: skip
+        else:
+            Path(self.log.name).unlink(missing_ok=True)
 
 
 def _tree_cpu(pid: int) -> float:
@@ -405,8 +418,8 @@ def _fmt(x: float | None, spec: str = ",.0f") -> str:
 
 
 def summarize(results: dict[tuple[Load, str], list[dict[str, Any]]], loads: list[Load], clients: list[str]) -> str:
-    head = ("| load | offered tok/s | client | achieved tok/s | client CPU % | CPU µs/tok | err p50 / p99 ms "
-            "| lag p50 / p99 ms | server CPU % | running | runs |")  # fmt: skip
+    head = ("| load | offered tok/s | client | achieved tok/s | held | client CPU % | CPU µs/tok "
+            "| err p50 / p99 ms | lag p50 / p99 ms | server CPU % | server late p99 ms | running | runs |")  # fmt: skip
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for load in loads:
         for client in clients:
@@ -416,18 +429,23 @@ def summarize(results: dict[tuple[Load, str], list[dict[str, Any]]], loads: list
                 continue
             if not rows:
                 lines.append(f"| {load.name} | {_fmt(load.offered)} | {client} | failed: "
-                             f"{failed[0]['failed'][:60]!r} | | | | | | | {len(failed)} |")  # fmt: skip
+                             f"{failed[0]['failed'][:60]!r} | | | | | | | | | {len(failed)} |")  # fmt: skip
                 continue
             tok, cpu = _median(rows, "tok_s"), _median(rows, "cpu_pct")
             us = None if not tok or cpu is None else cpu / 100 / tok * 1e6
+            held = "" if not load.offered or tok is None else f"{100 * tok / load.offered:.0f} %"
             err = f"{_fmt(_median(rows, 'err_p50_ms'), '.3f')} / {_fmt(_median(rows, 'err_p99_ms'), '.2f')}"
-            if client == "guidellm" and load.interval_ms:
-                err = "per-request means only"
             lag = f"{_fmt(_median(rows, 'lag_p50_ms'), '.2f')} / {_fmt(_median(rows, 'lag_p99_ms'), '.1f')}"
+            if client == "guidellm":
+                err = lag = "n/a (per-request means)" if load.interval_ms else "—"
+            elif not load.interval_ms:
+                err = lag = "—"
+            late = _fmt(_median(rows, "server_late_p99_ms"), ".1f") if load.interval_ms else "—"
+            runs = f"{len(rows)}{'+' + str(len(failed)) + ' failed' if failed else ''}"
             lines.append(
-                f"| {load.name} | {_fmt(load.offered)} | {client} | {_fmt(tok)} | {_fmt(cpu)} | {_fmt(us, '.1f')} "
-                f"| {err} | {lag} | {_fmt(_median(rows, 'server_cpu_pct'))} | {_fmt(_median(rows, 'running'), '.0f')} "
-                f"| {len(rows)}{'+' + str(len(failed)) + ' failed' if failed else ''} |"
+                f"| {load.name} | {_fmt(load.offered)} | {client} | {_fmt(tok)} | {held} | {_fmt(cpu)} "
+                f"| {_fmt(us, '.1f')} | {err} | {lag} | {_fmt(_median(rows, 'server_cpu_pct'))} | {late} "
+                f"| {_fmt(_median(rows, 'running'), '.0f')} | {runs} |"
             )
     return "\n".join(lines)
 
@@ -497,10 +515,10 @@ def main(argv: list[str] | None = None) -> None:
         rounds, args.duration = args.rounds or 1, args.duration or 4.0
         clients = ["toolkit", "aiohttp", "aiohttp+uvloop"]
     else:
-        loads = [Load(1, 0), Load(32, 0), Load(128, 0), Load(256, 0), Load(32, 5), Load(128, 5), Load(256, 5),
-                 Load(256, 2.5), Load(256, 1.25)]  # fmt: skip
-        rounds, args.duration = args.rounds or 2, args.duration or 10.0
-        clients = ["toolkit", "aiohttp", "aiohttp+uvloop", "guidellm"]
+        loads = [Load(1, 0), Load(32, 0), Load(128, 0), Load(256, 0), Load(256, 10), Load(128, 5), Load(256, 5),
+                 Load(256, 2.5)]  # fmt: skip
+        rounds, args.duration = args.rounds or 2, args.duration or 8.0
+        clients = ["toolkit", "toolkit-readtime", "toolkit-aiohttp", "aiohttp", "aiohttp+uvloop", "guidellm"]
     if args.loads:
         loads = [Load(int(s), 0 if i == "max" else float(i)) for i, s in (x.split(":") for x in args.loads.split(","))]
     if args.clients:
@@ -522,6 +540,8 @@ def main(argv: list[str] | None = None) -> None:
                 for client in order:
                     if client == "guidellm" and load not in guidellm_loads:
                         continue
+                    if client == "toolkit-readtime" and not load.interval_ms and not args.loads:
+                        continue  # the same client as `toolkit` when nothing is timed
                     if client == "guidellm":
                         row = run_guidellm(server, load, args)
                     else:

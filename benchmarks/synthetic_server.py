@@ -4,15 +4,17 @@ Raw asyncio protocol (uvloop when available) so that the server itself costs a f
 and is not what a client benchmark measures. Endpoints:
 
 - `POST /v1/completions`, `POST /v1/chat/completions`: vLLM-format SSE, `usage` on every chunk (continuous
-  usage stats), then a usage-only chunk and `data: [DONE]`. One token per chunk. Token k (1-based) is sent
-  at `arrival + ttft + (k - 1) * interval` (absolute targets, so timer lateness never accumulates).
-  `interval_ms = 0` is "max ingest": chunks are written as fast as the socket takes them (in bursts).
+  usage stats), then a usage-only chunk and `data: [DONE]`. One token per chunk, one chunk per write. Paced
+  streams share ticks on a global grid (multiples of `interval`), like an engine's decode steps: a stream
+  joins at the first tick at or after `arrival + ttft`, then gets one token per tick (a late tick is not
+  skipped, so timer lateness never accumulates). `interval_ms = 0` is "max ingest": chunks are written as
+  fast as the socket takes them, `burst` events per write.
   Per request overrides in the body: `interval_ms`, `ttft_ms`, `burst`.
 - `GET /v1/models`, `GET /metrics` (running/waiting/generated tokens), `GET /health`.
-- Benchmark hooks: `POST /bench/config` (set defaults), `GET /bench/stats` (CPU, tokens, lateness of the
-  timers vs the schedule), `GET /bench/log?clear=1` (send time of every token of each request that carried
-  a `"user"` id: `{"user": [t1, t2, ...]}`, `time.perf_counter()` seconds, i.e. CLOCK_MONOTONIC, comparable
-  with the client's clock in another process on Linux).
+- Benchmark hooks: `POST /bench/config` (set defaults), `GET /bench/stats` (CPU, tokens, lateness: when each
+  tick's last token was written, after the tick time), `GET /bench/log?clear=1` (send time of every token
+  of each request that carried a `"user"` id: `{"user": [t1, t2, ...]}`, `time.perf_counter()` seconds, i.e.
+  CLOCK_MONOTONIC, comparable with the client's clock in another process on Linux).
 
 Run: `.venv/bin/python benchmarks/synthetic_server.py --port 8765 --interval-ms 5 --cpu 1`
 """
@@ -423,9 +425,15 @@ def pin(cpu: int | None) -> None:
             os.sched_setaffinity(0, {cpu})
 
 
-async def serve(host: str, port: int) -> None:
+async def serve(host: str, port: int, tls: tuple[str, str] | None = None) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(HttpProtocol, host, port, backlog=4096, reuse_address=True)
+    context = None
+    if tls:
+        import ssl
+
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*tls)
+    server = await loop.create_server(HttpProtocol, host, port, backlog=4096, reuse_address=True, ssl=context)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
@@ -444,6 +452,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--burst", type=int, default=16, help="chunks per write in max-ingest mode")
     ap.add_argument("--cpu", type=int, default=1, help="pin to this core (-1: do not pin)")
     ap.add_argument("--nice", type=int, default=0, help="change this process's nice value (negative needs root)")
+    ap.add_argument("--tls", nargs=2, metavar=("CERTFILE", "KEYFILE"), help="serve https (for client tests)")
     ap.add_argument("--no-uvloop", action="store_true")
     args = ap.parse_args(argv)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -456,15 +465,15 @@ def main(argv: list[str] | None = None) -> None:
         with contextlib.suppress(OSError):
             os.nice(args.nice)
     if args.no_uvloop:
-        asyncio.run(serve(args.host, args.port))
+        asyncio.run(serve(args.host, args.port, args.tls))
     else:
         try:
             import uvloop
         except ImportError:
-            asyncio.run(serve(args.host, args.port))
+            asyncio.run(serve(args.host, args.port, args.tls))
         else:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                runner.run(serve(args.host, args.port))
+                runner.run(serve(args.host, args.port, args.tls))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from toolkit.client import Endpoint, StreamClient, StreamResult, build_request
-from toolkit.metrics import GENERATION_TOKENS, PREEMPTIONS, PREFIX_HITS, PROMPT_TOKENS, delta
+from toolkit.metrics import GENERATION_TOKENS, PREEMPTIONS, PREFIX_HITS, PROMPT_TOKENS, MetricsSnapshot, delta
 from toolkit.sampler import Sampler, Samples, loop_lag_p99_ms, max_sample_gap_s
 from toolkit.schema import Measurement
 from toolkit.server_api import ServerAPI
@@ -73,6 +73,11 @@ def _metrics_down(samples: Samples) -> bool:
     return latest is None or (len(samples.times) >= 2 and latest[0] < samples.times[-2])
 
 
+async def _scrape_with_time(api: ServerAPI, use_metrics: bool) -> tuple[MetricsSnapshot | None, float]:
+    snapshot = await api.metrics_or_none() if use_metrics else None
+    return snapshot, time.perf_counter()
+
+
 async def drain(api: ServerAPI, timeout_s: float, use_metrics: bool = True) -> bool:
     """Wait until the server runs and queues nothing (bounded); False if it did not drain."""
     if not use_metrics:
@@ -110,9 +115,9 @@ async def measure_decode_cell(
         ]
         ready = await _wait_ready(streams, sampler, n, failed, spec.readiness_timeout_s)
         # The window runs on the client's clock; the server counters are read at its edges.
-        before_sent = time.perf_counter()
-        before = await api.metrics_or_none() if use_metrics else None
-        start = time.perf_counter()
+        # The window opens now; the "before" scrape runs inside it, so a slow /metrics cannot shift it.
+        start = before_sent = time.perf_counter()
+        before_scrape = asyncio.create_task(_scrape_with_time(api, use_metrics))
         if not failed.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(failed.wait(), timeout=spec.duration_s)
@@ -121,6 +126,7 @@ async def measure_decode_cell(
         end = min(after_sent, start + spec.duration_s)
         after = await api.metrics_or_none() if use_metrics else None
         after_received = time.perf_counter()
+        before, before_received = await before_scrape
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -135,7 +141,7 @@ async def measure_decode_cell(
     window = summarize_window(results, start, end, sampler.samples.times)
     # The server's counters were read somewhere inside each scrape; compare like with like.
     scrape_interval_tokens = sum(
-        tokens_between(r, (before_sent + start) / 2, (after_sent + after_received) / 2) for r in results
+        tokens_between(r, (before_sent + before_received) / 2, (after_sent + after_received) / 2) for r in results
     )
     server_samples = sampler.samples.server_between(start, end)
     metrics_ok = use_metrics and bool(server_samples) and before is not None and after is not None
