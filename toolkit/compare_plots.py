@@ -18,7 +18,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from toolkit import compare
 from toolkit.formatting import format_tok_s
-from toolkit.plots import ERROR_LABEL, LOG_SCALE_RATIO, OVER_LABEL, QUEUED_MARK
+from toolkit.plots import ERROR_LABEL, LOG_SCALE_RATIO, OVER_LABEL, QUEUED_MARK, note_figure
 
 MIN_RATIO_SPAN = 1.5  # the colour scale reaches at least ×1.5 and ÷1.5, so small differences stay pale
 _PANELS = (
@@ -26,14 +26,6 @@ _PANELS = (
     ("per_request_tok_s", "Per request tok/s", "RdBu"),
     ("ttft_ms", "TTFT (lower is better)", "RdBu_r"),  # blue is better in every panel
 )
-
-
-def _note_figure(note: str) -> Figure:
-    fig = Figure(figsize=(6, 1.5))
-    ax = fig.add_subplot()
-    ax.text(0.5, 0.5, note, ha="center", va="center", fontsize=12)
-    ax.set_axis_off()
-    return fig
 
 
 def _colors(labels: Sequence[str]) -> dict[str, tuple[float, float, float]]:
@@ -52,7 +44,7 @@ def prefill_comparison(frame: pd.DataFrame) -> Figure:
     """Prompt tok/s and cold TTFT by context length (evenly spaced, by tokens), one line per run."""
     side = compare.prefill_side_by_side(frame)
     if side.empty:
-        return _note_figure("No prefill measurements")
+        return note_figure("No prefill measurements")
     labels = compare.run_labels(frame)
     colors = _colors(labels)
     positions = np.arange(len(side), dtype=float)
@@ -133,7 +125,7 @@ def ratio_heatmaps(frame: pd.DataFrame, baseline: str, other: str) -> Figure:
     table = compare.ratio_table(frame, baseline, other)
     table = table[table["phase"] == "decode"]
     if table.empty:
-        return _note_figure(f"No decode cell measured in both {baseline} and {other}")
+        return note_figure(f"No decode cell measured in both {baseline} and {other}")
     contexts = decode.drop_duplicates("context_tokens").set_index("context_tokens")["context"].sort_index()
     levels = sorted(int(n) for n in decode["concurrency"].unique())
     width = max(7.0, 0.9 * len(levels) + 2.5)
@@ -151,7 +143,7 @@ def tradeoff_figure(frame: pd.DataFrame) -> Figure:
     """
     points = compare.tradeoff_points(frame)
     if points.empty:
-        return _note_figure("No sustained-decode throughput to plot")
+        return note_figure("No sustained-decode throughput to plot")
     labels = compare.run_labels(frame)
     colors = _colors(labels)
     fig = Figure(figsize=(9, 6), layout="constrained")

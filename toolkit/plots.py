@@ -31,7 +31,7 @@ def _phase(df: pd.DataFrame, phase: str) -> pd.DataFrame:
     return df[df["phase"] == phase].sort_values(["context_tokens", "concurrency"])
 
 
-def _note_figure(note: str) -> Figure:
+def note_figure(note: str) -> Figure:
     """A small figure that only says why there is nothing to plot."""
     fig = Figure(figsize=(6, 1.5))
     ax = fig.add_subplot()
@@ -53,7 +53,7 @@ def prefill_figure(df: pd.DataFrame) -> Figure:
     """Two panels by context length: prompt tok/s of the cold request, and its TTFT in ms."""
     prefill = _phase(df, "prefill")
     if prefill.empty:
-        return _note_figure("No prefill measurements")
+        return note_figure("No prefill measurements")
     labels = list(prefill["context"])
     speed = np.array([_number(v) for v in prefill["total_tok_s"]])
     ttft = np.array([_number(v) for v in prefill["ttft_ms"]])
@@ -144,7 +144,7 @@ def decode_heatmaps(df: pd.DataFrame) -> Figure:
     """
     decode = _phase(df, "decode")
     if decode.empty:
-        return _note_figure("No sustained-decode measurements")
+        return note_figure("No sustained-decode measurements")
     labels = list(decode.drop_duplicates("context_tokens")["context"])
     total = _grid(decode, "total_tok_s")
     status = _status_grid(decode, total)
@@ -170,7 +170,7 @@ def scaling_figure(df: pd.DataFrame) -> Figure:
     decode = decode[decode["status"].isin(_RUN_STATUSES)]
     decode = decode.assign(total=[_number(v) for v in decode["total_tok_s"]]).dropna(subset=["total"])
     if decode.empty:
-        return _note_figure("No sustained-decode throughput to plot")
+        return note_figure("No sustained-decode throughput to plot")
     fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.add_subplot()
     groups = list(decode.groupby("context_tokens", sort=True))
