@@ -66,10 +66,12 @@ def pct(values: list[float], q: float) -> float | None:
 
 
 def _timing_errors(streams: list[list[tuple[str, Any]]], logs: dict[str, list[float]], start: float, end: float
-                   ) -> tuple[list[float], list[float]]:  # fmt: skip
-    """(|measured gap - true gap|, receive - send) in seconds, for token events inside the window."""
+                   ) -> tuple[list[float], list[float], int]:  # fmt: skip
+    """(|measured gap - true gap|, arrival - send) in seconds for token events inside the window, and the
+    number of events left out because the server's send time was uncertain."""
     errors: list[float] = []
     lags: list[float] = []
+    uncertain = 0
     for stream in streams:
         for user, r in stream:
             sent = logs.get(user)
@@ -80,11 +82,16 @@ def _timing_errors(streams: list[list[tuple[str, Any]]], logs: dict[str, list[fl
                 if not (start < t <= end) or count > len(sent):
                     prev = None
                     continue
-                lags.append(t - sent[count - 1])
+                s = sent[count - 1]
+                if s is None or s != s:  # null/NaN: the server's send time is uncertain (its write() was slow)
+                    uncertain += 1
+                    prev = None
+                    continue
+                lags.append(t - s)
                 if prev is not None:
-                    errors.append(abs((t - prev[0]) - (sent[count - 1] - sent[prev[1] - 1])))
+                    errors.append(abs((t - prev[0]) - (s - sent[prev[1] - 1])))
                 prev = (t, count)
-    return errors, lags
+    return errors, lags, uncertain
 
 
 async def _aiohttp_stream(session: Any, url: str, body: dict[str, Any], r: Any) -> None:
@@ -180,9 +187,9 @@ async def run_worker(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(0.02)
         ready = all(any(r.token_events for _, r in s) for s in streams)
         await asyncio.sleep(args.settle)
-        start, cpu0 = time.perf_counter(), time.process_time()
+        start, cpu0, times0 = time.perf_counter(), time.process_time(), os.times()
         await asyncio.sleep(args.duration)
-        end, cpu1 = time.perf_counter(), time.process_time()
+        end, cpu1, times1 = time.perf_counter(), time.process_time(), os.times()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -195,11 +202,13 @@ async def run_worker(args: argparse.Namespace) -> dict[str, Any]:
 
     results = [r for s in streams for _, r in s]
     tokens = sum(tokens_between(r, start, end) for r in results)
-    gap_err, lags = _timing_errors(streams, logs, start, end)
+    gap_err, lags, uncertain = _timing_errors(streams, logs, start, end)
     ms = lambda x: None if x is None else x * 1000  # noqa: E731
     return {
         "client": kind, "streams": n, "start": start, "end": end, "ready": ready, "tokens": tokens,
         "tok_s": tokens / (end - start), "cpu_pct": 100 * (cpu1 - cpu0) / (end - start),
+        "user_pct": 100 * (times1.user - times0.user) / (end - start),
+        "sys_pct": 100 * (times1.system - times0.system) / (end - start), "ref_uncertain": uncertain,
         "requests": len(results), "completed": sum(r.done for r in results), "errors": len(errors),
         "first_error": errors[0] if errors else None,
         "err_p50_ms": ms(pct(gap_err, 50)), "err_p99_ms": ms(pct(gap_err, 99)), "err_n": len(gap_err),
@@ -421,7 +430,7 @@ def _fmt(x: float | None, spec: str = ",.0f") -> str:
 
 
 def summarize(results: dict[tuple[Load, str], list[dict[str, Any]]], loads: list[Load], clients: list[str]) -> str:
-    head = ("| load | offered tok/s | client | achieved tok/s | held | client CPU % | CPU µs/tok "
+    head = ("| load | offered tok/s | client | achieved tok/s | held | client CPU % (sys) | CPU µs/tok "
             "| err p50 / p99 ms | lag p50 / p99 ms | server CPU % | server late p99 ms | running | runs |")  # fmt: skip
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for load in loads:
@@ -445,8 +454,10 @@ def summarize(results: dict[tuple[Load, str], list[dict[str, Any]]], loads: list
                 err = lag = "—"
             late = _fmt(_median(rows, "server_late_p99_ms"), ".1f") if load.interval_ms else "—"
             runs = f"{len(rows)}{'+' + str(len(failed)) + ' failed' if failed else ''}"
+            sys_pct = _median(rows, "sys_pct")
+            sys_part = "" if sys_pct is None else f" ({sys_pct:.0f})"
             lines.append(
-                f"| {load.name} | {_fmt(load.offered)} | {client} | {_fmt(tok)} | {held} | {_fmt(cpu)} "
+                f"| {load.name} | {_fmt(load.offered)} | {client} | {_fmt(tok)} | {held} | {_fmt(cpu)}{sys_part} "
                 f"| {_fmt(us, '.1f')} | {err} | {lag} | {_fmt(_median(rows, 'server_cpu_pct'))} | {late} "
                 f"| {_fmt(_median(rows, 'running'), '.0f')} | {runs} |"
             )

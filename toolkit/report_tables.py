@@ -40,6 +40,10 @@ SATURATED_NOTE = (
     "client saturated: the load generator fell behind (event-loop lag p99 over 20 ms or its CPU over 90 %), "
     "so the cell may measure the client as much as the server."
 )
+CLIENT_BASIS_NOTE = (
+    "Judged client-side: the server's /metrics could not be read, so these cells' statuses come from the "
+    "client's own count of streams decoding, not from the server's running and waiting requests."
+)
 TTFT_NOTE = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
 STATUS_CLASSES = dict(zip(STATUSES, ("status-valid", "status-queued", "status-over", "status-error"), strict=True))
 ALL_COLUMNS: tuple[str, ...] = (
@@ -190,8 +194,11 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
     """Notes for the non-valid statuses present, then (with decode rows) the TTFT note."""
     present = set(df["status"]) if len(df) else set()
     notes = [STATUS_NOTES[s] for s in STATUSES if s in present and s in STATUS_NOTES]
-    if "client_saturated" in df and any(_saturated(r) for r in _rows(df, "decode")):
+    decode_rows = _rows(df, "decode")
+    if any(_saturated(r) for r in decode_rows):
         notes.append(SATURATED_NOTE)
+    if any(r.get("status_basis") == "client" for r in decode_rows):
+        notes.append(CLIENT_BASIS_NOTE)
     if ttft_note and len(df) and (df["phase"] == "decode").any():
         notes.append(TTFT_NOTE)
     return notes

@@ -29,3 +29,14 @@ def test_no_footnote_without_saturation() -> None:
 def test_token_check_compares_the_same_interval() -> None:
     extras = extras_table(to_dataframe([_cell(1, False)]))
     assert extras.loc[0, "Server ÷ client tokens"] == "100.0%"
+
+
+def test_client_side_statuses_are_footnoted() -> None:
+    from dataclasses import replace
+
+    from toolkit.report_tables import CLIENT_BASIS_NOTE
+
+    server = to_dataframe([replace(_cell(1, False), status_basis="server")])
+    client = to_dataframe([replace(_cell(1, False), status_basis="client")])
+    assert CLIENT_BASIS_NOTE not in footnotes(server)
+    assert CLIENT_BASIS_NOTE in footnotes(client)
