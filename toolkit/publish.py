@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,10 +14,11 @@ from traitlets.config import Config
 
 from toolkit import plots, report_tables
 from toolkit.params import RunParams
+from toolkit.secrets import api_key_from_env, redact
 from toolkit.store import RUN_FILE, read_json
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-_EXTERNAL = re.compile(r"""<(script|link)\b[^>]*\b(src|href)=["']https?://[^>]*>(\s*</script>)?""", re.I)
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def new_run_dir(outputs: str | Path, run_label: str) -> Path:
@@ -32,8 +32,9 @@ def new_run_dir(outputs: str | Path, run_label: str) -> Path:
 def notebook_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
     """The notebooks' UPPER_CASE parameters (plain values; never the API key)."""
     values = params.model_dump()
-    names = {k: k.upper() for k in values}
-    out = {names[k]: v for k, v in values.items() if k != "read_timeout_s"}
+    if values.get("launch_command"):  # papermill records parameters in the executed notebooks
+        values["launch_command"] = redact(values["launch_command"], api_key_from_env(params.api_key_env))
+    out = {k.upper(): v for k, v in values.items() if k != "read_timeout_s"}
     out["RESULTS_DIR"] = str(results_dir.resolve())
     return out
 
@@ -53,10 +54,11 @@ def html_report(executed: Path) -> str:
     config = Config()
     config.TagRemovePreprocessor.remove_input_tags = {"remove-input"}
     config.TagRemovePreprocessor.enabled = True
-    exporter = HTMLExporter(config=config, template_name="lab", exclude_input=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True, embed_images=True)  # fmt: skip
+    exporter = HTMLExporter(config=config, template_name="offline", extra_template_basedirs=[str(TEMPLATES)],
+                            exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
+                            embed_images=True)  # fmt: skip
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
-    return _EXTERNAL.sub("", body)
+    return body
 
 
 def markdown_report(results_dir: Path) -> str:
