@@ -498,6 +498,27 @@ def _progress(elapsed: float, rnd: int, rounds: int, load: Load, client: str, ro
           file=sys.stderr, flush=True)  # fmt: skip
 
 
+def _load_of(row: dict[str, Any]) -> Load:
+    name = row["load"]
+    interval = 0.0 if name.startswith("max") else float(name.split("ms")[0])
+    return Load(int(row["streams"]), interval)
+
+
+def report(paths: list[str]) -> None:
+    """The table and final line of saved `--json` runs, every round of every file pooled."""
+    results: dict[tuple[Load, str], list[dict[str, Any]]] = {}
+    loads: list[Load] = []
+    clients: list[str] = []
+    for path in paths:
+        for row in json.loads(Path(path).read_text()):
+            load = _load_of(row)
+            loads += [load] if load not in loads else []
+            clients += [row["client"]] if row["client"] not in clients else []
+            results.setdefault((load, row["client"]), []).append(row)
+    print(summarize(results, loads, clients))
+    print(final_line(results, loads, clients))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="short run (< 2 minutes): 2 loads, 1 round, no GuideLLM")
@@ -509,6 +530,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--clients", default=None, help="comma list of toolkit,aiohttp,aiohttp+uvloop,guidellm")
     ap.add_argument("--loads", default=None, help="comma list like max:128,5:256 (interval ms:streams)")
     ap.add_argument("--json", default=None, help="write every run's raw numbers here")
+    ap.add_argument("--report", nargs="+", metavar="JSON", help="only print the table of saved runs (pooled)")
     ap.add_argument("--nice", type=int, default=0,
                     help="nice value for server and clients (e.g. -10 as root on a shared machine: measures the "
                          "client, not the neighbours' load)")
@@ -524,6 +546,9 @@ def main(argv: list[str] | None = None) -> None:
         worker_main(args)
         return
 
+    if args.report:
+        report(args.report)
+        return
     if args.quick:
         loads = [Load(128, 0), Load(256, 5)]
         rounds, args.duration = args.rounds or 1, args.duration or 4.0

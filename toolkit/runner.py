@@ -261,7 +261,10 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
 
     def run() -> T:
         with asyncio.Runner(loop_factory=new_loop) as runner:
-            return runner.run(factory())  # type: ignore[arg-type]
+            try:
+                return runner.run(factory())  # type: ignore[arg-type]
+            finally:
+                runner.run(asyncio.sleep(0.05))  # let closing transports finish before the loop closes
 
     try:
         asyncio.get_running_loop()

@@ -1,0 +1,62 @@
+"""Parsing vLLM's /metrics: only the families we read, old and new names."""
+
+from __future__ import annotations
+
+from toolkit.metrics import (
+    GENERATION_TOKENS,
+    KV_USAGE,
+    PREFIX_HITS,
+    RUNNING,
+    cache_config,
+    delta,
+    parse_metrics,
+    used_lines,
+)
+
+TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="m"} 0.0
+# HELP vllm:generation_tokens_total Number of generation tokens processed.
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 1234.0
+vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
+# HELP vllm:gpu_prefix_cache_hits_total Old name.
+# TYPE vllm:gpu_prefix_cache_hits_total counter
+vllm:gpu_prefix_cache_hits_total{model_name="m"} 512.0
+# HELP vllm:gpu_cache_usage_perc Old name.
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{model_name="m"} 0.25
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",num_gpu_blocks="1000",enable_prefix_caching="True"} 1.0
+"""
+
+
+def test_only_used_families_are_kept() -> None:
+    kept = used_lines(TEXT)
+    assert "time_to_first_token" not in kept
+    assert "vllm:generation_tokens_total{" in kept and "vllm:num_requests_running{" in kept
+
+
+def test_values_with_old_names() -> None:
+    snap = parse_metrics(TEXT)
+    assert snap.value(RUNNING) == 3.0
+    assert snap.value(GENERATION_TOKENS) == 1234.0
+    assert snap.value(PREFIX_HITS) == 512.0
+    assert snap.value(KV_USAGE) == 0.25
+
+
+def test_budget_falls_back_to_blocks_times_block_size_before_0_25() -> None:
+    config = cache_config(parse_metrics(TEXT))
+    assert config.kv_cache_size_tokens is None
+    assert config.budget_tokens == (16_000, "num_gpu_blocks × block_size")
+    assert config.prefix_caching is True
+
+
+def test_delta_of_counters() -> None:
+    later = parse_metrics(TEXT.replace("} 1234.0", "} 1300.0"))
+    assert delta(parse_metrics(TEXT), later, GENERATION_TOKENS) == 66.0
+    assert delta(None, later, GENERATION_TOKENS) is None
