@@ -143,6 +143,10 @@ async def measure_decode_cell(
     scrape_interval_tokens = sum(
         tokens_between(r, (before_sent + before_received) / 2, (after_sent + after_received) / 2) for r in results
     )
+    # When the server read its counter inside each scrape is unknown: half the spread between the tokens of the
+    # outer (sent..received) and inner (received..sent) intervals bounds the error of that comparison.
+    outer = sum(tokens_between(r, before_sent, after_received) for r in results)
+    inner = sum(tokens_between(r, before_received, after_sent) for r in results)
     server_samples = sampler.samples.server_between(start, end)
     metrics_ok = use_metrics and bool(server_samples) and before is not None and after is not None
     if metrics_ok:
@@ -181,6 +185,7 @@ async def measure_decode_cell(
         requests_started=window.requests_started,
         server_output_tokens=None if gen is None else int(gen),
         client_tokens_server_interval=scrape_interval_tokens if gen is not None else None,
+        server_check_slack_tokens=(outer - inner + 1) // 2 if gen is not None else None,
         cached_tokens=_int(delta(before_cell, after_cell, PREFIX_HITS)),
         max_waiting=extras.get("max_waiting"),
         waiting_fraction=extras.get("waiting_fraction"),

@@ -47,6 +47,7 @@ class Measurement:
     requests_started: int | None = None
     server_output_tokens: int | None = None  # vllm:generation_tokens_total delta between the edge scrapes
     client_tokens_server_interval: int | None = None  # client's tokens between the same scrapes
+    server_check_slack_tokens: int | None = None  # tokens the scrapes' own duration leaves uncertain
     server_prompt_tokens: int | None = None  # prompt tokens the server counted during the cell
     cached_tokens: int | None = None  # prefix-cache hit tokens (server counter delta)
     max_waiting: int | None = None

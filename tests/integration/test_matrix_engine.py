@@ -34,6 +34,13 @@ def api_key_env_module():
     mp.undo()
 
 
+def assert_server_agrees(m) -> None:
+    """Same interval on both sides (the client's tokens between the two /metrics scrapes), within 2 %; a slow
+    scrape widens the interval in which the server read its counter, and that slack is allowed on top."""
+    tolerance = 0.02 * m.client_tokens_server_interval + m.server_check_slack_tokens
+    assert abs(m.server_output_tokens - m.client_tokens_server_interval) <= tolerance, m
+
+
 def test_matrix_measures_every_cell(small_matrix) -> None:
     assert sorted(small_matrix) == sorted(
         [("prefill", c, 1) for c in (512, 1024)] + [("decode", c, n) for c in (512, 1024) for n in (1, 2, 4)]
@@ -48,8 +55,7 @@ def test_client_tokens_agree_with_server_counter_within_2_percent(small_matrix) 
     assert valid, "no Valid cell to compare"
     for m in valid:
         assert m.output_tokens > 100
-        # Same interval on both sides: the client's tokens between the two /metrics scrapes.
-        assert m.server_output_tokens == pytest.approx(m.client_tokens_server_interval, rel=0.02), m
+        assert_server_agrees(m)
         assert m.client_tokens_server_interval >= m.output_tokens
 
 
@@ -116,7 +122,7 @@ def test_stream_interval_4_keeps_time_between_tokens_per_token(
     assert multi.tokens_per_chunk >= 3.0 and fine.tokens_per_chunk < 1.2
     assert multi.per_request_tok_s == pytest.approx(fine.per_request_tok_s, rel=0.10)
     assert multi.tbt_ms == pytest.approx(fine.tbt_ms, rel=0.10)
-    assert multi.server_output_tokens == pytest.approx(multi.output_tokens, rel=0.02)
+    assert_server_agrees(multi)
 
 
 def test_killed_run_resumes_without_redoing_finished_cells(
