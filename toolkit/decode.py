@@ -13,7 +13,7 @@ from toolkit.sampler import Sampler, Samples, loop_lag_p99_ms, max_sample_gap_s
 from toolkit.schema import Measurement
 from toolkit.server_api import ServerAPI
 from toolkit.status import decode_status, decode_status_client_only
-from toolkit.window import active_at, summarize_window
+from toolkit.window import active_at, summarize_window, tokens_between
 
 SATURATION_LAG_MS = 20.0  # event-loop lag p99 above this: the client, not the server, set the pace
 SATURATION_CPU_PCT = 90.0
@@ -73,8 +73,9 @@ def _metrics_down(samples: Samples) -> bool:
     return latest is None or (len(samples.times) >= 2 and latest[0] < samples.times[-2])
 
 
-async def _scrape(api: ServerAPI, use_metrics: bool) -> MetricsSnapshot | None:
-    return await api.metrics_or_none() if use_metrics else None
+async def _scrape_with_time(api: ServerAPI, use_metrics: bool) -> tuple[MetricsSnapshot | None, float]:
+    snapshot = await api.metrics_or_none() if use_metrics else None
+    return snapshot, time.perf_counter()
 
 
 async def drain(api: ServerAPI, timeout_s: float, use_metrics: bool = True) -> bool:
@@ -115,8 +116,8 @@ async def measure_decode_cell(
         ready = await _wait_ready(streams, sampler, n, failed, spec.readiness_timeout_s)
         # The window runs on the client's clock; the server counters are read at its edges.
         # The window opens now; the "before" scrape runs inside it, so a slow /metrics cannot shift it.
-        start = time.perf_counter()
-        before_scrape = asyncio.create_task(_scrape(api, use_metrics))
+        start = before_sent = time.perf_counter()
+        before_scrape = asyncio.create_task(_scrape_with_time(api, use_metrics))
         if not failed.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(failed.wait(), timeout=spec.duration_s)
@@ -124,7 +125,8 @@ async def measure_decode_cell(
         after_sent = time.perf_counter()
         end = min(after_sent, start + spec.duration_s)
         after = await api.metrics_or_none() if use_metrics else None
-        before = await before_scrape
+        after_received = time.perf_counter()
+        before, before_received = await before_scrape
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -138,11 +140,13 @@ async def measure_decode_cell(
         error = f"server did not drain within {spec.drain_timeout_s:g} s after the cell"
     window = summarize_window(results, start, end, sampler.samples.times)
     # The server's counters were read somewhere inside each scrape; compare like with like.
-    # Cross-check with the server over the whole cell: both counts bracket all of its traffic, so no scrape
-    # timing enters. Only tokens in flight when the window closed and streams were cancelled can differ.
-    client_cell_tokens = sum(r.completion_tokens for r in results)
-    per_chunk = max(1, round(window.tokens_per_chunk or 1))
-    in_flight_slack = 2 * per_chunk * sum(1 for r in results if r.cancelled or not r.done)
+    scrape_interval_tokens = sum(
+        tokens_between(r, (before_sent + before_received) / 2, (after_sent + after_received) / 2) for r in results
+    )
+    # When the server read its counter inside each scrape is unknown: half the spread between the tokens of the
+    # outer (sent..received) and inner (received..sent) intervals bounds the error of that comparison.
+    outer = sum(tokens_between(r, before_sent, after_received) for r in results)
+    inner = sum(tokens_between(r, before_received, after_sent) for r in results)
     server_samples = sampler.samples.server_between(start, end)
     metrics_ok = use_metrics and bool(server_samples) and before is not None and after is not None
     if metrics_ok:
@@ -154,7 +158,7 @@ async def measure_decode_cell(
         status, extras = decode_status_client_only(n, error, not ready, active)
     extras.setdefault("client_avg_active", window.client_avg_active)
     lag = loop_lag_p99_ms(sampler.samples, start, end)
-    gen = delta(before_cell, after_cell, GENERATION_TOKENS)
+    gen = delta(before, after, GENERATION_TOKENS)
     ok = status != "Error"
     return Measurement(
         phase="decode",
@@ -180,8 +184,8 @@ async def measure_decode_cell(
         tokens_per_chunk=window.tokens_per_chunk,
         requests_started=window.requests_started,
         server_output_tokens=None if gen is None else int(gen),
-        client_tokens_server_interval=client_cell_tokens if gen is not None else None,
-        server_check_slack_tokens=in_flight_slack if gen is not None else None,
+        client_tokens_server_interval=scrape_interval_tokens if gen is not None else None,
+        server_check_slack_tokens=(outer - inner + 1) // 2 if gen is not None else None,
         cached_tokens=_int(delta(before_cell, after_cell, PREFIX_HITS)),
         max_waiting=extras.get("max_waiting"),
         waiting_fraction=extras.get("waiting_fraction"),

@@ -45,9 +45,9 @@ class Measurement:
     client_avg_active: float | None = None
     tokens_per_chunk: float | None = None  # > 1 with --stream-interval or speculative decoding
     requests_started: int | None = None
-    server_output_tokens: int | None = None  # vllm:generation_tokens_total delta over the whole cell
-    client_tokens_server_interval: int | None = None  # the client's tokens over the same (whole cell)
-    server_check_slack_tokens: int | None = None  # tokens possibly in flight when streams were cancelled
+    server_output_tokens: int | None = None  # vllm:generation_tokens_total delta between the edge scrapes
+    client_tokens_server_interval: int | None = None  # client's tokens between the same scrapes
+    server_check_slack_tokens: int | None = None  # tokens the scrapes' own duration leaves uncertain
     server_prompt_tokens: int | None = None  # prompt tokens the server counted during the cell
     cached_tokens: int | None = None  # prefix-cache hit tokens (server counter delta)
     max_waiting: int | None = None

@@ -35,8 +35,8 @@ def api_key_env_module():
 
 
 def assert_server_agrees(m) -> None:
-    """Same interval on both sides (the whole cell: scrapes before the first request and after the drain),
-    within 2 %, plus the few tokens per cancelled stream that may have been generated but not delivered."""
+    """Same interval on both sides (the client's tokens between the two /metrics scrapes), within 2 %; a slow
+    scrape widens the interval in which the server read its counter, and that slack is allowed on top."""
     tolerance = 0.02 * m.client_tokens_server_interval + m.server_check_slack_tokens
     assert abs(m.server_output_tokens - m.client_tokens_server_interval) <= tolerance, m
 
