@@ -6,9 +6,8 @@ what a benchmark measures (numbers in ../benchmarks/README.md):
   `StreamResult` update, with no stream reader, task wake-up or per-read timer in between; after the first
   text only the `usage` object of a chunk is parsed. Against the aiohttp reader it replaced: 1.3x the ingest
   rate, about 30 % less CPU per token.
-- The arrival time is the kernel's receive timestamp (`SO_TIMESTAMPNS`, plain http on Linux), so a client busy
-  with the other streams' chunks of the same decode step still records when each one came; elsewhere (https,
-  other systems) it is the time the process read the bytes.
+- Optionally (`StreamClient.rx_timestamps`), the arrival time is the kernel's receive timestamp (`SO_TIMESTAMPNS`,
+  plain http on Linux); by default it is the time the process read the bytes (see the class attribute).
 - While a client is open, the objects that existed before are frozen out of the cyclic GC's full passes,
   which otherwise stall the loop for tens of milliseconds on a large heap.
 It speaks what the toolkit needs: POST with a JSON body, keep-alive, `Content-Length` / chunked / read-to-close
@@ -105,8 +104,10 @@ def _has_text(choice: dict[str, Any]) -> bool:
 class StreamClient:
     """Keep-alive connections to one server; `stream()` runs one request and fills a `StreamResult`."""
 
-    # Arrival times from the kernel's receive timestamps (plain http on Linux); False: read time in the process.
-    rx_timestamps: bool = True
+    # True: arrival times from the kernel's receive timestamps (plain http on Linux). Off by default: the kernel
+    # stamps CLOCK_REALTIME, and a step of that clock (seen on this VM) would move tokens out of their window;
+    # the default is the read time in the process, on perf_counter like every other time.
+    rx_timestamps: bool = False
 
     def __init__(
         self,

@@ -56,7 +56,6 @@ def test_client_tokens_agree_with_server_counter_within_2_percent(small_matrix) 
     for m in valid:
         assert m.output_tokens > 100
         assert_server_agrees(m)
-        assert m.client_tokens_server_interval >= m.output_tokens
 
 
 def test_prefill_is_cold_and_decode_hits_the_cache(small_matrix) -> None:
