@@ -8,69 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 import orjson
 
+from toolkit.client import StreamResult, _has_text
 from toolkit.secrets import redact
-
-Endpoint = Literal["chat", "completions"]
-ENDPOINT_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
-STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
-
-
-@dataclass
-class StreamResult:
-    """What one streamed request measured. Times are `time.perf_counter()` seconds."""
-
-    started: float = 0.0
-    first_token_at: float | None = None
-    # (arrival time, cumulative completion tokens) for every chunk that raised the count.
-    token_events: list[tuple[float, int]] = field(default_factory=list)
-    chunks: int = 0
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    completion_tokens: int = 0
-    done: bool = False
-    cancelled: bool = False
-    error: str | None = None
-    ended: float | None = None
-
-    @property
-    def ttft_s(self) -> float | None:
-        """Start to first text; a reply whose only token printed no text falls back to that token."""
-        first = self.first_token_at
-        if first is None and self.token_events:
-            first = self.token_events[0][0]
-        return None if first is None else first - self.started
-
-
-def build_request(
-    endpoint: Endpoint, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True
-) -> tuple[str, dict[str, Any]]:
-    """Path and JSON body of a streamed request as METHOD.md prescribes."""
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": max_tokens,
-        "stream": True,
-        "stream_options": STREAM_OPTIONS,
-        "ignore_eos": ignore_eos,
-        "temperature": 0.0,
-    }
-    if endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
-    else:
-        body["prompt"] = prompt
-    return ENDPOINT_PATHS[endpoint], body
-
-
-def _has_text(choice: dict[str, Any]) -> bool:
-    delta = choice.get("delta")
-    if delta is not None:
-        return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
-    return bool(choice.get("text"))
 
 
 class StreamClient:
