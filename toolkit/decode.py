@@ -8,12 +8,22 @@ import time
 from dataclasses import dataclass
 
 from toolkit.client import Endpoint, StreamClient, StreamResult, build_request
-from toolkit.metrics import GENERATION_TOKENS, PREEMPTIONS, PREFIX_HITS, PROMPT_TOKENS, MetricsSnapshot, delta
-from toolkit.sampler import Sampler, Samples, loop_lag_p99_ms, max_sample_gap_s
+from toolkit.metrics import (
+    GENERATION_TOKENS,
+    ITL_COUNT,
+    ITL_SUM,
+    PREEMPTIONS,
+    PREFIX_HITS,
+    PROMPT_TOKENS,
+    MetricsSnapshot,
+    delta,
+    mean_delta,
+)
+from toolkit.sampler import Sampler, Samples, loop_lag_ms, max_sample_gap_s
 from toolkit.schema import Measurement
 from toolkit.server_api import ServerAPI
-from toolkit.status import decode_status, decode_status_client_only
-from toolkit.window import active_at, summarize_window, tokens_between
+from toolkit.status import decode_status, decode_status_client_only, disturbance
+from toolkit.window import active_at, longest_silence_s, summarize_window, tokens_between
 
 SATURATION_LAG_MS = 20.0  # event-loop lag p99 above this: the client, not the server, set the pace
 SATURATION_CPU_PCT = 90.0
@@ -143,8 +153,8 @@ async def measure_decode_cell(
     scrape_interval_tokens = sum(
         tokens_between(r, (before_sent + before_received) / 2, (after_sent + after_received) / 2) for r in results
     )
-    # When the server read its counter inside each scrape is unknown: half the spread between the tokens of the
-    # outer (sent..received) and inner (received..sent) intervals bounds the error of that comparison.
+    # When the server read its counter inside each scrape is unknown, so its interval lies between the inner
+    # (received..sent) and the outer (sent..received) one: the client's tokens in those two bracket its count.
     outer = sum(tokens_between(r, before_sent, after_received) for r in results)
     inner = sum(tokens_between(r, before_received, after_sent) for r in results)
     server_samples = sampler.samples.server_between(start, end)
@@ -157,7 +167,14 @@ async def measure_decode_cell(
         active = [active_at(results, t) for t in sampler.samples.times if start <= t <= end]
         status, extras = decode_status_client_only(n, error, not ready, active)
     extras.setdefault("client_avg_active", window.client_avg_active)
-    lag = loop_lag_p99_ms(sampler.samples, start, end)
+    lag = loop_lag_ms(sampler.samples, start, end, 99)
+    lag_max = loop_lag_ms(sampler.samples, start, end, 100)
+    silence = longest_silence_s(results, start, end)
+    # /metrics answered at the edges but no sample landed inside: the whole window went unsampled.
+    scrapes_ok = use_metrics and before is not None and after is not None
+    sample_gap = (max_sample_gap_s(sampler.samples, start, end) or end - start) if scrapes_ok else None
+    disturbed = disturbance(silence_s=silence, tbt_ms=window.tbt_ms, loop_lag_max_ms=lag_max,
+                            max_sample_gap_s=sample_gap)  # fmt: skip
     gen = delta(before, after, GENERATION_TOKENS)
     ok = status != "Error"
     return Measurement(
@@ -185,7 +202,9 @@ async def measure_decode_cell(
         requests_started=window.requests_started,
         server_output_tokens=None if gen is None else int(gen),
         client_tokens_server_interval=scrape_interval_tokens if gen is not None else None,
-        server_check_slack_tokens=(outer - inner + 1) // 2 if gen is not None else None,
+        client_tokens_min=inner if gen is not None else None,
+        client_tokens_max=outer if gen is not None else None,
+        server_tbt_ms=None if (itl := mean_delta(before, after, ITL_SUM, ITL_COUNT)) is None else itl * 1000,
         cached_tokens=_int(delta(before_cell, after_cell, PREFIX_HITS)),
         max_waiting=extras.get("max_waiting"),
         waiting_fraction=extras.get("waiting_fraction"),
@@ -194,7 +213,10 @@ async def measure_decode_cell(
         status_basis=extras.get("status_basis"),
         client_saturated=(lag is not None and lag > SATURATION_LAG_MS) or cpu_pct > SATURATION_CPU_PCT,
         loop_lag_p99_ms=lag,
-        max_sample_gap_s=max_sample_gap_s(sampler.samples, start, end) if metrics_ok else None,
+        loop_lag_max_ms=lag_max,
+        longest_silence_s=silence,
+        disturbed=disturbed if ok else None,
+        max_sample_gap_s=sample_gap,
         client_cpu_pct=cpu_pct,
         error=error,
         server_prompt_tokens=_int(delta(before_cell, after_cell, PROMPT_TOKENS)),

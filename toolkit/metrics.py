@@ -19,6 +19,9 @@ PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total
 PREEMPTIONS = ("vllm:num_preemptions_total",)
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 REQUEST_SUCCESS = ("vllm:request_success_total",)
+# Per engine step and request, on the engine's clock: independent of how outputs are batched into chunks.
+ITL_SUM = ("vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum")
+ITL_COUNT = ("vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count")
 CACHE_CONFIG = "vllm:cache_config_info"
 
 
@@ -44,7 +47,8 @@ class MetricsSnapshot:
 # Every family the toolkit reads (counters without their `_total`, so `_created` lines come along too).
 USED_FAMILIES: tuple[str, ...] = tuple(
     {name.removesuffix("_total") for group in (RUNNING, WAITING, GENERATION_TOKENS, PROMPT_TOKENS, PREFIX_QUERIES,
-                                               PREFIX_HITS, PREEMPTIONS, KV_USAGE, REQUEST_SUCCESS)
+                                               PREFIX_HITS, PREEMPTIONS, KV_USAGE, REQUEST_SUCCESS, ITL_SUM,
+                                               ITL_COUNT)
      for name in group} | {CACHE_CONFIG}
 )  # fmt: skip
 
@@ -71,6 +75,14 @@ def parse_metrics(text: str) -> MetricsSnapshot:
         for sample in family.samples:
             samples.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
     return MetricsSnapshot(samples)
+
+
+def mean_delta(
+    before: MetricsSnapshot | None, after: MetricsSnapshot | None, sums: tuple[str, ...], counts: tuple[str, ...]
+) -> float | None:
+    """Mean of a histogram's observations made between two snapshots (None without any)."""
+    total, count = delta(before, after, sums), delta(before, after, counts)
+    return None if total is None or not count else total / count
 
 
 def delta(before: MetricsSnapshot | None, after: MetricsSnapshot | None, names: tuple[str, ...]) -> float | None:

@@ -37,6 +37,7 @@ class RunParams(BaseModel):
     per_stream_prompts: bool = False
     readiness_timeout_s: float = Field(120.0, gt=0)
     read_timeout_s: float = Field(300.0, gt=0)
+    disturbed_retries: int = Field(2, ge=0)  # re-measure a decode window that a pause disturbed
     # Descriptive fields of the report.
     title: str | None = None
     hardware_type: str | None = None

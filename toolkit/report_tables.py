@@ -40,6 +40,11 @@ SATURATED_NOTE = (
     "client saturated: the load generator fell behind (event-loop lag p99 over 20 ms or its CPU over 90 %), "
     "so the cell may measure the client as much as the server."
 )
+DISTURBED_MARK = "disturbed"
+DISTURBED_NOTE = (
+    "disturbed: a pause (no token from any stream for over a second, the client's event loop blocked, or no "
+    "server sample) hit every window measured for this cell, retries included; its numbers understate the server."
+)
 CLIENT_BASIS_NOTE = (
     "Judged client-side: the server's /metrics could not be read, so these cells' statuses come from the "
     "client's own count of streams decoding, not from the server's running and waiting requests."
@@ -86,6 +91,7 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("ttft_p99_ms", "TTFT p99", format_ms),
     ("tbt_p90_ms", "Time between tokens p90", format_tbt_ms),
     ("tbt_p99_ms", "Time between tokens p99", format_tbt_ms),
+    ("server_tbt_ms", "Server time between tokens", format_tbt_ms),
     ("per_request_tok_s_p10", "Per request tok/s p10", format_tok_s),
     ("client_avg_active", "Client average active", format_active),
     ("requests_started", "Requests started", format_count),
@@ -98,6 +104,9 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("status_basis", "Status basis", str),
     ("client_saturated", "Client saturated", _yes_no),
     ("loop_lag_p99_ms", "Client loop lag p99", format_tbt_ms),
+    ("longest_silence_s", "Longest silence", format_seconds),
+    ("attempts", "Windows measured", format_count),
+    ("disturbed", "Disturbed", str),
     ("client_cpu_pct", "Client CPU", _whole_percent),
     ("error", "Error", str),
 )
@@ -139,6 +148,8 @@ def _matrix_cell(row: Row | None) -> str:
         parts.append(f"{format_ms(row['ttft_ms'])} TTFT")
     if _saturated(row):
         parts.append(SATURATED_MARK)
+    if row.get("disturbed"):
+        parts.append(DISTURBED_MARK)
     return " · ".join(parts)
 
 
@@ -197,6 +208,8 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
     decode_rows = _rows(df, "decode")
     if any(_saturated(r) for r in decode_rows):
         notes.append(SATURATED_NOTE)
+    if any(r.get("disturbed") for r in decode_rows):
+        notes.append(DISTURBED_NOTE)
     if any(r.get("status_basis") == "client" for r in decode_rows):
         notes.append(CLIENT_BASIS_NOTE)
     if ttft_note and len(df) and (df["phase"] == "decode").any():

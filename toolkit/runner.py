@@ -222,9 +222,14 @@ class _Runner:
             prompts = await self._cell_prompts(ctx, n)
             spec = CellSpec(self.server.model, self.params.endpoint, prompts, self.params.max_output,
                             self.params.duration_s, self.params.readiness_timeout_s)  # fmt: skip
-            m = await measure_decode_cell(self.client, self.api, spec, context_tokens=ctx, context=label,
-                                          use_metrics=self.server.metrics_available)  # fmt: skip
-            return self._stamp(m, kv_budget_tokens=budget)
+            for attempt in range(1, self.params.disturbed_retries + 2):
+                m = await measure_decode_cell(self.client, self.api, spec, context_tokens=ctx, context=label,
+                                              use_metrics=self.server.metrics_available)  # fmt: skip
+                if not m.disturbed:
+                    break
+                action = "kept and flagged" if attempt > self.params.disturbed_retries else "measuring it again"
+                tqdm.write(f"decode {label} ×{n}: window disturbed ({m.disturbed}); {action}", file=sys.stderr)
+            return self._stamp(m, kv_budget_tokens=budget, attempts=attempt)
         except Exception as exc:  # a failed cell is recorded and the run goes on
             await drain(self.api, 30.0, self.server.metrics_available)
             msg = redact(f"{type(exc).__name__}: {exc}", api_key_from_env(self.params.api_key_env))

@@ -85,10 +85,11 @@ class Sampler:
             self.samples.kv_usage_peak = max(kv, self.samples.kv_usage_peak or 0.0)
 
 
-def loop_lag_p99_ms(samples: Samples, start: float, end: float) -> float | None:
+def loop_lag_ms(samples: Samples, start: float, end: float, pct: float) -> float | None:
+    """A percentile of the event loop's lag inside the window (pct=100: the longest block)."""
     lags = [lag for t, lag in zip(samples.lag_times, samples.loop_lag_s, strict=True) if start <= t <= end]
-    p99 = percentile(lags, 99)
-    return None if p99 is None else p99 * 1000
+    value = percentile(lags, pct)
+    return None if value is None else value * 1000
 
 
 def max_sample_gap_s(samples: Samples, start: float, end: float) -> float | None:

@@ -47,7 +47,9 @@ class Measurement:
     requests_started: int | None = None
     server_output_tokens: int | None = None  # vllm:generation_tokens_total delta between the edge scrapes
     client_tokens_server_interval: int | None = None  # client's tokens between the same scrapes
-    server_check_slack_tokens: int | None = None  # tokens the scrapes' own duration leaves uncertain
+    client_tokens_min: int | None = None  # the server read its counters somewhere inside each scrape: the client's
+    client_tokens_max: int | None = None  # tokens between the scrapes' inner and outer edges bracket its count
+    server_tbt_ms: float | None = None  # mean inter-token latency on the engine's clock between the same scrapes
     server_prompt_tokens: int | None = None  # prompt tokens the server counted during the cell
     cached_tokens: int | None = None  # prefix-cache hit tokens (server counter delta)
     max_waiting: int | None = None
@@ -58,7 +60,11 @@ class Measurement:
     status_basis: str | None = None  # "server" or "client" (metrics unreachable)
     client_saturated: bool | None = None
     loop_lag_p99_ms: float | None = None
+    loop_lag_max_ms: float | None = None
     max_sample_gap_s: float | None = None  # longest window stretch without a server sample
+    longest_silence_s: float | None = None  # longest window stretch in which no stream received a token
+    disturbed: str | None = None  # why the window cannot be trusted (a pause), after the runner's retries
+    attempts: int | None = None  # windows measured for this cell (> 1: earlier ones were disturbed)
     client_cpu_pct: float | None = None
     error: str | None = None
     run_id: str | None = None

@@ -13,6 +13,30 @@ MIN_WAITING_S = 0.5
 _TIME_TOLERANCE_S = 1e-6  # so 10.6 - 10.1 counts as 0.5 s despite float rounding
 
 
+STALL_MIN_S = 1.0  # no token from any stream for this long (or 10 time-between-tokens) disturbs a window
+STALL_TBT_MULTIPLE = 10.0
+LOOP_BLOCKED_MS = 250.0  # the client's event loop stalled this long: arrival times are not the server's
+SAMPLE_GAP_MAX_S = 1.5  # METHOD.md samples every 0.5 s; a gap of three periods leaves the status unfounded
+
+
+def disturbance(
+    *, silence_s: float, tbt_ms: float | None, loop_lag_max_ms: float | None, max_sample_gap_s: float | None
+) -> str | None:
+    """Why a decode window cannot be trusted, or None when it can.
+
+    Seen on shared machines: the whole machine pauses for seconds (every process, the server's too), so a
+    window holds a few tokens, or the client's loop wakes late and stamps a burst of tokens at once.
+    """
+    limit = max(STALL_MIN_S, STALL_TBT_MULTIPLE * (tbt_ms or 0.0) / 1000)
+    if silence_s > limit:
+        return f"no token for {silence_s:.1f} s"
+    if loop_lag_max_ms is not None and loop_lag_max_ms > LOOP_BLOCKED_MS:
+        return f"client event loop blocked {loop_lag_max_ms:,.0f} ms"
+    if max_sample_gap_s is not None and max_sample_gap_s > SAMPLE_GAP_MAX_S:
+        return f"no server sample for {max_sample_gap_s:.1f} s"
+    return None
+
+
 def longest_waiting_s(samples: Sequence[tuple[float, int, int]]) -> float:
     """Longest span (last - first sample time) of consecutive samples with waiting > 0.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from toolkit.client import StreamResult
 from toolkit.stats import mean, median, percentile
@@ -47,6 +48,17 @@ def tbt_in_window_s(result: StreamResult, start: float, end: float) -> float | N
     if len(inside) < 2 or inside[-1][1] == inside[0][1]:
         return None
     return (inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1])
+
+
+def longest_silence_s(results: Sequence[StreamResult], start: float, end: float) -> float:
+    """Longest stretch of the window (start, end] in which no stream received a token.
+
+    The edges count: window start to the first token, the last token to the window end. A healthy server
+    streams continuously, so a long silence means the server or the machine paused (see ``is_disturbed``).
+    """
+    times = sorted(t for r in results for t, _ in r.token_events if start < t <= end)
+    edges = [start, *times, end]
+    return max(b - a for a, b in pairwise(edges))
 
 
 def active_at(results: Sequence[StreamResult], t: float) -> int:

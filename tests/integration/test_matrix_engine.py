@@ -35,10 +35,11 @@ def api_key_env_module():
 
 
 def assert_server_agrees(m) -> None:
-    """Same interval on both sides (the client's tokens between the two /metrics scrapes), within 2 %; a slow
-    scrape widens the interval in which the server read its counter, and that slack is allowed on top."""
-    tolerance = 0.02 * m.client_tokens_server_interval + m.server_check_slack_tokens
-    assert abs(m.server_output_tokens - m.client_tokens_server_interval) <= tolerance, m
+    """The server read its generated-token counter somewhere inside each /metrics scrape; the client's tokens
+    between the scrapes' inner and outer edges bracket the server's count. It must lie in that bracket, 2 %
+    allowed either way (a fast scrape makes the bracket a few tokens wide)."""
+    assert m.client_tokens_min > 0, m
+    assert 0.98 * m.client_tokens_min <= m.server_output_tokens <= 1.02 * m.client_tokens_max, m
 
 
 def test_matrix_measures_every_cell(small_matrix) -> None:
@@ -53,9 +54,13 @@ def test_matrix_measures_every_cell(small_matrix) -> None:
 def test_client_tokens_agree_with_server_counter_within_2_percent(small_matrix) -> None:
     valid = [m for m in small_matrix.values() if m.phase == "decode" and m.status == "Valid"]
     assert valid, "no Valid cell to compare"
-    for m in valid:
-        assert m.output_tokens > 100
+    for m in valid:  # the bracket holds whether or not a pause of the machine hit the window
+        assert m.client_tokens_max > 100, m
         assert_server_agrees(m)
+    for m in valid:  # a cell is flagged exactly when its window held a long silence or a blocked loop
+        assert m.attempts >= 1
+        assert bool(m.disturbed) == (m.longest_silence_s > 1.0 or m.loop_lag_max_ms > 250.0
+                                     or (m.max_sample_gap_s or 0) > 1.5), m  # fmt: skip
 
 
 def test_prefill_is_cold_and_decode_hits_the_cache(small_matrix) -> None:
@@ -85,7 +90,8 @@ def test_over_capacity_cells_are_recorded_and_never_sent(constrained_server: Emb
                          tmp_path, phases=("decode",), progress=False)  # fmt: skip
     after = metrics()
     assert [(m.concurrency, m.status, m.kv_budget_tokens) for m in results] == [
-        (8, "Over capacity", 5120), (16, "Over capacity", 5120)
+        (8, "Over capacity", 5120),
+        (16, "Over capacity", 5120),
     ]
     assert after.value(REQUEST_SUCCESS) == before.value(REQUEST_SUCCESS)
     assert after.value(PROMPT_TOKENS) == before.value(PROMPT_TOKENS)
@@ -94,42 +100,64 @@ def test_over_capacity_cells_are_recorded_and_never_sent(constrained_server: Emb
 def test_max_num_seqs_2_queues_4_streams(constrained_server: EmbeddedServer, tmp_path: Path) -> None:
     # 640 tokens take longer than the 3 s window, so no stream re-issues inside it.
     results = run_matrix(_params(constrained_server, contexts=["256"], concurrency=[2, 4], max_output=640,
-                                 duration_s=3, readiness_timeout_s=10), tmp_path, phases=("decode",),
+                                 duration_s=3, readiness_timeout_s=10, disturbed_retries=4), tmp_path,
+                         phases=("decode",),
                          progress=False)  # fmt: skip
     by_n = {m.concurrency: m for m in results}
     assert by_n[4].status == "Requests queued"
-    assert by_n[4].max_waiting >= 1
+    assert by_n[4].status_basis == "server" and by_n[4].max_waiting >= 1, by_n[4]
     assert by_n[2].status == "Valid", by_n[2]
 
 
-@pytest.mark.xfail(
-    reason="open: the --stream-interval 4 server sometimes stalls for most of a 4 s window on this 2-core "
-    "machine (88 tokens at 154 tok/s seen); not understood yet, so this must-show of issue 3 is not claimed",
-    strict=False,
-)
-def test_stream_interval_4_keeps_time_between_tokens_per_token(
-    vllm_server: EmbeddedServer, tmp_path: Path, api_key_env_module: str
-) -> None:
-    """Compared: one stream (512-token context, 4 s window) on the main server (stream interval 1) and on a
-    server equal but for --stream-interval 4. On this CPU machine the interval changes the server's own speed
-    (its API server shares a core; measured 120 vs 363 tok/s), so each run's per-request tok/s is checked
-    against that run's true per-token rate, total tok/s of its single stream: with time between tokens taken
-    per chunk instead of per token, the interval-4 run would come out about 4x too slow."""
+def _one_stream_against_the_engine(server: EmbeddedServer, max_tokens: int = 600):
+    """One streamed request on an idle server, and the engine's inter-token latencies over exactly its steps
+    (/metrics read before it starts and after it ends, when nothing else runs)."""
+    import math
+
+    from toolkit.client import StreamClient, build_request
+    from toolkit.metrics import ITL_COUNT, ITL_SUM, mean_delta
+    from toolkit.runner import run_sync
+    from toolkit.server_api import ServerAPI
+    from toolkit.window import summarize_window
+
+    async def measure():
+        async with ServerAPI(server.base_url, api_key=TEST_API_KEY) as api, \
+                StreamClient(server.base_url, api_key=TEST_API_KEY) as client:  # fmt: skip
+            before = await api.metrics()
+            result = await client.stream(*build_request("chat", "tiny-llama", "stream interval " * 100, max_tokens))
+            after = await api.metrics()
+        return result, mean_delta(before, after, ITL_SUM, ITL_COUNT)
+
+    result, engine_tbt_s = run_sync(measure)
+    assert result.error is None and result.completion_tokens == max_tokens, result
+    return summarize_window([result], -math.inf, math.inf), engine_tbt_s * 1000
+
+
+def test_stream_interval_4_keeps_time_between_tokens_per_token(vllm_server: EmbeddedServer) -> None:
+    """Compared: one 600-token stream on the main server (stream interval 1) and one on a server equal but for
+    --stream-interval 4. The interval-4 chunks carry about 4 tokens. On each, the toolkit's per-token time
+    between tokens must match the engine's own inter-token latency over the same request's steps
+    (vllm:inter_token_latency_seconds, stamped per engine step, blind to chunking) within 10 %; taken per
+    chunk it would come out 4x too long. Then the two servers' per-request tok/s, as the toolkit measures
+    them, stand in the same ratio as the engine's rates, within 10 %. Why not plain "within 10 % of each
+    other": on this shared 2-core machine one server's own rate moves by more than that between windows
+    (69 to 125 tok/s seen), and a pause of the machine hits client and engine clocks alike."""
     coarse = start_server(ServerConfig(max_model_len=4096, stream_interval=4), api_key=TEST_API_KEY)
     try:
-        params = dict(contexts=["512"], concurrency=[1], max_output=2048)
-        fine_run = run_matrix(_params(vllm_server, **params), tmp_path / "si1", phases=("decode",), progress=False)
-        coarse_run = run_matrix(_params(coarse, **params), tmp_path / "si4", phases=("decode",), progress=False)
+        multi, multi_engine_ms = _one_stream_against_the_engine(coarse)
     finally:
         coarse.stop()
-    fine, multi = fine_run[0], coarse_run[0]
-    assert fine.status == multi.status == "Valid"
-    assert multi.output_tokens > 100
-    assert multi.tokens_per_chunk >= 3.0 and fine.tokens_per_chunk < 1.2  # chunks carry several tokens
-    for m in (fine, multi):
-        assert m.per_request_tok_s == pytest.approx(m.total_tok_s, rel=0.10), m
-        assert m.tbt_ms == pytest.approx(1000 / m.total_tok_s, rel=0.10), m
-    assert_server_agrees(multi)
+    fine, fine_engine_ms = _one_stream_against_the_engine(vllm_server)
+    print(
+        f"\ninterval 1: client {fine.tbt_ms:.2f} ms vs engine {fine_engine_ms:.2f} ms, "
+        f"{fine.tokens_per_chunk:.2f} tokens/chunk; interval 4: client {multi.tbt_ms:.2f} ms vs engine "
+        f"{multi_engine_ms:.2f} ms, {multi.tokens_per_chunk:.2f} tokens/chunk"
+    )
+    assert multi.tokens_per_chunk >= 3.5 and fine.tokens_per_chunk < 1.2  # chunks carry several tokens
+    assert multi.tbt_ms == pytest.approx(multi_engine_ms, rel=0.10)
+    assert fine.tbt_ms == pytest.approx(fine_engine_ms, rel=0.10)
+    engine_ratio = fine_engine_ms / multi_engine_ms
+    assert multi.per_request_tok_s / fine.per_request_tok_s == pytest.approx(engine_ratio, rel=0.10)
 
 
 def test_killed_run_resumes_without_redoing_finished_cells(
@@ -165,3 +193,37 @@ def test_killed_run_resumes_without_redoing_finished_cells(
 
     keys = [(r["phase"], r["context_tokens"], r["concurrency"]) for r in map(json.loads, after)]
     assert sorted(keys) == sorted([("prefill", 256, 1)] + [("decode", 256, n) for n in (1, 2, 4)])
+
+
+def test_a_paused_server_disturbs_the_window_and_the_cell_is_measured_again(
+    vllm_server: EmbeddedServer, tmp_path: Path, api_key_env_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real vLLM, frozen with SIGSTOP for 2.5 s inside the first window (as this machine sometimes freezes
+    by itself): that window is flagged and the runner measures the cell again."""
+    import os
+    import re
+    import signal
+    import threading
+    import time
+
+    params = _params(vllm_server, contexts=["256"], concurrency=[1], duration_s=6, max_output=4096 - 256 - 64,
+                     disturbed_retries=1)  # fmt: skip
+    box: dict[str, object] = {}
+    runner = threading.Thread(target=lambda: box.update(result=run_matrix(params, tmp_path, phases=("decode",),
+                                                                          progress=False)))  # fmt: skip
+    runner.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the stream is running: the window opens right after
+        text = httpx.get(vllm_server.base_url + "/metrics", timeout=10).text
+        if parse_metrics(text).value(("vllm:num_requests_running",)):
+            break
+        time.sleep(0.1)
+    time.sleep(1.5)
+    os.killpg(vllm_server.process.pid, signal.SIGSTOP)
+    time.sleep(2.5)
+    os.killpg(vllm_server.process.pid, signal.SIGCONT)
+    runner.join(timeout=300)
+    (m,) = box["result"]
+    assert m.status == "Valid" and m.attempts == 2, m
+    pauses = [float(s) for s in re.findall(r"window disturbed \(no token for ([\d.]+) s\)", capsys.readouterr().err)]
+    assert pauses and max(pauses) >= 2.3, pauses

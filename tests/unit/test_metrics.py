@@ -60,3 +60,23 @@ def test_delta_of_counters() -> None:
     later = parse_metrics(TEXT.replace("} 1234.0", "} 1300.0"))
     assert delta(parse_metrics(TEXT), later, GENERATION_TOKENS) == 66.0
     assert delta(None, later, GENERATION_TOKENS) is None
+
+
+ITL = """# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.
+# TYPE vllm:inter_token_latency_seconds histogram
+vllm:inter_token_latency_seconds_bucket{engine="0",le="0.01",model_name="m"} 90.0
+vllm:inter_token_latency_seconds_bucket{engine="0",le="+Inf",model_name="m"} 100.0
+vllm:inter_token_latency_seconds_count{engine="0",model_name="m"} {count}
+vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} {total}
+"""
+
+
+def test_mean_inter_token_latency_between_two_scrapes() -> None:
+    from toolkit.metrics import ITL_COUNT, ITL_SUM, mean_delta
+
+    before = parse_metrics(ITL.replace("{count}", "100.0").replace("{total}", "0.8"))
+    after = parse_metrics(ITL.replace("{count}", "500.0").replace("{total}", "4.0"))
+    assert "_bucket" not in used_lines(ITL)  # buckets are not read
+    assert mean_delta(before, after, ITL_SUM, ITL_COUNT) == 3.2 / 400
+    assert mean_delta(before, before, ITL_SUM, ITL_COUNT) is None  # no observation in between
+    assert mean_delta(None, after, ITL_SUM, ITL_COUNT) is None

@@ -40,3 +40,21 @@ def test_client_side_statuses_are_footnoted() -> None:
     client = to_dataframe([replace(_cell(1, False), status_basis="client")])
     assert CLIENT_BASIS_NOTE not in footnotes(server)
     assert CLIENT_BASIS_NOTE in footnotes(client)
+
+
+def test_disturbed_cell_is_marked_and_footnoted() -> None:
+    from dataclasses import replace
+
+    from toolkit.report_tables import DISTURBED_MARK, DISTURBED_NOTE
+
+    clean = replace(_cell(1, False), attempts=1)
+    paused = replace(_cell(2, False), disturbed="no token for 3.9 s", attempts=3, longest_silence_s=3.9)
+    frame = to_dataframe([clean, paused])
+    matrix = decode_matrix(frame)
+    assert matrix.loc["8K", 2] == f"200.0 · 50 ms TTFT · {DISTURBED_MARK}"
+    assert DISTURBED_MARK not in matrix.loc["8K", 1]
+    assert DISTURBED_NOTE in footnotes(frame)
+    assert DISTURBED_NOTE not in footnotes(to_dataframe([clean]))
+    extras = extras_table(frame)
+    assert list(extras["Disturbed"]) == ["—", "no token for 3.9 s"]
+    assert list(extras["Windows measured"]) == ["1", "3"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from toolkit.status import decode_status, decode_status_client_only, longest_waiting_s
+from toolkit.status import decode_status, decode_status_client_only, disturbance, longest_waiting_s
 
 Sample = tuple[float, int, int]
 
@@ -165,3 +165,28 @@ def test_client_only_without_samples() -> None:
         "Valid",
         {"client_avg_active": None, "status_basis": "client"},
     )
+
+
+def test_an_undisturbed_window_has_no_reason() -> None:
+    assert disturbance(silence_s=0.05, tbt_ms=3.0, loop_lag_max_ms=12.0, max_sample_gap_s=0.3) is None
+    assert disturbance(silence_s=0.05, tbt_ms=None, loop_lag_max_ms=None, max_sample_gap_s=None) is None
+
+
+@pytest.mark.parametrize(
+    ("silence_s", "tbt_ms", "lag_ms", "gap_s", "reason"),
+    [
+        (3.97, 3.0, 2.7, 0.5, "no token for 4.0 s"),  # the CI cell: 4 tokens, then the machine paused
+        (1.2, 5.0, None, None, "no token for 1.2 s"),
+        (0.1, 3.0, 2483.0, 0.4, "client event loop blocked 2,483 ms"),
+        (0.1, 3.0, 5.0, 3.0, "no server sample for 3.0 s"),
+    ],
+)
+def test_disturbance_names_the_pause(silence_s, tbt_ms, lag_ms, gap_s, reason) -> None:
+    assert disturbance(silence_s=silence_s, tbt_ms=tbt_ms, loop_lag_max_ms=lag_ms, max_sample_gap_s=gap_s) == reason
+
+
+def test_a_slow_server_is_not_a_pause() -> None:
+    # Kimi 251K x 1 streams at 10.1 tok/s (99 ms between tokens): 0.9 s of silence is under 10 TBT.
+    assert disturbance(silence_s=0.9, tbt_ms=99.0, loop_lag_max_ms=3.0, max_sample_gap_s=0.5) is None
+    assert disturbance(silence_s=1.5, tbt_ms=200.0, loop_lag_max_ms=3.0, max_sample_gap_s=0.5) is None
+    assert disturbance(silence_s=2.5, tbt_ms=200.0, loop_lag_max_ms=3.0, max_sample_gap_s=0.5) == "no token for 2.5 s"

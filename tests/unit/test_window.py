@@ -3,7 +3,7 @@
 import pytest
 
 from toolkit.client import StreamResult
-from toolkit.window import active_at, summarize_window, tbt_in_window_s, tokens_between
+from toolkit.window import active_at, longest_silence_s, summarize_window, tbt_in_window_s, tokens_between
 
 
 def result(events: list[tuple[float, int]], *, started: float = 0.0, first: float | None = None,
@@ -75,3 +75,15 @@ def test_empty_window() -> None:
 def test_active_at_counts_streams_between_first_token_and_end() -> None:
     results = [result([(1.0, 1)], ended=3.0), result([(2.0, 1)], ended=None), result([], ended=None)]
     assert [active_at(results, t) for t in (0.5, 1.0, 2.5, 3.0, 5.0)] == [0, 1, 2, 1, 1]
+
+
+def test_longest_silence_merges_streams_and_counts_the_window_edges() -> None:
+    a = result([(0.1, 1), (0.3, 2), (3.0, 3)])
+    b = result([(0.2, 1), (0.4, 2), (1.4, 3)])
+    # Arrivals 0.1 0.2 0.3 0.4 1.4 3.0 in (0, 4]: the longest stretch without any token is 1.4 -> 3.0.
+    assert longest_silence_s([a, b], 0.0, 4.0) == pytest.approx(1.6)
+    # The stall seen on a paused machine: four tokens at the start of a 4 s window, then nothing.
+    stalled = result([(0.01, 1), (0.02, 2), (0.027, 4)])
+    assert longest_silence_s([stalled], 0.0, 4.0) == pytest.approx(3.973)
+    assert longest_silence_s([result([])], 0.0, 4.0) == pytest.approx(4.0)
+    assert longest_silence_s([a], 0.5, 2.5) == pytest.approx(2.0)  # events outside the window do not count
