@@ -1,0 +1,65 @@
+"""The real vLLM killed mid-cell (issue: faults): that cell is Error with a message that says what happened,
+the results so far are kept, and after a restart on the same port `--resume` finishes the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import start_server
+from toolkit.embedded.server import ServerConfig, free_port
+from toolkit.metrics import RUNNING, parse_metrics
+from toolkit.params import make_params
+from toolkit.runner import run_matrix
+from toolkit.store import RESULTS_FILE, load_measurements
+
+
+def _running(base_url: str) -> float:
+    try:
+        return parse_metrics(httpx.get(base_url + "/metrics", timeout=5).text).value(RUNNING) or 0
+    except httpx.HTTPError:
+        return 0
+
+
+def test_vllm_killed_mid_cell_then_restarted_and_resumed(tmp_path: Path) -> None:
+    port = free_port()
+    config = ServerConfig(port=port, max_model_len=1024)
+    params = make_params({"base_url": f"http://127.0.0.1:{port}", "contexts": ["256"], "concurrency": [1, 2],
+                          "duration_s": 20, "max_output": 640, "readiness_timeout_s": 60,
+                          "disturbed_retries": 0})  # fmt: skip
+    out = tmp_path / "run"
+    server = start_server(config)
+    box: dict[str, object] = {}
+    try:
+        runner = threading.Thread(target=lambda: box.update(first=run_matrix(params, out, progress=False)))
+        runner.start()
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not _running(server.base_url):  # the first decode cell runs
+            time.sleep(0.2)
+        time.sleep(2.0)
+        os.killpg(server.process.pid, signal.SIGKILL)  # no goodbye: the engine and the API server die at once
+        runner.join(timeout=300)
+        assert not runner.is_alive(), "the run did not finish after the server died"
+    finally:
+        server.stop()
+    first = {m.key: m for m in box["first"]}
+    assert first[("prefill", 256, 1)].status == "Valid"  # finished before the kill: kept
+    killed = first[("decode", 256, 1)]
+    assert killed.status == "Error" and killed.total_tok_s is None, killed
+    assert any(word in killed.error.lower() for word in ("connection", "closed", "reset", "refused")), killed.error
+    assert first[("decode", 256, 2)].status == "Error"  # the server was gone: recorded, and the run went on
+    on_disk = load_measurements(out / RESULTS_FILE)
+    assert [m.key for m in on_disk][:1] == [("prefill", 256, 1)]
+
+    restarted = start_server(config)
+    try:
+        final = {m.key: m for m in run_matrix(params, out, resume=True, progress=False)}
+    finally:
+        restarted.stop()
+    assert final[("prefill", 256, 1)] == first[("prefill", 256, 1)]  # not redone
+    assert final[("decode", 256, 1)].status == "Valid" and final[("decode", 256, 2)].status == "Valid", final
