@@ -17,15 +17,7 @@ from toolkit.runner import run_matrix
 from toolkit.store import RESULTS_FILE, to_dataframe
 
 # Notebook parameter (UPPER_CASE) -> RunParams field.
-_PARAMETER_NAMES = {
-    "BASE_URL": "base_url", "MODEL": "model", "CONTEXTS": "contexts", "PREFILL_ONLY_CONTEXTS": "prefill_only_contexts",
-    "CONCURRENCY": "concurrency", "DURATION_S": "duration_s", "MAX_OUTPUT": "max_output", "ENDPOINT": "endpoint",
-    "RUN_LABEL": "run_label", "API_KEY_ENV": "api_key_env", "MAX_MODEL_LEN": "max_model_len",
-    "KV_BUDGET_TOKENS": "kv_budget_tokens", "READINESS_TIMEOUT_S": "readiness_timeout_s", "TITLE": "title",
-    "HARDWARE_TYPE": "hardware_type", "GPU": "gpu", "GPU_COUNT": "gpu_count", "VRAM": "vram", "OS": "os",
-    "QUANTIZATION": "quantization", "BACKEND": "backend", "BUILD": "build", "REVISION": "revision",
-    "LAUNCH_COMMAND": "launch_command", "PER_STREAM_PROMPTS": "per_stream_prompts",
-}  # fmt: skip
+_PARAMETER_NAMES = {name.upper(): name for name in RunParams.model_fields}
 
 
 def params_from(namespace: dict[str, Any]) -> RunParams:

@@ -34,7 +34,7 @@ def notebook_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
     values = params.model_dump()
     if values.get("launch_command"):  # papermill records parameters in the executed notebooks
         values["launch_command"] = redact(values["launch_command"], api_key_from_env(params.api_key_env))
-    out = {k.upper(): v for k, v in values.items() if k != "read_timeout_s"}
+    out = {k.upper(): v for k, v in values.items()}
     out["RESULTS_DIR"] = str(results_dir.resolve())
     return out
 

@@ -154,7 +154,8 @@ def _matrix_cell(row: Row | None) -> str:
 
 
 def _saturated(row: Row) -> bool:
-    return bool(row.get("client_saturated")) and row.get("client_saturated") is not None
+    """Saturated and not disturbed: a pause of the machine also lags the loop, so it cannot be told apart."""
+    return bool(row.get("client_saturated")) and not row.get("disturbed")
 
 
 def decode_matrix(df: pd.DataFrame) -> pd.DataFrame:

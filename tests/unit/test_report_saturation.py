@@ -58,3 +58,14 @@ def test_disturbed_cell_is_marked_and_footnoted() -> None:
     extras = extras_table(frame)
     assert list(extras["Disturbed"]) == ["—", "no token for 3.9 s"]
     assert list(extras["Windows measured"]) == ["1", "3"]
+
+
+def test_a_disturbed_cell_is_not_also_called_saturated() -> None:
+    from dataclasses import replace
+
+    from toolkit.report_tables import DISTURBED_MARK
+
+    paused = replace(_cell(2, True), disturbed="client event loop blocked 900 ms")
+    frame = to_dataframe([paused])
+    assert decode_matrix(frame).loc["8K", 2] == f"200.0 · 50 ms TTFT · {DISTURBED_MARK}"
+    assert SATURATED_NOTE not in footnotes(frame)
