@@ -54,7 +54,7 @@ def longest_silence_s(results: Sequence[StreamResult], start: float, end: float)
     """Longest stretch of the window (start, end] in which no stream received a token.
 
     The edges count: window start to the first token, the last token to the window end. A healthy server
-    streams continuously, so a long silence means the server or the machine paused (see ``is_disturbed``).
+    streams continuously, so a long silence means the server or the machine paused (see `status.disturbance`).
     """
     times = sorted(t for r in results for t, _ in r.token_events if start < t <= end)
     edges = [start, *times, end]

@@ -78,8 +78,11 @@ def test_decode_quantities_are_consistent(small_matrix) -> None:
         m = small_matrix[("decode", 1024, n)]
         assert m.total_tok_s == pytest.approx(m.output_tokens / m.measured_s)
         assert 0 < m.measured_s <= 4.0 + 1.0  # the window closes on the client clock; allow scheduling lag
-        assert m.tbt_ms == pytest.approx(1000 / m.per_request_tok_s, rel=0.5)
         assert m.ttft_p99_ms >= m.ttft_ms
+        if m.disturbed:  # a paused loop stamps a burst of tokens at once: per-token times mean nothing then
+            assert m.attempts == 3, m  # and the runner tried twice more before keeping it
+            continue
+        assert m.tbt_ms == pytest.approx(1000 / m.per_request_tok_s, rel=0.5)
 
 
 def test_over_capacity_cells_are_recorded_and_never_sent(constrained_server: EmbeddedServer, tmp_path: Path) -> None:
@@ -106,7 +109,7 @@ def test_max_num_seqs_2_queues_4_streams(constrained_server: EmbeddedServer, tmp
     by_n = {m.concurrency: m for m in results}
     assert by_n[4].status == "Requests queued"
     assert by_n[4].status_basis == "server" and by_n[4].max_waiting >= 1, by_n[4]
-    assert by_n[2].status == "Valid", by_n[2]
+    assert by_n[2].status == "Valid" or by_n[2].disturbed, by_n[2]  # a paused machine cannot vouch for it
 
 
 def _one_stream_against_the_engine(server: EmbeddedServer, max_tokens: int = 600):
