@@ -216,15 +216,18 @@ class StreamClient:
             conn.close()
         loop = asyncio.get_running_loop()
         try:
-            if self.rx_timestamps and not self._tls and _RX_TIMESTAMPS:
-                conn = _Connection(self)
-                await asyncio.wait_for(conn.open_socket(loop, self._host, self._port), self._connect_timeout_s)
-            else:
-                _, conn = await asyncio.wait_for(
-                    loop.create_connection(lambda: _Connection(self), self._host, self._port, ssl=self._ssl,
-                                           server_hostname=self._host if self._tls else None),
-                    self._connect_timeout_s,
-                )  # fmt: skip
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives as
+            # the connection completes (the stream then runs on after its cell ended) or drop a connection
+            # made just as it was cancelled (left open when the loop closes).
+            async with asyncio.timeout(self._connect_timeout_s):
+                if self.rx_timestamps and not self._tls and _RX_TIMESTAMPS:
+                    conn = _Connection(self)
+                    await conn.open_socket(loop, self._host, self._port)
+                else:
+                    _, conn = await loop.create_connection(
+                        lambda: _Connection(self), self._host, self._port, ssl=self._ssl,
+                        server_hostname=self._host if self._tls else None,
+                    )  # fmt: skip
         except TimeoutError:
             where = f"{self._host}:{self._port}"
             raise _ConnectError(f"connect timeout: {where} after {self._connect_timeout_s:g} s") from None
@@ -366,6 +369,7 @@ class _Connection(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             self.sock, self.loop = sock, loop
+            self.client._open.add(self)
             loop.add_reader(sock.fileno(), self._readable)
             return
         raise error or OSError(f"no address for {host}")
@@ -431,6 +435,7 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.client._open.add(self)  # known from its first moment, so the client's exit closes it whatever happens
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):

@@ -130,7 +130,8 @@ async def measure_decode_cell(
         before_scrape = asyncio.create_task(_scrape_with_time(api, use_metrics))
         if not failed.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(failed.wait(), timeout=spec.duration_s)
+                async with asyncio.timeout(spec.duration_s):
+                    await failed.wait()
         # Tokens count up to the planned end; a late wake-up of this loop must not stretch the window.
         after_sent = time.perf_counter()
         end = min(after_sent, start + spec.duration_s)
