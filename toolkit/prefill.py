@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from toolkit.client import Endpoint, StreamClient, StreamResult, build_request
 from toolkit.metrics import PREFIX_HITS, delta
+from toolkit.sampler import Sampler, loop_lag_ms
 from toolkit.schema import Measurement
 from toolkit.server_api import ServerAPI
+from toolkit.status import disturbance
 
 
 async def measure_prefill(
@@ -18,10 +22,18 @@ async def measure_prefill(
     context_tokens: int,
     context: str,
 ) -> Measurement:
-    """Send the scout request and verify it was cold with the server's prefix-cache hit counter."""
+    """Send the scout request and verify it was cold with the server's prefix-cache hit counter.
+
+    The event loop's lag is probed meanwhile: a pause of the machine that blocked it inflates the TTFT, and
+    the measurement says so in `disturbed` (the runner then measures again with a fresh, cold prompt).
+    """
     before = await api.metrics_or_none()
     path, body = build_request(endpoint, model, prompt, 1)
-    result: StreamResult = await client.stream(path, body)
+    async with Sampler(api, use_metrics=False) as sampler:
+        result: StreamResult = await client.stream(path, body)
+        await asyncio.sleep(sampler.probe_interval_s)  # a block that ended the request is seen by the next probe
+    end = (result.ended or result.started) + sampler.probe_interval_s
+    lag_max = loop_lag_ms(sampler.samples, result.started, end, 100)
     after = await api.metrics_or_none()
     hits = delta(before, after, PREFIX_HITS)
     cached = int(hits) if hits is not None else result.cached_tokens
@@ -44,4 +56,6 @@ async def measure_prefill(
         prompt_tokens=result.prompt_tokens,
         cached_tokens=cached,
         status_basis="server" if hits is not None else "client",
+        loop_lag_max_ms=lag_max,
+        disturbed=disturbance(silence_s=0.0, tbt_ms=None, loop_lag_max_ms=lag_max, max_sample_gap_s=None),
     )

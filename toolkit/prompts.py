@@ -15,9 +15,11 @@ def prompt_tolerance(target_tokens: int) -> int:
     return max(16, int(target_tokens * 0.005))
 
 
-def marker(run_id: str, context_label: str, stream: int | None = None) -> str:
-    """Prefix that makes a prompt unique per run and context (and stream), so no cache entry is shared."""
+def marker(run_id: str, context_label: str, stream: int | None = None, version: int = 1) -> str:
+    """Prefix that makes a prompt unique per run and context (and stream, and version after a retry), so no
+    cache entry is shared."""
     suffix = f" stream {stream}" if stream is not None else ""
+    suffix += f" take {version}" if version > 1 else ""
     return f"[speed test run {run_id} context {context_label}{suffix}] "
 
 

@@ -42,8 +42,9 @@ SATURATED_NOTE = (
 )
 DISTURBED_MARK = "disturbed"
 DISTURBED_NOTE = (
-    "disturbed: a pause (no token from any stream for over a second, the client's event loop blocked, or no "
-    "server sample) hit every window measured for this cell, retries included; its numbers understate the server."
+    "disturbed: a pause of the machine (no token from any stream for over a second, the client's event loop "
+    "blocked, or no server sample) hit every attempt at this measurement, retries included; its numbers "
+    "understate the server."
 )
 CLIENT_BASIS_NOTE = (
     "Judged client-side: the server's /metrics could not be read, so these cells' statuses come from the "
@@ -105,7 +106,7 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("client_saturated", "Client saturated", _yes_no),
     ("loop_lag_p99_ms", "Client loop lag p99", format_tbt_ms),
     ("longest_silence_s", "Longest silence", format_seconds),
-    ("attempts", "Windows measured", format_count),
+    ("attempts", "Attempts", format_count),
     ("disturbed", "Disturbed", str),
     ("client_cpu_pct", "Client CPU", _whole_percent),
     ("error", "Error", str),
@@ -169,12 +170,16 @@ def prefill_table(df: pd.DataFrame) -> pd.DataFrame:
     """Context, prompt tok/s and cold TTFT of every prefill measurement."""
     rows = _rows(df, "prefill")
     data = [
-        [r["context"], format_tok_s(r["total_tok_s"], trim_zero=True), format_ms(r["ttft_ms"])]
+        [r["context"], _marked(format_tok_s(r["total_tok_s"], trim_zero=True), r), format_ms(r["ttft_ms"])]
         if r["total_tok_s"] is not None
         else [r["context"], str(r["status"]), format_ms(r["ttft_ms"])]
         for r in rows
     ]
     return pd.DataFrame(data, columns=["Context", "Prompt tok/s", "TTFT"], dtype=object)
+
+
+def _marked(text: str, row: Row) -> str:
+    return f"{text} · {DISTURBED_MARK}" if row.get("disturbed") else text
 
 
 def _measurement_cells(row: Row) -> list[str]:
@@ -209,7 +214,7 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
     decode_rows = _rows(df, "decode")
     if any(_saturated(r) for r in decode_rows):
         notes.append(SATURATED_NOTE)
-    if any(r.get("disturbed") for r in decode_rows):
+    if any(r.get("disturbed") for r in _rows(df)):
         notes.append(DISTURBED_NOTE)
     if any(r.get("status_basis") == "client" for r in decode_rows):
         notes.append(CLIENT_BASIS_NOTE)

@@ -194,12 +194,15 @@ class _Runner:
         self.params, self.server, self.run_id = params, server, run_id
         self.api, self.client, self.store = api, client, store
         self.prompts: dict[tuple[int, int | None], str] = {}
+        self.prompt_versions: dict[tuple[int, int | None], int] = {}
         self.warm: set[int] = set()
         self.chat = params.endpoint == "chat"
 
-    async def prompt(self, ctx: int, stream: int | None = None) -> str:
-        if (ctx, stream) not in self.prompts:
-            prefix = marker(self.run_id, format_context(ctx), stream)
+    async def prompt(self, ctx: int, stream: int | None = None, *, fresh: bool = False) -> str:
+        """The run's prompt of this context (and stream); `fresh`: a new one, cold in the server's cache."""
+        if (ctx, stream) not in self.prompts or fresh:
+            self.prompt_versions[(ctx, stream)] = version = self.prompt_versions.get((ctx, stream), 0) + 1
+            prefix = marker(self.run_id, format_context(ctx), stream, version)
             built = await build_prompt(self.api, self.server.model, ctx, prefix, chat=self.chat)
             self.prompts[(ctx, stream)] = built.text
         return self.prompts[(ctx, stream)]
@@ -209,12 +212,16 @@ class _Runner:
         label = format_context(ctx)
         try:
             if phase == "prefill":
-                m = await measure_prefill(self.client, self.api, model=self.server.model,
-                                          endpoint=self.params.endpoint, prompt=await self.prompt(ctx),
-                                          context_tokens=ctx, context=label)  # fmt: skip
+                async def prefill_once(attempt: int) -> Measurement:
+                    prompt = await self.prompt(ctx, fresh=attempt > 1)  # a retry must be cold again
+                    return await measure_prefill(self.client, self.api, model=self.server.model,
+                                                 endpoint=self.params.endpoint, prompt=prompt,
+                                                 context_tokens=ctx, context=label)  # fmt: skip
+
+                m, attempts = await self._until_undisturbed(f"prefill {label}", "request", prefill_once)
                 if m.status == "Valid":
                     self.warm.add(ctx)
-                return self._stamp(m)
+                return self._stamp(m, attempts=attempts)
             budget = self.server.kv_budget_tokens
             if budget is not None and is_over_capacity(n, ctx, self.params.max_output, budget):
                 return self._stamp(Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=n,
@@ -222,19 +229,30 @@ class _Runner:
             prompts = await self._cell_prompts(ctx, n)
             spec = CellSpec(self.server.model, self.params.endpoint, prompts, self.params.max_output,
                             self.params.duration_s, self.params.readiness_timeout_s)  # fmt: skip
-            for attempt in range(1, self.params.disturbed_retries + 2):
-                m = await measure_decode_cell(self.client, self.api, spec, context_tokens=ctx, context=label,
-                                              use_metrics=self.server.metrics_available)  # fmt: skip
-                if not m.disturbed:
-                    break
-                action = "kept and flagged" if attempt > self.params.disturbed_retries else "measuring it again"
-                tqdm.write(f"decode {label} ×{n}: window disturbed ({m.disturbed}); {action}", file=sys.stderr)
-            return self._stamp(m, kv_budget_tokens=budget, attempts=attempt)
+
+            async def decode_once(attempt: int) -> Measurement:
+                return await measure_decode_cell(self.client, self.api, spec, context_tokens=ctx, context=label,
+                                                 use_metrics=self.server.metrics_available)  # fmt: skip
+
+            m, attempts = await self._until_undisturbed(f"decode {label} ×{n}", "window", decode_once)
+            return self._stamp(m, kv_budget_tokens=budget, attempts=attempts)
         except Exception as exc:  # a failed cell is recorded and the run goes on
             await drain(self.api, 30.0, self.server.metrics_available)
             msg = redact(f"{type(exc).__name__}: {exc}", api_key_from_env(self.params.api_key_env))
             return self._stamp(Measurement(phase=phase, context_tokens=ctx, context=label, concurrency=n,  # type: ignore[arg-type]
                                            status="Error", error=msg))  # fmt: skip
+
+    async def _until_undisturbed(
+        self, what: str, noun: str, measure_once: Callable[[int], Awaitable[Measurement]]
+    ) -> tuple[Measurement, int]:
+        """Measure again while a pause of the machine disturbed it, up to `disturbed_retries` more times."""
+        for attempt in range(1, self.params.disturbed_retries + 2):
+            m = await measure_once(attempt)
+            if not m.disturbed:
+                break
+            action = "kept and flagged" if attempt > self.params.disturbed_retries else "measuring it again"
+            tqdm.write(f"{what}: {noun} disturbed ({m.disturbed}); {action}", file=sys.stderr)
+        return m, attempt
 
     async def _cell_prompts(self, ctx: int, n: int) -> tuple[str, ...]:
         if self.params.per_stream_prompts:

@@ -47,7 +47,9 @@ class Sampler:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> Sampler:
-        self._tasks = [asyncio.create_task(self._scrape_loop()), asyncio.create_task(self._probe_loop())]
+        # The probe's clock starts now, not when its task first runs: a block before that is a lag too.
+        first_probe_due = time.perf_counter() + self.probe_interval_s
+        self._tasks = [asyncio.create_task(self._scrape_loop()), asyncio.create_task(self._probe_loop(first_probe_due))]
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -55,13 +57,13 @@ class Sampler:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _probe_loop(self) -> None:
+    async def _probe_loop(self, expected: float) -> None:
         while True:
-            expected = time.perf_counter() + self.probe_interval_s
-            await asyncio.sleep(self.probe_interval_s)
+            await asyncio.sleep(max(0.0, expected - time.perf_counter()))
             now = time.perf_counter()
             self.samples.lag_times.append(now)
             self.samples.loop_lag_s.append(max(0.0, now - expected))
+            expected = now + self.probe_interval_s
 
     async def _scrape_loop(self) -> None:
         expected = time.perf_counter()

@@ -57,7 +57,7 @@ def test_disturbed_cell_is_marked_and_footnoted() -> None:
     assert DISTURBED_NOTE not in footnotes(to_dataframe([clean]))
     extras = extras_table(frame)
     assert list(extras["Disturbed"]) == ["—", "no token for 3.9 s"]
-    assert list(extras["Windows measured"]) == ["1", "3"]
+    assert list(extras["Attempts"]) == ["1", "3"]
 
 
 def test_a_disturbed_cell_is_not_also_called_saturated() -> None:
@@ -69,3 +69,19 @@ def test_a_disturbed_cell_is_not_also_called_saturated() -> None:
     frame = to_dataframe([paused])
     assert decode_matrix(frame).loc["8K", 2] == f"200.0 · 50 ms TTFT · {DISTURBED_MARK}"
     assert SATURATED_NOTE not in footnotes(frame)
+
+
+def test_a_disturbed_prefill_is_marked_in_the_prefill_table_and_footnoted() -> None:
+    from toolkit.report_tables import DISTURBED_MARK, DISTURBED_NOTE, prefill_table
+
+    def prefill(ctx: int, label: str, disturbed: str | None) -> Measurement:
+        return Measurement(phase="prefill", context_tokens=ctx, context=label, concurrency=1, status="Valid",
+                           total_tok_s=17_700.0, ttft_ms=462.0, disturbed=disturbed,
+                           attempts=3 if disturbed else 1)  # fmt: skip
+
+    frame = to_dataframe([prefill(8192, "8K", None), prefill(16384, "16K", "client event loop blocked 2,100 ms")])
+    assert prefill_table(frame).values.tolist() == [
+        ["8K", "17.7K", "462 ms"], ["16K", f"17.7K · {DISTURBED_MARK}", "462 ms"]
+    ]
+    assert DISTURBED_NOTE in footnotes(frame)
+    assert DISTURBED_NOTE not in footnotes(frame.iloc[:1])

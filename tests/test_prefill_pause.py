@@ -1,0 +1,82 @@
+"""A pause that blocks the client during a prefill request inflates its TTFT: the request is measured again
+with a fresh prompt (cold again), and one still disturbed after the retries is kept and flagged."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.faultserver import FaultServer
+from toolkit.client import StreamClient
+from toolkit.params import make_params
+from toolkit.runner import run_matrix
+from toolkit.store import RESULTS_FILE
+
+pytestmark = pytest.mark.timeout(120)
+BLOCK_S = 0.5  # the client's event loop is held this long, like the machine's pauses seen here
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    with FaultServer() as srv:
+        yield srv
+
+
+def _pause_prefills(monkeypatch: pytest.MonkeyPatch, how_many: int) -> list[dict[str, Any]]:
+    """Block the event loop during the first `how_many` prefill requests; every streamed body is logged."""
+    sent: list[dict[str, Any]] = []
+    real_stream = StreamClient.stream
+
+    async def stream(self: StreamClient, path: str, body: dict[str, Any], *args: Any) -> Any:
+        sent.append(body)
+        prefills = [b for b in sent if b["max_tokens"] == 1]
+        if body["max_tokens"] == 1 and len(prefills) <= how_many:
+            asyncio.get_running_loop().call_later(0.001, time.sleep, BLOCK_S)
+        return await real_stream(self, path, body, *args)
+
+    monkeypatch.setattr(StreamClient, "stream", stream)
+    return sent
+
+
+def _run(server: FaultServer, out: Path, retries: int) -> list[dict[str, Any]]:
+    params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1], "duration_s": 1.0,
+                          "max_output": 8, "readiness_timeout_s": 5.0, "disturbed_retries": retries})  # fmt: skip
+    run_matrix(params, out, progress=False)
+    return [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
+
+
+def _prompt(body: dict[str, Any]) -> str:
+    return body["messages"][0]["content"] if "messages" in body else body["prompt"]
+
+
+def test_a_paused_prefill_is_measured_again_cold_and_decode_uses_that_prompt(
+    server: FaultServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    sent = _pause_prefills(monkeypatch, how_many=1)
+    prefill, decode = _run(server, tmp_path, retries=2)
+    assert prefill["phase"] == "prefill" and prefill["status"] == "Valid"
+    assert prefill["attempts"] == 2 and prefill["disturbed"] is None
+    assert prefill["ttft_ms"] < BLOCK_S * 1000  # the kept request is the undisturbed one
+    assert prefill["cached_tokens"] == 0  # its fresh prompt was cold
+    first, second = [_prompt(b) for b in sent if b["max_tokens"] == 1]
+    assert first != second
+    # The decode cell warms and streams the prompt of the prefill that counted.
+    assert {_prompt(b) for b in sent if b["max_tokens"] == 8} == {second}
+    assert decode["status"] == "Valid"
+    assert "prefill 64: request disturbed (client event loop blocked" in capfd.readouterr().err
+
+
+def test_a_prefill_paused_on_every_attempt_is_kept_and_flagged(
+    server: FaultServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _pause_prefills(monkeypatch, how_many=2)
+    prefill, _ = _run(server, tmp_path, retries=1)
+    assert prefill["status"] == "Valid" and prefill["attempts"] == 2
+    assert prefill["disturbed"].startswith("client event loop blocked")
+    assert prefill["ttft_ms"] >= BLOCK_S * 1000 * 0.9
