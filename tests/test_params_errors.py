@@ -73,6 +73,11 @@ CASES = {
     "malformed-context-label": (["--contexts", "8Q"], "contexts", r"'8Q' is not a context; use .*\(8K\)"),
     "wrong-model": (["--model", "no-such-model"], "model", r"'no-such-model' is not served .*served: fault-model"),
     "label": (["--label", "a b"], "run_label", r"should match pattern"),
+    # argparse's own checks, in the same one-line form
+    "endpoint-choice": (
+        ["--endpoint", "foo"], "--endpoint", r"invalid choice: 'foo' \(choose from 'chat', 'completions'\)",
+    ),
+    "max-output-not-int": (["--max-output", "many"], "--max-output", r"invalid int value: 'many'"),
 }  # fmt: skip
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from toolkit.params import ParamsError
 
@@ -133,8 +134,18 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad command-line input: one line naming the argument and what is allowed, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        required = "the following arguments are required: "
+        if message.startswith(required):
+            message = f"{message.removeprefix(required)}: required"
+        self.exit(2, f"error: {message.removeprefix('argument ')} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m toolkit", description=__doc__)
+    parser = _Parser(prog="python -m toolkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the embedded vLLM (tiny model) on 127.0.0.1 in the foreground")
