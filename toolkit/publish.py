@@ -44,7 +44,7 @@ def execute(notebook: str, out_dir: Path, parameters: dict[str, Any]) -> Path:
     output = out_dir / f"{notebook}.ipynb"
     papermill.execute_notebook(
         str(NOTEBOOKS / f"{notebook}.ipynb"), str(output), parameters=parameters, kernel_name="python3",
-        cwd=str(NOTEBOOKS), progress_bar=False, log_output=True, stdout_file=sys.stdout, stderr_file=sys.stderr,
+        cwd=str(NOTEBOOKS), progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr,
     )  # fmt: skip
     return output
 
