@@ -8,25 +8,33 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-import httpx
+import pytest
 
 from tests.conftest import start_server
+from toolkit import decode
 from toolkit.embedded.server import ServerConfig, free_port
-from toolkit.metrics import RUNNING, parse_metrics
 from toolkit.params import make_params
 from toolkit.runner import run_matrix
 from toolkit.store import RESULTS_FILE, load_measurements
 
 
-def _running(base_url: str) -> float:
-    try:
-        return parse_metrics(httpx.get(base_url + "/metrics", timeout=5).text).value(RUNNING) or 0
-    except httpx.HTTPError:
-        return 0
+def _signal_window_open(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set when a decode cell's streams are ready, i.e. its measurement window opens."""
+    opened = threading.Event()
+    wait_ready = decode._wait_ready
+
+    async def wait_ready_then_signal(*args: Any) -> bool:
+        ready = await wait_ready(*args)
+        opened.set()
+        return ready
+
+    monkeypatch.setattr(decode, "_wait_ready", wait_ready_then_signal)
+    return opened
 
 
-def test_vllm_killed_mid_cell_then_restarted_and_resumed(tmp_path: Path) -> None:
+def test_vllm_killed_mid_cell_then_restarted_and_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     port = free_port()
     config = ServerConfig(port=port, max_model_len=1024)
     params = make_params({"base_url": f"http://127.0.0.1:{port}", "contexts": ["256"], "concurrency": [1, 2],
@@ -34,14 +42,13 @@ def test_vllm_killed_mid_cell_then_restarted_and_resumed(tmp_path: Path) -> None
                           "disturbed_retries": 0})  # fmt: skip
     out = tmp_path / "run"
     server = start_server(config)
+    window_open = _signal_window_open(monkeypatch)
     box: dict[str, object] = {}
     try:
         runner = threading.Thread(target=lambda: box.update(first=run_matrix(params, out, progress=False)))
         runner.start()
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not _running(server.base_url):  # the first decode cell runs
-            time.sleep(0.2)
-        time.sleep(2.0)
+        assert window_open.wait(timeout=180), "the first decode cell never opened its window"
+        time.sleep(1.0)  # inside the 8 s window, its stream decoding
         os.killpg(server.process.pid, signal.SIGKILL)  # no goodbye: the engine and the API server die at once
         runner.join(timeout=300)
         assert not runner.is_alive(), "the run did not finish after the server died"
