@@ -6,7 +6,10 @@ A probe sleeps 10 ms in a loop and records every wake-up more than 100 ms late. 
   vllm       the embedded vLLM decoding 4 streams from the toolkit's own runner (the test suite's load)
 A pause that hits the probe hits every process: the server's tokens and the client's timestamps stop too.
 
-    .venv/bin/python benchmarks/machine_pauses.py [--seconds 60]
+    .venv/bin/python benchmarks/machine_pauses.py [--seconds 60] [--vllm-env NAME=VALUE ...]
+
+`--vllm-env` adds a `vllm+env` phase: the same vLLM load with those variables in the server's environment
+(for example glibc's MALLOC_MMAP_THRESHOLD_), to test a suspected cause side by side with `vllm`.
 
 Last line: `machine_pauses: idle=<n>/<max s> burners=<n>/<max s> vllm=<n>/<max s>` (count of late wake-ups
 over 100 ms, and the longest, per phase).
@@ -15,6 +18,7 @@ over 100 ms, and the longest, per phase).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -72,6 +76,21 @@ def vllm_load(server_url: str) -> Callable[[float], None]:
     return load
 
 
+def probe_vllm(seconds: float, extra_env: dict[str, str]) -> list[float]:
+    """The probe while a fresh embedded vLLM (its environment plus `extra_env`) decodes."""
+    from toolkit.embedded.server import EmbeddedServer, ServerConfig
+
+    saved = dict(os.environ)
+    os.environ.update(extra_env)  # the embedded server inherits this process's environment
+    try:
+        with EmbeddedServer(ServerConfig(max_model_len=4096)) as server:
+            threading.Event().wait(2)
+            return probe(seconds, vllm_load(server.base_url))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def summary(name: str, lates: list[float]) -> str:
     return f"{name}={len(lates)}/{max(lates, default=0.0):.2f}"
 
@@ -79,13 +98,14 @@ def summary(name: str, lates: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--vllm-env", action="append", default=[], metavar="NAME=VALUE")
     args = parser.parse_args()
-    from toolkit.embedded.server import EmbeddedServer, ServerConfig
+    extra = dict(item.split("=", 1) for item in args.vllm_env)
 
     results = {"idle": probe(args.seconds, idle), "burners": probe(args.seconds, burners)}
-    with EmbeddedServer(ServerConfig(max_model_len=4096)) as server:
-        threading.Event().wait(2)
-        results["vllm"] = probe(args.seconds, vllm_load(server.base_url))
+    results["vllm"] = probe_vllm(args.seconds, {})
+    if extra:
+        results["vllm+env"] = probe_vllm(args.seconds, extra)
     for name, lates in results.items():
         print(f"{name:8} late wake-ups > 100 ms: {len(lates):3}  total {sum(lates):6.2f} s  longest "
               f"{max(lates, default=0.0):.2f} s")  # fmt: skip
