@@ -67,6 +67,19 @@ ERRORS = {
 }
 
 
+def test_a_prefill_redone_by_resume_is_cold_again(server: FaultServer, tmp_path: Path) -> None:
+    """The cut prefill reached the server, which cached its prompt; the redo must send a new one."""
+    p = params(server, concurrency=[1])
+    server.set_fault("cut", after=0, times=1)  # request 1 is the prefill
+    run_matrix(p, tmp_path, progress=False)
+    assert {key(r): r["status"] for r in records(tmp_path)} == {P64: "Error", D64x1: "Valid"}
+
+    run_matrix(p, tmp_path, resume=True, progress=False)
+    redone = records(tmp_path)[-1]
+    assert key(redone) == P64 and redone["status"] == "Valid"
+    assert redone["cached_tokens"] == 0, redone  # with the first prompt again, all 64 tokens were cached
+
+
 @pytest.mark.parametrize("kind", list(ERRORS))
 def test_fault_mid_cell_is_an_error_cell_and_resume_redoes_only_it(
     kind: str, server: FaultServer, tmp_path: Path

@@ -194,7 +194,12 @@ class _Runner:
         self.params, self.server, self.run_id = params, server, run_id
         self.api, self.client, self.store = api, client, store
         self.prompts: dict[tuple[int, int | None], str] = {}
+        # Prompts already sent for a context's prefill (a resumed run included): the next one must be new, so cold.
         self.prompt_versions: dict[tuple[int, int | None], int] = {}
+        for m in store.load():
+            if m.phase == "prefill":
+                key = (m.context_tokens, None)
+                self.prompt_versions[key] = self.prompt_versions.get(key, 0) + (m.attempts or 1)
         self.warm: set[int] = set()
         self.chat = params.endpoint == "chat"
 
