@@ -158,6 +158,20 @@ async def measure_decode_cell(
     # (received..sent) and the outer (sent..received) one: the client's tokens in those two bracket its count.
     outer = sum(tokens_between(r, before_sent, after_received) for r in results)
     inner = sum(tokens_between(r, before_received, after_sent) for r in results)
+    lag = loop_lag_ms(sampler.samples, start, end, 99)
+    # A block that outlasts the window shows in the first probe after it, up to when the "after" scrape returned.
+    lag_max = loop_lag_ms(sampler.samples, start, after_received, 100)
+    silence = longest_silence_s(results, start, end)
+    # /metrics answered at the edges but no sample landed inside: the whole window went unsampled.
+    scrapes_ok = use_metrics and before is not None and after is not None
+    sample_gap = (max_sample_gap_s(sampler.samples, start, end) or end - start) if scrapes_ok else None
+    disturbed = disturbance(silence_s=silence, tbt_ms=window.tbt_ms, loop_lag_max_ms=lag_max,
+                            max_sample_gap_s=sample_gap)  # fmt: skip
+    # A window without a single token measured nothing (a pause as long as the window): not Valid, an Error
+    # that the runner retries while disturbed and that --resume redoes.
+    empty = error is None and window.output_tokens == 0
+    if empty:
+        error = f"no token arrived in the {spec.duration_s:g} s window" + (f" ({disturbed})" if disturbed else "")
     server_samples = sampler.samples.server_between(start, end)
     metrics_ok = use_metrics and bool(server_samples) and before is not None and after is not None
     if metrics_ok:
@@ -168,14 +182,6 @@ async def measure_decode_cell(
         active = [active_at(results, t) for t in sampler.samples.times if start <= t <= end]
         status, extras = decode_status_client_only(n, error, not ready, active)
     extras.setdefault("client_avg_active", window.client_avg_active)
-    lag = loop_lag_ms(sampler.samples, start, end, 99)
-    lag_max = loop_lag_ms(sampler.samples, start, end, 100)
-    silence = longest_silence_s(results, start, end)
-    # /metrics answered at the edges but no sample landed inside: the whole window went unsampled.
-    scrapes_ok = use_metrics and before is not None and after is not None
-    sample_gap = (max_sample_gap_s(sampler.samples, start, end) or end - start) if scrapes_ok else None
-    disturbed = disturbance(silence_s=silence, tbt_ms=window.tbt_ms, loop_lag_max_ms=lag_max,
-                            max_sample_gap_s=sample_gap)  # fmt: skip
     gen = delta(before, after, GENERATION_TOKENS)
     ok = status != "Error"
     return Measurement(
@@ -216,7 +222,7 @@ async def measure_decode_cell(
         loop_lag_p99_ms=lag,
         loop_lag_max_ms=lag_max,
         longest_silence_s=silence,
-        disturbed=disturbed if ok else None,
+        disturbed=disturbed if ok or empty else None,
         max_sample_gap_s=sample_gap,
         client_cpu_pct=cpu_pct,
         error=error,

@@ -30,7 +30,9 @@ class WindowSummary:
 
 
 def tokens_between(result: StreamResult, start: float, end: float) -> int:
-    """Tokens of one request that arrived in (start, end]."""
+    """Tokens of one request that arrived in (start, end]; none when the interval is empty (end <= start)."""
+    if end <= start:
+        return 0
     before = after = 0
     for t, count in result.token_events:
         if t <= start:

@@ -87,3 +87,13 @@ def test_longest_silence_merges_streams_and_counts_the_window_edges() -> None:
     assert longest_silence_s([stalled], 0.0, 4.0) == pytest.approx(3.973)
     assert longest_silence_s([result([])], 0.0, 4.0) == pytest.approx(4.0)
     assert longest_silence_s([a], 0.5, 2.5) == pytest.approx(2.0)  # events outside the window do not count
+
+
+def test_tokens_between_an_empty_interval_is_zero() -> None:
+    """The inner scrape bracket is empty when the 'before' scrape returned after the 'after' one was sent."""
+    from toolkit.client import StreamResult
+    from toolkit.window import tokens_between
+
+    result = StreamResult(started=0.0, token_events=[(1.0, 1), (2.0, 2), (3.0, 3)])
+    assert tokens_between(result, 2.5, 1.5) == 0
+    assert tokens_between(result, 1.5, 2.5) == 1

@@ -1,0 +1,53 @@
+"""A pause as long as the decode window leaves it without a single token: the cell measured nothing, so it is
+an Error (after the disturbed retries), never a Valid cell without numbers, and --resume measures it again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.faultserver import FaultServer
+from toolkit import decode
+from toolkit.params import make_params
+from toolkit.runner import run_matrix
+from toolkit.store import RESULTS_FILE
+
+pytestmark = pytest.mark.timeout(120)
+DURATION_S = 1.0
+
+
+def _pause_every_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hold the client's event loop for longer than the window, just after each window opens."""
+    wait_ready = decode._wait_ready
+
+    async def wait_ready_then_pause(*args: Any) -> bool:
+        ready = await wait_ready(*args)
+        asyncio.get_running_loop().call_soon(time.sleep, DURATION_S + 0.5)
+        return ready
+
+    monkeypatch.setattr(decode, "_wait_ready", wait_ready_then_pause)
+
+
+def test_a_window_without_tokens_is_an_error_that_resume_redoes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with FaultServer() as server:
+        params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1],
+                              "duration_s": DURATION_S, "max_output": 8, "readiness_timeout_s": 5.0,
+                              "disturbed_retries": 1})  # fmt: skip
+        with monkeypatch.context() as patch:
+            _pause_every_window(patch)
+            run_matrix(params, tmp_path, progress=False)
+        cell = [json.loads(line) for line in (tmp_path / RESULTS_FILE).read_text().splitlines()][-1]
+        assert cell["phase"] == "decode" and cell["status"] == "Error", cell
+        assert cell["error"].startswith("no token arrived in the 1 s window (client event loop blocked"), cell
+        assert cell["attempts"] == 2 and cell["output_tokens"] == 0 and cell["total_tok_s"] is None
+
+        run_matrix(params, tmp_path, resume=True, progress=False)
+        redone = [json.loads(line) for line in (tmp_path / RESULTS_FILE).read_text().splitlines()][-1]
+        assert redone["phase"] == "decode" and redone["status"] == "Valid" and redone["output_tokens"] > 0
