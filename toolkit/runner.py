@@ -170,11 +170,12 @@ async def run_matrix_async(
         info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both)
         if existing is None:
             write_json_atomic(out / RUN_FILE, info)
-        done = latest_by_key(store.load())
+        earlier = store.load()
+        done = latest_by_key(earlier)
         finished = {k for k, m in done.items() if m.status != "Error"}
         todo = [k for k in plan.keys(phases) if k not in finished]
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
-            runner = _Runner(params, server, info["run_id"], api, client, store)
+            runner = _Runner(params, server, info["run_id"], api, client, store, earlier)
             bar = tqdm(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
                        desc=params.run_label, unit="cell", disable=not progress, file=sys.stderr)  # fmt: skip
             for key in todo:
@@ -190,13 +191,13 @@ class _Runner:
     """Holds a run's prompts and warm state; measures one planned key at a time."""
 
     def __init__(self, params: RunParams, server: ServerInfo, run_id: str, api: ServerAPI,
-                 client: StreamClient, store: ResultStore) -> None:  # fmt: skip
+                 client: StreamClient, store: ResultStore, earlier: Sequence[Measurement]) -> None:  # fmt: skip
         self.params, self.server, self.run_id = params, server, run_id
         self.api, self.client, self.store = api, client, store
         self.prompts: dict[tuple[int, int | None], str] = {}
         # Prompts already sent for a context's prefill (a resumed run included): the next one must be new, so cold.
         self.prompt_versions: dict[tuple[int, int | None], int] = {}
-        for m in store.load():
+        for m in earlier:
             if m.phase == "prefill":
                 key = (m.context_tokens, None)
                 self.prompt_versions[key] = self.prompt_versions.get(key, 0) + (m.attempts or 1)
