@@ -108,7 +108,8 @@ def test_max_num_seqs_2_queues_4_streams(constrained_server: EmbeddedServer, tmp
                          progress=False)  # fmt: skip
     by_n = {m.concurrency: m for m in results}
     assert by_n[4].status == "Requests queued"
-    assert by_n[4].status_basis == "server" and by_n[4].max_waiting >= 1, by_n[4]
+    # Judged on the server's waiting count, unless a pause left the window without a server sample (flagged).
+    assert (by_n[4].status_basis == "server" and by_n[4].max_waiting >= 1) or by_n[4].disturbed, by_n[4]
     assert by_n[2].status == "Valid" or by_n[2].disturbed, by_n[2]  # a paused machine cannot vouch for it
 
 
