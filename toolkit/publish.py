@@ -13,6 +13,7 @@ from nbconvert import HTMLExporter
 from traitlets.config import Config
 
 from toolkit import plots, report_tables
+from toolkit.kernels import SameSessionKernelManager
 from toolkit.params import RunParams
 from toolkit.secrets import api_key_from_env, redact
 from toolkit.store import RUN_FILE, read_json
@@ -42,11 +43,17 @@ def notebook_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
 def execute(notebook: str, out_dir: Path, parameters: dict[str, Any]) -> Path:
     """Execute notebooks/<notebook>.ipynb with papermill into out_dir; the executed copy is kept on failure."""
     output = out_dir / f"{notebook}.ipynb"
-    papermill.execute_notebook(
-        str(NOTEBOOKS / f"{notebook}.ipynb"), str(output), parameters=parameters, kernel_name="python3",
-        cwd=str(NOTEBOOKS), progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr,
-    )  # fmt: skip
+    execute_path(NOTEBOOKS / f"{notebook}.ipynb", output, parameters)
     return output
+
+
+def execute_path(source: Path, output: Path, parameters: dict[str, Any]) -> None:
+    """papermill with a kernel in this process's session (toolkit.kernels: no autogroup of its own)."""
+    papermill.execute_notebook(
+        str(source), str(output), parameters=parameters, kernel_name="python3", cwd=str(NOTEBOOKS),
+        progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr,
+        kernel_manager_class=SameSessionKernelManager,
+    )  # fmt: skip
 
 
 def html_report(executed: Path) -> str:

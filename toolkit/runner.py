@@ -27,6 +27,7 @@ from toolkit.prompts import build_prompt, marker
 from toolkit.schema import Measurement
 from toolkit.secrets import api_key_from_env, redact
 from toolkit.server_api import ServerAPI
+from toolkit.sessions import check_server_session
 from toolkit.store import RUN_FILE, ResultStore, latest_by_key, read_json, write_json_atomic
 
 T = TypeVar("T")
@@ -170,6 +171,8 @@ async def run_matrix_async(
         info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both)
         if existing is None:
             write_json_atomic(out / RUN_FILE, info)
+        if (existing is None or resume) and (warning := check_server_session(params.base_url)):
+            tqdm.write(warning, file=sys.stderr)
         earlier = store.load()
         done = latest_by_key(earlier)
         finished = {k for k, m in done.items() if m.status != "Error"}

@@ -132,6 +132,11 @@ class EmbeddedServer:
         self.command: list[str] = []
 
     def start(self) -> EmbeddedServer:
+        """Launch vLLM in a process group of its own (stopped as one) inside the caller's session.
+
+        Not a new session: Linux gives every session its own scheduler autogroup, and a busy vLLM in one
+        autogroup starves a client in another for seconds at a time (docs/METHOD.md, Pauses).
+        """
         model_dir = ensure_model()
         self.command = launch_command(self.config, self.port, model_dir)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,7 +146,7 @@ class EmbeddedServer:
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True,
+                env=env, process_group=0,
             )  # fmt: skip
         self._wait_healthy()
         return self
