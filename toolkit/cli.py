@@ -91,7 +91,7 @@ def _import_report(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from toolkit import compare, compare_plots, runs
-    from toolkit.notebook import figure_png
+    from toolkit.plots import figure_png
     from toolkit.publish import execute, html_report
 
     if len(args.run_dirs) < 2:
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     matrix = sub.add_parser("matrix", help="measure prefill and the decode matrix of a running server")
     matrix.add_argument("--base-url", required=True)
     matrix.add_argument("--model")
-    matrix.add_argument("--contexts", help="comma-separated, e.g. 1K,2K (default: METHOD.md rules)")
+    matrix.add_argument("--contexts", help="comma-separated, e.g. 1K,2K (default: rules of docs/METHOD.md)")
     matrix.add_argument("--concurrency", help="comma-separated, e.g. 1,2,4")
     matrix.add_argument("--duration", type=float, help="seconds per measurement (default 30)")
     matrix.add_argument("--max-output", type=int, help="tokens per request (default 4096)")

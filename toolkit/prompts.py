@@ -11,7 +11,7 @@ _SYLLABLES = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
 
 
 def prompt_tolerance(target_tokens: int) -> int:
-    """Allowed distance from the target: max(16, 0.5 %) as METHOD.md states."""
+    """Allowed distance from the target: max(16, 0.5 %) as docs/METHOD.md, Prompts, states."""
     return max(16, int(target_tokens * 0.005))
 
 

@@ -1,4 +1,4 @@
-"""Pure arithmetic of a measurement window over the streams' token events (METHOD.md quantities)."""
+"""Pure arithmetic of a measurement window over the streams' token events (docs/METHOD.md quantities)."""
 
 from __future__ import annotations
 

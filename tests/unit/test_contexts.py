@@ -1,4 +1,4 @@
-"""Context labels and the context rules of METHOD.md, against both reference reports."""
+"""Context labels and the context rules of docs/METHOD.md, against both reference reports."""
 
 import pytest
 

@@ -13,7 +13,7 @@ KIMI = FIXTURES / "kimi-k2.7-code-h200sxm-x8-vllm-0.29.txt"
 LFM = FIXTURES / "lfm2.5-350m-h200nvl-vllm-0.26.txt"
 
 
-# SHA-256 of the published originals in ../shared/reference-reports (taken from them when the copies were made).
+# SHA-256 of the published original reports, taken from them when these copies were made (no original is read).
 ORIGINAL_SHA256 = {
     KIMI.name: "17302928f9d7f144001003875dcb9aec517195a2da8c7449b59f76c072e7df5f",
     LFM.name: "95b2aec968a95be83d5a61bce4b6da79bbdb38dae35a640a8fb2c8d8b5fb13c2",
