@@ -33,8 +33,8 @@ def vllm_server() -> Iterator[EmbeddedServer]:
 
 @pytest.fixture(scope="session")
 def constrained_server() -> Iterator[EmbeddedServer]:
-    """A server with a small KV cache (40 blocks = 5,120 tokens) and room for 2 running requests."""
-    server = start_server(ServerConfig(max_model_len=1024, kv_blocks=40, max_num_seqs=2))
+    """A server with a small KV cache (104 blocks = 13,312 tokens) and room for 2 running requests."""
+    server = start_server(ServerConfig(max_model_len=4096, kv_blocks=104, max_num_seqs=2))
     try:
         yield server
     finally:

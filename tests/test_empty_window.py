@@ -23,14 +23,13 @@ DURATION_S = 1.0
 
 def _pause_every_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hold the client's event loop for longer than the window, just after each window opens."""
-    wait_ready = decode._wait_ready
+    measure_window = decode._measure_window
 
-    async def wait_ready_then_pause(*args: Any) -> bool:
-        ready = await wait_ready(*args)
-        asyncio.get_running_loop().call_soon(time.sleep, DURATION_S + 0.5)
-        return ready
+    async def pause_then_measure_window(*args: Any) -> decode.WindowEdges:
+        asyncio.get_running_loop().call_soon(time.sleep, DURATION_S + 0.5)  # runs once the window has opened
+        return await measure_window(*args)
 
-    monkeypatch.setattr(decode, "_wait_ready", wait_ready_then_pause)
+    monkeypatch.setattr(decode, "_measure_window", pause_then_measure_window)
 
 
 def test_a_window_without_tokens_is_an_error_that_resume_redoes(

@@ -1,11 +1,13 @@
-"""One sustained-decode cell: N re-issuing streams, readiness gate, fixed window, drain (METHOD.md)."""
+"""One sustained-decode cell: N re-issuing streams, readiness gate, fixed window, drain (docs/METHOD.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from toolkit.client import Endpoint, StreamClient, StreamResult, build_request
 from toolkit.metrics import (
@@ -55,21 +57,62 @@ async def _stream_loop(
             return
 
 
+READINESS_PLATEAU_S = 3.0  # requests waiting and the running count not rising this long: the answer is known
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """How the readiness gate ended: every stream decoding with N running and none waiting, or not."""
+
+    queued: bool  # requests waited and the running count stopped rising (or the timeout ran out)
+    failed: bool = False
+    reason: str = ""
+
+
+class _Plateau:
+    """When a count last rose: the gate ends once it has not risen for `READINESS_PLATEAU_S`."""
+
+    def __init__(self) -> None:
+        self.highest, self.since = -1, time.perf_counter()
+
+    def held_s(self, count: int) -> float:
+        now = time.perf_counter()
+        if count > self.highest:
+            self.highest, self.since = count, now
+        return now - self.since
+
+
 async def _wait_ready(
     streams: list[list[StreamResult]], sampler: Sampler, n: int, failed: asyncio.Event, timeout_s: float
-) -> bool:
-    """True when every stream has a token and the server runs >= N with none waiting (or timeout)."""
+) -> Readiness:
+    """Wait until every stream has a token and the server runs >= N with none waiting.
+
+    Ends early when the answer is known: the server has requests waiting and its running count has not risen
+    for READINESS_PLATEAU_S (client side without /metrics: some streams have their first token and that count
+    has not risen for as long). The timeout is the last resort and counts as queued.
+    """
     deadline = time.perf_counter() + timeout_s
-    while time.perf_counter() < deadline and not failed.is_set():
-        every_stream_decoding = all(any(r.token_events for r in s) for s in streams)
+    server_plateau, client_plateau = _Plateau(), _Plateau()
+    while time.perf_counter() < deadline:
+        if failed.is_set():
+            return Readiness(queued=False, failed=True)
+        decoding = sum(1 for s in streams if any(r.token_events for r in s))
+        client_held = client_plateau.held_s(decoding)
         latest = sampler.samples.latest()
-        server_ok = (not sampler.use_metrics) or _metrics_down(sampler.samples) or (
-            latest is not None and latest[1] >= n and latest[2] == 0
-        )
-        if every_stream_decoding and server_ok:
-            return True
+        if not sampler.use_metrics or _metrics_down(sampler.samples):
+            if decoding == n:
+                return Readiness(queued=False)
+            if decoding > 0 and client_held >= READINESS_PLATEAU_S:
+                return Readiness(queued=True, reason=f"{n - decoding} of {n} streams without a token")
+        elif latest is not None:
+            _t, running, waiting = latest
+            server_held = server_plateau.held_s(running)
+            if decoding == n and running >= n and waiting == 0:
+                return Readiness(queued=False)
+            if waiting > 0 and server_held >= READINESS_PLATEAU_S:
+                return Readiness(queued=True, reason=f"running {running}, waiting {waiting}")
         await asyncio.sleep(0.05)
-    return failed.is_set()
+    return Readiness(queued=True, reason=f"readiness timeout {timeout_s:g} s")
 
 
 def _metrics_down(samples: Samples) -> bool:
@@ -102,6 +145,142 @@ async def drain(api: ServerAPI, timeout_s: float, use_metrics: bool = True) -> b
     return False
 
 
+@dataclass(frozen=True)
+class WindowEdges:
+    """One measurement window on the client's clock and the /metrics scrapes at its edges."""
+
+    start: float
+    end: float  # the planned end (a late wake-up of the loop does not stretch the window)
+    before_sent: float
+    before_received: float
+    after_sent: float
+    after_received: float
+    before: MetricsSnapshot | None
+    after: MetricsSnapshot | None
+    cpu_pct: float
+
+
+async def _measure_window(api: ServerAPI, duration_s: float, failed: asyncio.Event, use_metrics: bool) -> WindowEdges:
+    """Open a window now, keep it for `duration_s` (or until a stream fails), scraping /metrics at both edges.
+
+    The "before" scrape runs inside the window, so a slow /metrics cannot shift it.
+    """
+    cpu0 = time.process_time()
+    start = before_sent = time.perf_counter()
+    before_scrape = asyncio.create_task(_scrape_with_time(api, use_metrics))
+    if not failed.is_set():
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(duration_s):
+                await failed.wait()
+    after_sent = time.perf_counter()
+    after = await api.metrics_or_none() if use_metrics else None
+    after_received = time.perf_counter()
+    before, before_received = await before_scrape
+    cpu_pct = 100 * (time.process_time() - cpu0) / max(after_received - start, 1e-9)
+    return WindowEdges(start, min(after_sent, start + duration_s), before_sent, before_received, after_sent,
+                       after_received, before, after, cpu_pct)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CellTimes:
+    """Where a cell's wall time went (seconds), for the run's overhead breakdown."""
+
+    readiness_s: float
+    windows_s: float  # every window, scrapes included
+    retries_s: float  # the part of windows_s spent in disturbed windows measured again
+    drain_s: float
+    cell_wall_s: float
+
+
+def judge_window(
+    results: list[StreamResult],
+    edges: WindowEdges,
+    samples: Samples,
+    *,
+    concurrency: int,
+    duration_s: float,
+    readiness_queued: bool,
+    use_metrics: bool,
+    error: str | None,
+) -> dict[str, Any]:
+    """Every Measurement field of a decode window from what the client saw and the server's samples (pure)."""
+    start, end = edges.start, edges.end
+    requests_started = len(results)  # by the whole cell, ramp included
+    results = [r for r in results if r.ended is None or r.ended > start]  # the requests alive in the window
+    window = summarize_window(results, start, end, samples.times)
+    # The server's counters were read somewhere inside each scrape; compare like with like.
+    midpoint_tokens = sum(
+        tokens_between(r, (edges.before_sent + edges.before_received) / 2,
+                       (edges.after_sent + edges.after_received) / 2) for r in results
+    )  # fmt: skip
+    # When the server read its counter inside each scrape is unknown, so its interval lies between the inner
+    # (received..sent) and the outer (sent..received) one: the client's tokens in those two bracket its count.
+    outer = sum(tokens_between(r, edges.before_sent, edges.after_received) for r in results)
+    inner = sum(tokens_between(r, edges.before_received, edges.after_sent) for r in results)
+    lag = loop_lag_ms(samples, start, end, 99)
+    # A block that outlasts the window shows in the first probe after it, up to when the "after" scrape returned.
+    lag_max = loop_lag_ms(samples, start, edges.after_received, 100)
+    silence = longest_silence_s(results, start, end)
+    # /metrics answered at the edges but no sample landed inside: the whole window went unsampled.
+    scrapes_ok = use_metrics and edges.before is not None and edges.after is not None
+    sample_gap = (max_sample_gap_s(samples, start, end) or end - start) if scrapes_ok else None
+    disturbed = disturbance(silence_s=silence, tbt_ms=window.tbt_ms, loop_lag_max_ms=lag_max,
+                            max_sample_gap_s=sample_gap)  # fmt: skip
+    # A window without a single token measured nothing (a pause as long as the window): not Valid, an Error
+    # that is measured again while disturbed and that --resume redoes.
+    empty = error is None and window.output_tokens == 0
+    if empty:
+        error = f"no token arrived in the {duration_s:g} s window" + (f" ({disturbed})" if disturbed else "")
+    server_samples = samples.server_between(start, end)
+    if scrapes_ok and server_samples:
+        status, extras = decode_status(concurrency=concurrency, error=error, readiness_queued=readiness_queued,
+                                       samples=server_samples)  # fmt: skip
+    else:
+        active = [active_at(results, t) for t in samples.times if start <= t <= end]
+        status, extras = decode_status_client_only(concurrency, error, readiness_queued, active)
+    extras.setdefault("client_avg_active", window.client_avg_active)
+    gen = delta(edges.before, edges.after, GENERATION_TOKENS)
+    itl = mean_delta(edges.before, edges.after, ITL_SUM, ITL_COUNT)
+    ok = status != "Error"
+    return {
+        "status": status,
+        "total_tok_s": window.total_tok_s if ok else None,
+        "per_request_tok_s": window.per_request_tok_s if ok else None,
+        "ttft_ms": window.ttft_ms if ok else None,
+        "tbt_ms": window.tbt_ms if ok else None,
+        "avg_active": extras.get("avg_active"),
+        "completed": window.completed,
+        "output_tokens": window.output_tokens,
+        "measured_s": window.measured_s,
+        "prompt_tokens": next((r.prompt_tokens for r in results if r.prompt_tokens), None),
+        "ttft_p90_ms": window.ttft_p90_ms,
+        "ttft_p99_ms": window.ttft_p99_ms,
+        "tbt_p90_ms": window.tbt_p90_ms,
+        "tbt_p99_ms": window.tbt_p99_ms,
+        "per_request_tok_s_p10": window.per_request_tok_s_p10,
+        "client_avg_active": extras.get("client_avg_active"),
+        "concurrency_held": extras.get("concurrency_held"),
+        "tokens_per_chunk": window.tokens_per_chunk,
+        "requests_started": requests_started,
+        "server_output_tokens": None if gen is None else int(gen),
+        "client_tokens_server_interval": midpoint_tokens if gen is not None else None,
+        "client_tokens_min": inner if gen is not None else None,
+        "client_tokens_max": outer if gen is not None else None,
+        "server_tbt_ms": None if itl is None else itl * 1000,
+        "max_waiting": extras.get("max_waiting"),
+        "waiting_fraction": extras.get("waiting_fraction"),
+        "status_basis": extras.get("status_basis"),
+        "client_saturated": (lag is not None and lag > SATURATION_LAG_MS) or edges.cpu_pct > SATURATION_CPU_PCT,
+        "loop_lag_p99_ms": lag,
+        "loop_lag_max_ms": lag_max,
+        "longest_silence_s": silence,
+        "disturbed": disturbed if ok or empty else None,
+        "max_sample_gap_s": sample_gap,
+        "client_cpu_pct": edges.cpu_pct,
+        "error": error,
+    }
+
+
 async def measure_decode_cell(
     client: StreamClient,
     api: ServerAPI,
@@ -110,124 +289,60 @@ async def measure_decode_cell(
     context_tokens: int,
     context: str,
     use_metrics: bool = True,
+    retries: int = 0,
+    on_disturbed: Callable[[str, int], None] | None = None,
 ) -> Measurement:
-    """Run one cell and return its Measurement; failures become status Error, never exceptions."""
+    """Run one cell and return its Measurement; failures become status Error, never exceptions.
+
+    A disturbed window is measured again on the streams that are still running, up to `retries` more
+    windows (no new ramp); `on_disturbed(reason, attempt)` is told about each one.
+    """
     n = len(spec.prompts)
     bodies = [build_request(spec.endpoint, spec.model, p, spec.max_output) for p in spec.prompts]
     streams: list[list[StreamResult]] = [[] for _ in range(n)]
     failed = asyncio.Event()
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+    wall0 = time.perf_counter()
+    windows_s = retries_s = 0.0
     async with Sampler(api, use_metrics=use_metrics) as sampler:
         before_cell = await api.metrics_or_none() if use_metrics else None
         tasks = [
             asyncio.create_task(_stream_loop(client, path, body, streams[i], failed))
             for i, (path, body) in enumerate(bodies)
         ]
-        ready = await _wait_ready(streams, sampler, n, failed, spec.readiness_timeout_s)
-        # The window runs on the client's clock; the server counters are read at its edges.
-        # The window opens now; the "before" scrape runs inside it, so a slow /metrics cannot shift it.
-        start = before_sent = time.perf_counter()
-        before_scrape = asyncio.create_task(_scrape_with_time(api, use_metrics))
-        if not failed.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(spec.duration_s):
-                    await failed.wait()
-        # Tokens count up to the planned end; a late wake-up of this loop must not stretch the window.
-        after_sent = time.perf_counter()
-        end = min(after_sent, start + spec.duration_s)
-        after = await api.metrics_or_none() if use_metrics else None
-        after_received = time.perf_counter()
-        before, before_received = await before_scrape
+        gate = await _wait_ready(streams, sampler, n, failed, spec.readiness_timeout_s)
+        readiness_s = time.perf_counter() - wall0
+        for attempt in range(1, retries + 2):
+            edges = await _measure_window(api, spec.duration_s, failed, use_metrics)
+            windows_s += edges.after_received - edges.start
+            results = [r for s in streams for r in s]
+            fields = judge_window(results, edges, sampler.samples, concurrency=n, duration_s=spec.duration_s,
+                                  readiness_queued=gate.queued, use_metrics=use_metrics,
+                                  error=next((r.error for r in results if r.error), None))  # fmt: skip
+            if not fields["disturbed"] or attempt > retries or failed.is_set():
+                break
+            retries_s += edges.after_received - edges.start
+            if on_disturbed is not None:
+                on_disturbed(fields["disturbed"], attempt)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    cpu_pct = 100 * (time.process_time() - cpu0) / max(time.perf_counter() - wall0, 1e-9)
+    drain_start = time.perf_counter()
     drained = await drain(api, spec.drain_timeout_s, use_metrics)
+    drain_s = time.perf_counter() - drain_start
     after_cell = await api.metrics_or_none() if use_metrics else None
-
-    results = [r for s in streams for r in s]
-    error = next((r.error for r in results if r.error), None)
-    if error is None and not drained:
-        error = f"server did not drain within {spec.drain_timeout_s:g} s after the cell"
-    window = summarize_window(results, start, end, sampler.samples.times)
-    # The server's counters were read somewhere inside each scrape; compare like with like.
-    scrape_interval_tokens = sum(
-        tokens_between(r, (before_sent + before_received) / 2, (after_sent + after_received) / 2) for r in results
-    )
-    # When the server read its counter inside each scrape is unknown, so its interval lies between the inner
-    # (received..sent) and the outer (sent..received) one: the client's tokens in those two bracket its count.
-    outer = sum(tokens_between(r, before_sent, after_received) for r in results)
-    inner = sum(tokens_between(r, before_received, after_sent) for r in results)
-    lag = loop_lag_ms(sampler.samples, start, end, 99)
-    # A block that outlasts the window shows in the first probe after it, up to when the "after" scrape returned.
-    lag_max = loop_lag_ms(sampler.samples, start, after_received, 100)
-    silence = longest_silence_s(results, start, end)
-    # /metrics answered at the edges but no sample landed inside: the whole window went unsampled.
-    scrapes_ok = use_metrics and before is not None and after is not None
-    sample_gap = (max_sample_gap_s(sampler.samples, start, end) or end - start) if scrapes_ok else None
-    disturbed = disturbance(silence_s=silence, tbt_ms=window.tbt_ms, loop_lag_max_ms=lag_max,
-                            max_sample_gap_s=sample_gap)  # fmt: skip
-    # A window without a single token measured nothing (a pause as long as the window): not Valid, an Error
-    # that the runner retries while disturbed and that --resume redoes.
-    empty = error is None and window.output_tokens == 0
-    if empty:
-        error = f"no token arrived in the {spec.duration_s:g} s window" + (f" ({disturbed})" if disturbed else "")
-    server_samples = sampler.samples.server_between(start, end)
-    metrics_ok = use_metrics and bool(server_samples) and before is not None and after is not None
-    if metrics_ok:
-        status, extras = decode_status(
-            concurrency=n, error=error, readiness_timed_out=not ready, samples=server_samples
-        )
-    else:
-        active = [active_at(results, t) for t in sampler.samples.times if start <= t <= end]
-        status, extras = decode_status_client_only(n, error, not ready, active)
-    extras.setdefault("client_avg_active", window.client_avg_active)
-    gen = delta(before, after, GENERATION_TOKENS)
-    ok = status != "Error"
+    if fields["error"] is None and not drained:
+        undrained = f"server did not drain within {spec.drain_timeout_s:g} s after the cell"
+        fields = judge_window(results, edges, sampler.samples, concurrency=n, duration_s=spec.duration_s,
+                              readiness_queued=gate.queued, use_metrics=use_metrics, error=undrained)  # fmt: skip
+    times = CellTimes(readiness_s, windows_s, retries_s, drain_s, time.perf_counter() - wall0)
     return Measurement(
-        phase="decode",
-        context_tokens=context_tokens,
-        context=context,
-        concurrency=n,
-        status=status,
-        total_tok_s=window.total_tok_s if ok else None,
-        per_request_tok_s=window.per_request_tok_s if ok else None,
-        ttft_ms=window.ttft_ms if ok else None,
-        tbt_ms=window.tbt_ms if ok else None,
-        avg_active=extras.get("avg_active"),
-        completed=window.completed,
-        output_tokens=window.output_tokens,
-        measured_s=window.measured_s,
-        prompt_tokens=next((r.prompt_tokens for r in results if r.prompt_tokens), None),
-        ttft_p90_ms=window.ttft_p90_ms,
-        ttft_p99_ms=window.ttft_p99_ms,
-        tbt_p90_ms=window.tbt_p90_ms,
-        tbt_p99_ms=window.tbt_p99_ms,
-        per_request_tok_s_p10=window.per_request_tok_s_p10,
-        client_avg_active=extras.get("client_avg_active"),
-        tokens_per_chunk=window.tokens_per_chunk,
-        requests_started=window.requests_started,
-        server_output_tokens=None if gen is None else int(gen),
-        client_tokens_server_interval=scrape_interval_tokens if gen is not None else None,
-        client_tokens_min=inner if gen is not None else None,
-        client_tokens_max=outer if gen is not None else None,
-        server_tbt_ms=None if (itl := mean_delta(before, after, ITL_SUM, ITL_COUNT)) is None else itl * 1000,
+        phase="decode", context_tokens=context_tokens, context=context, concurrency=n, **fields,
         cached_tokens=_int(delta(before_cell, after_cell, PREFIX_HITS)),
-        max_waiting=extras.get("max_waiting"),
-        waiting_fraction=extras.get("waiting_fraction"),
         preemptions=_int(delta(before_cell, after_cell, PREEMPTIONS)),
-        kv_usage_peak=sampler.samples.kv_usage_peak,
-        status_basis=extras.get("status_basis"),
-        client_saturated=(lag is not None and lag > SATURATION_LAG_MS) or cpu_pct > SATURATION_CPU_PCT,
-        loop_lag_p99_ms=lag,
-        loop_lag_max_ms=lag_max,
-        longest_silence_s=silence,
-        disturbed=disturbed if ok or empty else None,
-        max_sample_gap_s=sample_gap,
-        client_cpu_pct=cpu_pct,
-        error=error,
         server_prompt_tokens=_int(delta(before_cell, after_cell, PROMPT_TOKENS)),
-    )
+        kv_usage_peak=sampler.samples.kv_usage_peak, readiness_queued=gate.queued or None,
+        attempts=attempt, **asdict(times),
+    )  # fmt: skip
 
 
 def _int(value: float | None) -> int | None:

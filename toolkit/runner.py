@@ -7,6 +7,7 @@ import platform
 import secrets as random_ids
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from toolkit.client import StreamClient, build_request
 from toolkit.contexts import check_contexts, decode_contexts, format_context, prefill_only_context
 from toolkit.decode import CellSpec, drain, measure_decode_cell
 from toolkit.discovery import ServerInfo, discover
+from toolkit.overhead import matrix_overhead, overhead_line
 from toolkit.params import ParamsError, RunParams
 from toolkit.prefill import measure_prefill
 from toolkit.prompts import build_prompt, marker
@@ -55,7 +57,7 @@ class Plan:
 
 
 def make_plan(params: RunParams, max_model_len: int) -> Plan:
-    """Contexts by METHOD.md's rules, or the explicit lists checked against max_model_len."""
+    """Contexts by the rules of docs/METHOD.md, or the explicit lists checked against max_model_len."""
     if params.contexts is None:
         decode = decode_contexts(max_model_len, params.max_output)
     else:
@@ -187,7 +189,12 @@ async def run_matrix_async(
                 store.append(m)
                 bar.update(1)
             bar.close()
-    return list(latest_by_key(store.load()).values())
+    latest = list(latest_by_key(store.load()).values())
+    if (spent := matrix_overhead(m.to_dict() for m in latest)) is not None:
+        write_json_atomic(out / RUN_FILE, {**read_json(out / RUN_FILE), "overhead": spent})
+        if progress:
+            tqdm.write(f"overhead: {overhead_line(spent)}", file=sys.stderr)
+    return latest
 
 
 class _Runner:
@@ -219,6 +226,7 @@ class _Runner:
     async def measure(self, key: tuple[str, int, int]) -> Measurement:
         phase, ctx, n = key
         label = format_context(ctx)
+        started = time.perf_counter()
         try:
             if phase == "prefill":
                 async def prefill_once(attempt: int) -> Measurement:
@@ -227,10 +235,11 @@ class _Runner:
                                                  endpoint=self.params.endpoint, prompt=prompt,
                                                  context_tokens=ctx, context=label)  # fmt: skip
 
-                m, attempts = await self._until_undisturbed(f"prefill {label}", "request", prefill_once)
+                m, attempts, retries_s = await self._until_undisturbed(f"prefill {label}", prefill_once)
                 if m.status == "Valid":
                     self.warm.add(ctx)
-                return self._stamp(m, attempts=attempts)
+                return self._stamp(m, attempts=attempts, retries_s=retries_s,
+                                   cell_wall_s=time.perf_counter() - started)  # fmt: skip
             budget = self.server.kv_budget_tokens
             if budget is not None and is_over_capacity(n, ctx, self.params.max_output, budget):
                 return self._stamp(Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=n,
@@ -238,13 +247,19 @@ class _Runner:
             prompts = await self._cell_prompts(ctx, n)
             spec = CellSpec(self.server.model, self.params.endpoint, prompts, self.params.max_output,
                             self.params.duration_s, self.params.readiness_timeout_s)  # fmt: skip
+            what = f"decode {label} ×{n}"
 
-            async def decode_once(attempt: int) -> Measurement:
-                return await measure_decode_cell(self.client, self.api, spec, context_tokens=ctx, context=label,
-                                                 use_metrics=self.server.metrics_available)  # fmt: skip
+            def measuring_again(reason: str, attempt: int) -> None:
+                tqdm.write(f"{what}: window disturbed ({reason}); measuring it again", file=sys.stderr)
 
-            m, attempts = await self._until_undisturbed(f"decode {label} ×{n}", "window", decode_once)
-            return self._stamp(m, kv_budget_tokens=budget, attempts=attempts)
+            m = await measure_decode_cell(
+                self.client, self.api, spec, context_tokens=ctx, context=label,
+                use_metrics=self.server.metrics_available, retries=self.params.disturbed_retries,
+                on_disturbed=measuring_again,
+            )  # fmt: skip
+            if m.disturbed:
+                tqdm.write(f"{what}: window disturbed ({m.disturbed}); kept and flagged", file=sys.stderr)
+            return self._stamp(m, kv_budget_tokens=budget, cell_wall_s=time.perf_counter() - started)
         except Exception as exc:  # a failed cell is recorded and the run goes on
             await drain(self.api, 30.0, self.server.metrics_available)
             msg = redact(f"{type(exc).__name__}: {exc}", api_key_from_env(self.params.api_key_env))
@@ -252,16 +267,23 @@ class _Runner:
                                            status="Error", error=msg))  # fmt: skip
 
     async def _until_undisturbed(
-        self, what: str, noun: str, measure_once: Callable[[int], Awaitable[Measurement]]
-    ) -> tuple[Measurement, int]:
-        """Measure again while a pause of the machine disturbed it, up to `disturbed_retries` more times."""
+        self, what: str, measure_once: Callable[[int], Awaitable[Measurement]]
+    ) -> tuple[Measurement, int, float]:
+        """Measure again while a pause of the machine disturbed it, up to `disturbed_retries` more times.
+
+        Returns the last measurement, the attempts, and the seconds spent on the disturbed ones.
+        """
+        retries_s = 0.0
         for attempt in range(1, self.params.disturbed_retries + 2):
+            started = time.perf_counter()
             m = await measure_once(attempt)
             if not m.disturbed:
                 break
             action = "kept and flagged" if attempt > self.params.disturbed_retries else "measuring it again"
-            tqdm.write(f"{what}: {noun} disturbed ({m.disturbed}); {action}", file=sys.stderr)
-        return m, attempt
+            tqdm.write(f"{what}: request disturbed ({m.disturbed}); {action}", file=sys.stderr)
+            if attempt <= self.params.disturbed_retries:
+                retries_s += time.perf_counter() - started
+        return m, attempt, retries_s
 
     async def _cell_prompts(self, ctx: int, n: int) -> tuple[str, ...]:
         if self.params.per_stream_prompts:
@@ -270,7 +292,7 @@ class _Runner:
         if ctx not in self.warm:  # warm the prefix cache once per context (prefill measured elsewhere)
             path, body = build_request(self.params.endpoint, self.server.model, text, 1)
             warm_up = await self.client.stream(path, body)
-            if warm_up.error:  # a failed stream makes the cell an Error (METHOD.md), the warm-up's too
+            if warm_up.error:  # a failed stream makes the cell an Error (docs/METHOD.md), the warm-up's too
                 raise RuntimeError(f"warm-up request failed: {warm_up.error}")
             self.warm.add(ctx)
         return (text,) * n

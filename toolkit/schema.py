@@ -16,7 +16,7 @@ STATUSES: tuple[str, ...] = ("Valid", "Requests queued", "Over capacity", "Error
 
 @dataclass(frozen=True)
 class Measurement:
-    """One prefill measurement or one sustained-decode cell, as METHOD.md defines them.
+    """One prefill measurement or one sustained-decode cell, as docs/METHOD.md defines them.
 
     Throughput fields are None when the cell was not run (Over capacity) or failed (Error).
     For prefill, ``total_tok_s`` is prompt tokens per second of the cold request.
@@ -43,6 +43,8 @@ class Measurement:
     tbt_p99_ms: float | None = None
     per_request_tok_s_p10: float | None = None
     client_avg_active: float | None = None
+    concurrency_held: float | None = None  # average running (client side: decoding) / N; below 0.9 is flagged
+    readiness_queued: bool | None = None  # the readiness gate ended on waiting requests (plateau or timeout)
     tokens_per_chunk: float | None = None  # > 1 with --stream-interval or speculative decoding
     requests_started: int | None = None
     server_output_tokens: int | None = None  # vllm:generation_tokens_total delta between the edge scrapes
@@ -66,6 +68,12 @@ class Measurement:
     disturbed: str | None = None  # why the window cannot be trusted (a pause), after the runner's retries
     attempts: int | None = None  # windows measured for this cell (> 1: earlier ones were disturbed)
     client_cpu_pct: float | None = None
+    # Where the cell's wall time went (seconds): readiness ramp, every window, disturbed windows redone, drain.
+    cell_wall_s: float | None = None
+    readiness_s: float | None = None
+    windows_s: float | None = None
+    retries_s: float | None = None
+    drain_s: float | None = None
     error: str | None = None
     run_id: str | None = None
     started_at: str | None = None

@@ -63,6 +63,13 @@ def test_client_tokens_agree_with_server_counter_within_2_percent(small_matrix) 
                                      or (m.max_sample_gap_s or 0) > 1.5), m  # fmt: skip
 
 
+def test_one_session_leaves_every_window_undisturbed(small_matrix) -> None:
+    """Server and client share this session (one scheduler autogroup): no pause of seconds stops either, so
+    every cell ends undisturbed. A disturbed cell here means the layout broke or the machine itself paused."""
+    disturbed = {k: (m.disturbed, m.attempts) for k, m in small_matrix.items() if m.disturbed}
+    assert disturbed == {}
+
+
 def test_prefill_is_cold_and_decode_hits_the_cache(small_matrix) -> None:
     for ctx in (512, 1024):
         prefill = small_matrix[("prefill", ctx, 1)]
@@ -79,38 +86,40 @@ def test_decode_quantities_are_consistent(small_matrix) -> None:
         assert m.total_tok_s == pytest.approx(m.output_tokens / m.measured_s)
         assert 0 < m.measured_s <= 4.0 + 1.0  # the window closes on the client clock; allow scheduling lag
         assert m.ttft_p99_ms >= m.ttft_ms
-        if m.disturbed:  # a paused loop stamps a burst of tokens at once: per-token times mean nothing then
-            assert m.attempts == 3, m  # and the runner tried twice more before keeping it
-            continue
-        assert m.tbt_ms == pytest.approx(1000 / m.per_request_tok_s, rel=0.5)
+        assert m.tbt_ms == pytest.approx(1000 / m.per_request_tok_s, rel=0.2)
 
 
 def test_over_capacity_cells_are_recorded_and_never_sent(constrained_server: EmbeddedServer, tmp_path: Path) -> None:
-    # 40 blocks × 128 = 5,120 tokens; a request of 256 + 640 takes 896: 8 of them (7,168) do not fit.
+    # 104 blocks × 128 = 13,312 tokens; a request of 2,048 + 640 takes 2,688: 8 of them (21,504) do not fit.
     metrics = lambda: parse_metrics(httpx.get(constrained_server.base_url + "/metrics").text)  # noqa: E731
     before = metrics()
-    results = run_matrix(_params(constrained_server, contexts=["256"], concurrency=[8, 16], max_output=640),
+    results = run_matrix(_params(constrained_server, contexts=["2K"], concurrency=[8, 16], max_output=640),
                          tmp_path, phases=("decode",), progress=False)  # fmt: skip
     after = metrics()
     assert [(m.concurrency, m.status, m.kv_budget_tokens) for m in results] == [
-        (8, "Over capacity", 5120),
-        (16, "Over capacity", 5120),
+        (8, "Over capacity", 13312),
+        (16, "Over capacity", 13312),
     ]
     assert after.value(REQUEST_SUCCESS) == before.value(REQUEST_SUCCESS)
     assert after.value(PROMPT_TOKENS) == before.value(PROMPT_TOKENS)
 
 
 def test_max_num_seqs_2_queues_4_streams(constrained_server: EmbeddedServer, tmp_path: Path) -> None:
-    # 640 tokens take longer than the 3 s window, so no stream re-issues inside it.
-    results = run_matrix(_params(constrained_server, contexts=["256"], concurrency=[2, 4], max_output=640,
-                                 duration_s=3, readiness_timeout_s=10, disturbed_retries=4), tmp_path,
-                         phases=("decode",),
-                         progress=False)  # fmt: skip
-    by_n = {m.concurrency: m for m in results}
-    assert by_n[4].status == "Requests queued"
-    # Judged on the server's waiting count, unless a pause left the window without a server sample (flagged).
-    assert (by_n[4].status_basis == "server" and by_n[4].max_waiting >= 1) or by_n[4].disturbed, by_n[4]
-    assert by_n[2].status == "Valid" or by_n[2].disturbed, by_n[2]  # a paused machine cannot vouch for it
+    """At most 2 requests run: 1 and 2 streams are Valid (a running count a little under N with nothing waiting
+    is not a queue), 4 streams are Requests queued on the server's own waiting count, and the readiness gate
+    ends on the plateau (3 s) instead of its 120 s timeout, so a 4-stream cell takes under 3 windows + 15 s."""
+    window_s = 4
+    results = run_matrix(_params(constrained_server, contexts=["1K", "2K"], concurrency=[1, 2, 4],
+                                 duration_s=window_s, readiness_timeout_s=120), tmp_path, progress=False)  # fmt: skip
+    cells = {(m.context_tokens, m.concurrency): m for m in results if m.phase == "decode"}
+    for ctx in (1024, 2048):
+        for n in (1, 2):
+            assert cells[(ctx, n)].status == "Valid" and cells[(ctx, n)].max_waiting == 0, cells[(ctx, n)]
+        four = cells[(ctx, 4)]
+        assert four.status == "Requests queued" and four.readiness_queued, four
+        assert four.status_basis == "server" and four.max_waiting == 2, four
+        assert four.cell_wall_s <= 3 * window_s + 15, four
+    assert not [m for m in cells.values() if m.disturbed], cells  # one session: no pause disturbs a window
 
 
 def _one_stream_against_the_engine(server: EmbeddedServer, max_tokens: int = 600):

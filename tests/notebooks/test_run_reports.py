@@ -29,7 +29,6 @@ SMALL_PARAMS = {
     # A budget that fits one request of either context but not two: the 2-stream cells are Over capacity.
     "kv_budget_tokens": 1500,
     "readiness_timeout_s": 30,
-    "disturbed_retries": 4,
     "title": "notebook test",
     "launch_command": f"vllm serve tiny --api-key {TEST_API_KEY} --port 8000",
 }
@@ -54,11 +53,6 @@ def run_dir(vllm_server: EmbeddedServer, tmp_path_factory: pytest.TempPathFactor
 def test_notebooks_recorded_the_planned_measurements(run_dir: Path) -> None:
     frame = pd.read_csv(run_dir / "results.csv")
     got = {(r.phase, r.context_tokens, r.concurrency): r.status for r in frame.itertuples()}
-    # A pause of the machine as long as the 2 s window, on every attempt, leaves a cell Error, saying so (and
-    # --resume redoes it); it stands for the Valid cell it would have been.
-    for r in frame.itertuples():
-        if r.status == "Error" and str(r.error).startswith("no token arrived in the 2 s window"):
-            got[(r.phase, r.context_tokens, r.concurrency)] = "Valid"
     assert got == {
         ("prefill", 256, 1): "Valid", ("prefill", 512, 1): "Valid", ("prefill", 1024, 1): "Valid",
         ("decode", 256, 1): "Valid", ("decode", 512, 1): "Valid",
@@ -67,8 +61,9 @@ def test_notebooks_recorded_the_planned_measurements(run_dir: Path) -> None:
     decode = frame[(frame.phase == "decode") & (frame.status == "Valid")]
     assert (decode.total_tok_s > 10).all()
     assert (decode.attempts >= 1).all() and (decode.client_tokens_max > 20).all()
-    calm = decode[decode.disturbed.isna()]  # a window hit by a pause of the machine is flagged, not hidden
-    assert (calm.output_tokens > 20).all() and (calm.longest_silence_s <= 1.0).all()
+    # The kernels run in this session, as the server does (no autogroup of their own): no pause disturbs them.
+    assert decode.disturbed.isna().all(), decode[["context", "concurrency", "disturbed", "attempts"]]
+    assert (decode.output_tokens > 20).all() and (decode.longest_silence_s <= 1.0).all()
     for nb in ("prefill", "decode_matrix", "report"):
         executed = nbformat.read(run_dir / f"{nb}.ipynb", as_version=4)
         assert not [o for c in executed.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
