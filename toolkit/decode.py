@@ -25,6 +25,7 @@ from toolkit.sampler import Sampler, Samples, loop_lag_ms, max_sample_gap_s
 from toolkit.schema import Measurement
 from toolkit.server_api import ServerAPI
 from toolkit.status import decode_status, decode_status_client_only, disturbance
+from toolkit.traces import CellTrace
 from toolkit.window import active_at, longest_silence_s, summarize_window, tokens_between
 
 SATURATION_LAG_MS = 20.0  # event-loop lag p99 above this: the client, not the server, set the pace
@@ -291,8 +292,8 @@ async def measure_decode_cell(
     use_metrics: bool = True,
     retries: int = 0,
     on_disturbed: Callable[[str, int], None] | None = None,
-) -> Measurement:
-    """Run one cell and return its Measurement; failures become status Error, never exceptions.
+) -> tuple[Measurement, CellTrace]:
+    """Run one cell and return its Measurement and raw trace; failures become status Error, never exceptions.
 
     A disturbed window is measured again on the streams that are still running, up to `retries` more
     windows (no new ramp); `on_disturbed(reason, attempt)` is told about each one.
@@ -303,6 +304,7 @@ async def measure_decode_cell(
     failed = asyncio.Event()
     wall0 = time.perf_counter()
     windows_s = retries_s = 0.0
+    windows: list[tuple[float, float]] = []
     async with Sampler(api, use_metrics=use_metrics) as sampler:
         before_cell = await api.metrics_or_none() if use_metrics else None
         tasks = [
@@ -313,6 +315,7 @@ async def measure_decode_cell(
         readiness_s = time.perf_counter() - wall0
         for attempt in range(1, retries + 2):
             edges = await _measure_window(api, spec.duration_s, failed, use_metrics)
+            windows.append((edges.start, edges.end))
             windows_s += edges.after_received - edges.start
             results = [r for s in streams for r in s]
             fields = judge_window(results, edges, sampler.samples, concurrency=n, duration_s=spec.duration_s,
@@ -335,6 +338,7 @@ async def measure_decode_cell(
         fields = judge_window(results, edges, sampler.samples, concurrency=n, duration_s=spec.duration_s,
                               readiness_queued=gate.queued, use_metrics=use_metrics, error=undrained)  # fmt: skip
     times = CellTimes(readiness_s, windows_s, retries_s, drain_s, time.perf_counter() - wall0)
+    trace = CellTrace(streams, sampler.samples, windows)
     return Measurement(
         phase="decode", context_tokens=context_tokens, context=context, concurrency=n, **fields,
         cached_tokens=_int(delta(before_cell, after_cell, PREFIX_HITS)),
@@ -342,7 +346,7 @@ async def measure_decode_cell(
         server_prompt_tokens=_int(delta(before_cell, after_cell, PROMPT_TOKENS)),
         kv_usage_peak=sampler.samples.kv_usage_peak, readiness_queued=gate.queued or None,
         attempts=attempt, **asdict(times),
-    )  # fmt: skip
+    ), trace  # fmt: skip
 
 
 def _int(value: float | None) -> int | None:

@@ -31,6 +31,7 @@ from toolkit.secrets import api_key_from_env, redact
 from toolkit.server_api import ServerAPI
 from toolkit.sessions import check_server_session
 from toolkit.store import RUN_FILE, ResultStore, latest_by_key, read_json, write_json_atomic
+from toolkit.traces import write_trace
 
 T = TypeVar("T")
 Phase = str
@@ -252,11 +253,12 @@ class _Runner:
             def measuring_again(reason: str, attempt: int) -> None:
                 tqdm.write(f"{what}: window disturbed ({reason}); measuring it again", file=sys.stderr)
 
-            m = await measure_decode_cell(
+            m, trace = await measure_decode_cell(
                 self.client, self.api, spec, context_tokens=ctx, context=label,
                 use_metrics=self.server.metrics_available, retries=self.params.disturbed_retries,
                 on_disturbed=measuring_again,
             )  # fmt: skip
+            write_trace(self.store.directory, ctx, n, trace)  # before the record: whole or absent
             if m.disturbed:
                 tqdm.write(f"{what}: window disturbed ({m.disturbed}); kept and flagged", file=sys.stderr)
             return self._stamp(m, kv_budget_tokens=budget, cell_wall_s=time.perf_counter() - started)

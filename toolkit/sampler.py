@@ -20,6 +20,7 @@ class Samples:
     times: list[float] = field(default_factory=list)
     lag_times: list[float] = field(default_factory=list)
     loop_lag_s: list[float] = field(default_factory=list)
+    kv_usage: list[tuple[float, float]] = field(default_factory=list)  # (time, KV cache usage 0..1)
     kv_usage_peak: float | None = None
     failed_scrapes: int = 0
 
@@ -84,6 +85,7 @@ class Sampler:
         self.samples.server.append((at, int(snap.value(RUNNING) or 0), int(snap.value(WAITING) or 0)))
         kv = snap.value(KV_USAGE)
         if kv is not None:
+            self.samples.kv_usage.append((at, kv))
             self.samples.kv_usage_peak = max(kv, self.samples.kv_usage_peak or 0.0)
 
 

@@ -1,0 +1,66 @@
+"""Every decode cell leaves its raw trace beside results.jsonl, and the trace agrees with the cell's numbers;
+a cell redone by --resume replaces its trace (fault server: no vLLM needed)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.faultserver import FaultServer
+from toolkit.params import make_params
+from toolkit.runner import run_matrix
+from toolkit.schema import Measurement
+from toolkit.traces import load_trace
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def window_tokens(trace: pd.DataFrame) -> tuple[int, float]:
+    """Tokens that arrived in the kept window (0, planned end] and the last one's time."""
+    end = trace[trace.kind == "window"]["end_s"].iloc[-1]
+    tokens = trace[trace.kind == "token"].sort_values("t_s")
+    total, last = 0, 0.0
+    for _, events in tokens.groupby(["stream", "request"]):
+        before = events[events.t_s <= 0]["tokens"].max()
+        inside = events[(events.t_s > 0) & (events.t_s <= end)]
+        if len(inside):
+            total += int(inside["tokens"].max()) - (0 if pd.isna(before) else int(before))
+            last = max(last, float(inside["t_s"].max()))
+    return total, last
+
+
+def assert_trace_matches(out, m: Measurement) -> None:
+    trace = load_trace(out, m.context_tokens, m.concurrency)
+    tokens, last = window_tokens(trace)
+    assert tokens == m.output_tokens > 0, m
+    assert last == pytest.approx(m.measured_s, abs=1e-6), m
+    assert len(trace[trace.kind == "window"]) == m.attempts
+    assert set(trace[trace.kind == "request"]["stream"]) == set(range(m.concurrency))
+    assert (trace[trace.kind == "server"]["running"] >= 0).all() and (trace.kind == "lag").any()
+
+
+def test_every_decode_cell_has_a_trace_that_agrees_with_it(tmp_path) -> None:
+    with FaultServer() as server:
+        params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1, 2],
+                              "duration_s": 1.0, "max_output": 8, "readiness_timeout_s": 5.0})  # fmt: skip
+        results = run_matrix(params, tmp_path, progress=False)
+    decode = [m for m in results if m.phase == "decode"]
+    assert len(decode) == 2
+    for m in decode:
+        assert_trace_matches(tmp_path, m)
+    assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == ["decode-64x1.parquet", "decode-64x2.parquet"]
+
+
+def test_a_cell_redone_by_resume_replaces_its_trace(tmp_path) -> None:
+    with FaultServer() as server:
+        params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1], "duration_s": 1.0,
+                              "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0})  # fmt: skip
+        server.set_fault("500", after=3, times=1)  # request 1 is the prefill; the cell fails mid-way
+        (failed,) = [m for m in run_matrix(params, tmp_path, progress=False) if m.phase == "decode"]
+        assert failed.status == "Error"
+        errored = load_trace(tmp_path, 64, 1)
+        server.clear_fault()
+        (redone,) = [m for m in run_matrix(params, tmp_path, resume=True, progress=False) if m.phase == "decode"]
+    assert redone.status == "Valid"
+    assert not load_trace(tmp_path, 64, 1).equals(errored)
+    assert_trace_matches(tmp_path, redone)
