@@ -64,3 +64,34 @@ def test_a_cell_redone_by_resume_replaces_its_trace(tmp_path) -> None:
     assert redone.status == "Valid"
     assert not load_trace(tmp_path, 64, 1).equals(errored)
     assert_trace_matches(tmp_path, redone)
+
+
+def explore_check(results_dir, context: str, concurrency: int, tmp_path) -> dict[str, tuple[float, float]]:
+    """Execute notebooks/explore.ipynb on a cell; its check table: {quantity: (trace, results)}."""
+    import re
+
+    import nbformat
+
+    from toolkit.publish import NOTEBOOKS, execute_path
+
+    executed = tmp_path / "explore.ipynb"
+    execute_path(NOTEBOOKS / "explore.ipynb", executed,
+                 {"RESULTS_DIR": str(results_dir), "CONTEXT": context, "CONCURRENCY": concurrency})  # fmt: skip
+    cells = nbformat.read(executed, as_version=4).cells
+    assert not [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    (check,) = [c for c in cells if "check" in c.metadata.get("tags", [])]
+    text = check.outputs[0]["data"]["text/plain"]
+    rows = re.findall(r"^(output_tokens|measured_s)\s+([\d.]+)\s+([\d.]+)$", text, flags=re.M)
+    assert len(rows) == 2, text
+    assert sum(1 for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})) == 3
+    return {name: (float(trace), float(results)) for name, trace, results in rows}
+
+
+def test_explore_notebook_timeline_matches_the_cell(tmp_path) -> None:
+    with FaultServer() as server:
+        params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [2], "duration_s": 1.0,
+                              "max_output": 64, "readiness_timeout_s": 5.0})  # fmt: skip
+        (cell,) = [m for m in run_matrix(params, tmp_path / "run", progress=False) if m.phase == "decode"]
+    check = explore_check(tmp_path / "run", "64", 2, tmp_path)
+    assert check["output_tokens"] == (cell.output_tokens, cell.output_tokens)
+    assert check["measured_s"][0] == pytest.approx(cell.measured_s, abs=1e-5)

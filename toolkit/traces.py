@@ -88,3 +88,11 @@ def load_trace(results_dir: str | Path, context_tokens: int, concurrency: int) -
     if not path.exists():
         raise FileNotFoundError(f"{path}: no trace for decode {context_tokens} × {concurrency} in this run")
     return pd.read_parquet(path)
+
+
+def token_increments(trace: pd.DataFrame) -> pd.DataFrame:
+    """The token rows with `new_tokens`: how many tokens each chunk added to its request (pure)."""
+    tokens = trace[trace.kind == "token"].sort_values(["stream", "request", "t_s"]).copy()
+    previous = tokens.groupby(["stream", "request"])["tokens"].shift(fill_value=0)
+    tokens["new_tokens"] = (tokens["tokens"] - previous).astype("int64")
+    return tokens

@@ -113,3 +113,14 @@ def test_html_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path)
     dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
     assert "Over capacity" in dom and "Sustained decode" in dom
     assert dom.count("<img") >= 3 and "data:image/png;base64" in dom
+
+
+def test_explore_notebook_on_a_demo_cell(run_dir: Path, tmp_path: Path) -> None:
+    """The explore notebook's timeline of a measured cell holds its output_tokens and its measured_s."""
+    from tests.test_traces_run import explore_check
+
+    frame = pd.read_csv(run_dir / "results.csv")
+    cell = frame[(frame.phase == "decode") & (frame.context_tokens == 256) & (frame.concurrency == 1)].iloc[0]
+    check = explore_check(run_dir, "256", 1, tmp_path)
+    assert check["output_tokens"] == (cell.output_tokens, cell.output_tokens) and cell.output_tokens > 20
+    assert check["measured_s"][0] == pytest.approx(cell.measured_s, abs=1e-5)

@@ -8,7 +8,7 @@ import pytest
 
 from toolkit.client import StreamResult
 from toolkit.sampler import Samples
-from toolkit.traces import CellTrace, load_trace, trace_frame, trace_path, write_trace
+from toolkit.traces import CellTrace, load_trace, token_increments, trace_frame, trace_path, write_trace
 
 
 def _trace() -> CellTrace:
@@ -47,3 +47,8 @@ def test_written_atomically_and_read_back(tmp_path: Path) -> None:
 def test_a_missing_trace_names_its_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"decode-512x4\.parquet: no trace for decode 512 × 4"):
         load_trace(tmp_path, 512, 4)
+
+
+def test_token_increments_per_request() -> None:
+    tokens = token_increments(trace_frame(_trace()))
+    assert tokens["new_tokens"].tolist() == [1, 2, 1, 2]
