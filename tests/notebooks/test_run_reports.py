@@ -124,3 +124,13 @@ def test_explore_notebook_on_a_demo_cell(run_dir: Path, tmp_path: Path) -> None:
     check = explore_check(run_dir, "256", 1, tmp_path)
     assert check["output_tokens"] == (cell.output_tokens, cell.output_tokens) and cell.output_tokens > 20
     assert check["measured_s"][0] == pytest.approx(cell.measured_s, abs=1e-5)
+
+
+def test_executed_notebook_renders_in_jupyterlab(run_dir: Path, tmp_path: Path) -> None:
+    """A real JupyterLab (127.0.0.1, token set) shows the executed decode notebook in headless Chromium."""
+    shot = tmp_path / "lab.png"
+    done = subprocess.run([sys.executable, "scripts/screenshot_jupyterlab.py", str(run_dir / "decode_matrix.ipynb"),
+                           "--out", str(shot)], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert matplotlib.image.imread(shot).shape[:2] == (1600, 1400)

@@ -1,0 +1,99 @@
+"""Screenshot a notebook opened in a real JupyterLab (127.0.0.1, token set) with headless Chromium.
+
+    .venv/bin/python scripts/screenshot_jupyterlab.py NOTEBOOK.ipynb [--out shot.png] [--expect TEXT]
+
+Starts `jupyter lab` on a free loopback port with a random token, serving a folder holding only a copy of the
+notebook, opens `/lab/tree/<notebook>` in headless Chromium, writes the screenshot, and fails (exit 1) when the
+page is blank or the rendered DOM lacks `--expect` (default: the notebook's first markdown heading). The
+server is stopped whatever happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import matplotlib.image
+import nbformat
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1400,1600", "--virtual-time-budget=20000"]  # fmt: skip
+
+
+def first_heading(notebook: Path) -> str:
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("#"):
+            return cell.source.splitlines()[0].lstrip("# ").strip()
+    return notebook.stem
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("error: Debian's chromium is needed (apt-get install chromium)")
+    root = Path(tempfile.mkdtemp(prefix="lab-"))
+    shutil.copy(notebook, root / notebook.name)
+    port, token = free_port(), secrets.token_hex(16)
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--LabApp.news_url=",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--allow-root"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if httpx.get(f"{base}/api/status", params={"token": token}, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or lab.poll() is not None:
+                raise SystemExit("error: JupyterLab did not start")
+            time.sleep(0.5)
+        url = f"{base}/lab/tree/{notebook.name}?token={token}"
+        flags = [*CHROMIUM_FLAGS, f"--user-data-dir={root / '.chromium'}"]
+        subprocess.run([chromium, *flags, f"--screenshot={out}", url], capture_output=True, timeout=timeout_s,
+                       check=True)  # fmt: skip
+        dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True,
+                             timeout=timeout_s).stdout  # fmt: skip
+    finally:
+        lab.terminate()
+        lab.wait(timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+    pixels = matplotlib.image.imread(out)
+    if pixels.std() < 0.05:
+        raise SystemExit(f"error: {out} is blank")
+    if expect not in dom or "jp-Notebook" not in dom:
+        raise SystemExit(f"error: the notebook did not render in JupyterLab (no {expect!r} in the page)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebook", type=Path)
+    parser.add_argument("--out", type=Path, default=Path("jupyterlab.png"))
+    parser.add_argument("--expect", help="text the rendered page must show (default: the first heading)")
+    args = parser.parse_args()
+    screenshot(args.notebook.resolve(), args.out.resolve(), args.expect or first_heading(args.notebook))
+    print(f"screenshot: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
