@@ -41,18 +41,20 @@ def run_compare(run_dirs: list[Path], out: Path, labels: str | None = None) -> s
     return (out / "compare.md").read_text(encoding="utf-8")
 
 
-def test_committed_notebook_is_thin_and_without_outputs() -> None:
+def test_committed_notebook_is_a_document_without_outputs() -> None:
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    sources = [cell.source for cell in notebook.cells]
-    assert sources[0] == "from toolkit import notebook as nb"
-    assert notebook.cells[1].metadata.tags == ["parameters", "remove-input"]
-    assert sources[1].startswith("RUN_DIRS = [") and "\nLABELS = None" in sources[1]
-    assert sources[2:] == ["frame = nb.load_runs(RUN_DIRS, LABELS)", "nb.show_prefill_comparison(frame)",
-                           "nb.show_ratio_heatmaps(frame)", "nb.show_tradeoff(frame)",
-                           "nb.show_status_differences(frame)"]  # fmt: skip
-    for cell in notebook.cells:
-        assert cell.outputs == [] and cell.execution_count is None
-        assert "remove-input" in cell.metadata.tags
+    cells = notebook.cells
+    assert cells[0].cell_type == "markdown" and cells[0].source == f"# {compare.COMPARE_TITLE}"
+    (parameters,) = [c for c in cells if c.metadata.get("tags") == ["parameters"]]
+    assert parameters.source.startswith("RUN_DIRS = [") and "\nLABELS = None" in parameters.source
+    headings = [c.source.splitlines()[0] for c in cells if c.cell_type == "markdown" and c.source.startswith("## ")]
+    assert headings == ["## Prefill", "## Each run against the baseline", "## Trade-off", "## Status differences"]
+    code = "\n".join(c.source for c in cells if c.cell_type == "code")
+    for call in ("runs.load_runs(RUN_DIRS, LABELS)", "compare_plots.ratio_heatmaps(", "compare_plots.tradeoff_figure(",
+                 "service_level.highest_concurrency(frame, SLO_TTFT_MS, SLO_PER_REQUEST_TOK_S)"):  # fmt: skip
+        assert call in code
+    for cell in cells:
+        assert cell.get("outputs", []) == [] and cell.get("execution_count") is None
 
 
 # ---- the two reference reports, imported ----------------------------------------------------------
@@ -83,7 +85,7 @@ def test_compare_imported_references(references: dict[str, Path], tmp_path: Path
     html = (tmp_path / "cmp" / "compare.html").read_text(encoding="utf-8")
     for text in ("Speed test matrix comparison", "Kimi vs LFM", "0.0253× (959.9 → 24.3)", "Requests queued"):
         assert text in html
-    assert "nb.load_runs" not in html  # inputs are hidden
+    assert "runs.load_runs" not in html  # inputs are hidden
 
 
 def test_compare_labels_runs_by_title_and_folder(references: dict[str, Path], tmp_path: Path) -> None:

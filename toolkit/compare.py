@@ -56,20 +56,21 @@ def _ratio(b: Any, a: Any) -> float:
     return num / den if num is not None and den else math.nan
 
 
-def ratio_table(frame: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:
-    """Cells present in both runs with B / A of total tok/s, per-request tok/s and TTFT.
+def ratio_table(frame: pd.DataFrame, baseline: str, other: str,
+                quantities: Sequence[str] = tuple(RATIO_QUANTITIES)) -> pd.DataFrame:  # fmt: skip
+    """Cells present in both runs with B / A of each quantity (default total tok/s, per-request tok/s, TTFT).
 
     Columns: the cell (phase, context_tokens, context, concurrency), ``status_a``, ``status_b``, then per
     quantity ``<q>_a``, ``<q>_b`` and ``<q>_ratio`` (NaN when either value is missing or A is zero).
     """
-    columns = [*CELL_COLUMNS, "status", *RATIO_QUANTITIES]
+    columns = [*CELL_COLUMNS, "status", *quantities]
     a, b = _run(frame, baseline)[columns], _run(frame, other)[columns].drop(columns="context")
     merged = a.merge(b, on=list(KEY), how="inner", suffixes=("_a", "_b"))
-    for quantity in RATIO_QUANTITIES:
+    for quantity in quantities:
         pairs = zip(merged[f"{quantity}_b"], merged[f"{quantity}_a"], strict=True)
         merged[f"{quantity}_ratio"] = [_ratio(vb, va) for vb, va in pairs]
     ordered = [*CELL_COLUMNS, "status_a", "status_b"]
-    ordered += [f"{q}_{s}" for q in RATIO_QUANTITIES for s in ("a", "b", "ratio")]
+    ordered += [f"{q}_{s}" for q in quantities for s in ("a", "b", "ratio")]
     return _sorted(merged[ordered]).reset_index(drop=True)
 
 

@@ -18,14 +18,10 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from toolkit import compare
 from toolkit.formatting import format_tok_s
-from toolkit.plots import ERROR_LABEL, LOG_SCALE_RATIO, OVER_LABEL, QUEUED_MARK, note_figure
+from toolkit.plots import ERROR_LABEL, LOG_SCALE_RATIO, OVER_LABEL, QUEUED_MARK, metric_title, note_figure
 
 MIN_RATIO_SPAN = 1.5  # the colour scale reaches at least ×1.5 and ÷1.5, so small differences stay pale
-_PANELS = (
-    ("total_tok_s", "Total tok/s", "RdBu"),
-    ("per_request_tok_s", "Per request tok/s", "RdBu"),
-    ("ttft_ms", "TTFT (lower is better)", "RdBu_r"),  # blue is better in every panel
-)
+_TITLES = {"total_tok_s": "Total tok/s", "per_request_tok_s": "Per request tok/s", "ttft_ms": "TTFT (lower is better)"}
 
 
 def _colors(labels: Sequence[str]) -> dict[str, tuple[float, float, float]]:
@@ -34,14 +30,20 @@ def _colors(labels: Sequence[str]) -> dict[str, tuple[float, float, float]]:
     return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
 
 
-def _log_if_wide(ax: Axes, values: Sequence[float], axis: str) -> None:
+def _log_if_wide(ax: Axes, values: Sequence[float], axis: str, log_scale: bool | None = None) -> None:
+    """A log axis when asked (``log_scale``), or (None) when the positive values span LOG_SCALE_RATIO."""
     positive = [v for v in values if v > 0 and math.isfinite(v)]
-    if positive and max(positive) / min(positive) >= LOG_SCALE_RATIO:
+    if log_scale is None:
+        log_scale = bool(positive) and max(positive) / min(positive) >= LOG_SCALE_RATIO
+    if log_scale:
         (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
 
 
-def prefill_comparison(frame: pd.DataFrame) -> Figure:
-    """Prompt tok/s and cold TTFT by context length (evenly spaced, by tokens), one line per run."""
+def prefill_comparison(frame: pd.DataFrame, *, log_scale: bool | None = None) -> Figure:
+    """Prompt tok/s and cold TTFT by context length (evenly spaced, by tokens), one line per run.
+
+    The y axes go logarithmic when the values span 20× (``log_scale`` None) or as ``log_scale`` says.
+    """
     side = compare.prefill_side_by_side(frame)
     if side.empty:
         return note_figure("No prefill measurements")
@@ -61,7 +63,7 @@ def prefill_comparison(frame: pd.DataFrame) -> Figure:
             ax.plot(positions[present], values[present], marker="o", color=colors[label], label=label)
             shown += values[present].tolist()
         ax.set_xticks(positions, side.index.get_level_values("context").tolist())
-        _log_if_wide(ax, shown, "y")
+        _log_if_wide(ax, shown, "y", log_scale)
         if ax.get_yscale() == "linear":
             ax.set_ylim(bottom=0)
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _, fmt=fmt: fmt(v)))
@@ -115,31 +117,36 @@ def _ratio_heatmap(ax: Axes, table: pd.DataFrame, quantity: str, title: str, cma
     ax.set_ylabel("Context length")
 
 
-def ratio_heatmaps(frame: pd.DataFrame, baseline: str, other: str) -> Figure:
-    """B / A of total tok/s, per-request tok/s and TTFT per decode cell; diverging colours centred on 1.
+def ratio_heatmaps(frame: pd.DataFrame, baseline: str, other: str,
+                   quantities: Sequence[str] = tuple(compare.RATIO_QUANTITIES)) -> Figure:  # fmt: skip
+    """B / A per decode cell, one panel per quantity (default total tok/s, per-request tok/s, TTFT).
 
-    Rows and columns are the union of both runs' decode cells; cells missing in either run are blank,
-    cells over capacity in either run say "Over".
+    Diverging colours centred on 1, blue is better (for quantities in ms: lower). Rows and columns are
+    the union of both runs' decode cells; cells missing in either run are blank, cells over capacity in
+    either run say "Over".
     """
     decode = frame[(frame["phase"] == "decode") & frame["run"].isin([baseline, other])]
-    table = compare.ratio_table(frame, baseline, other)
+    table = compare.ratio_table(frame, baseline, other, quantities)
     table = table[table["phase"] == "decode"]
     if table.empty:
         return note_figure(f"No decode cell measured in both {baseline} and {other}")
     contexts = decode.drop_duplicates("context_tokens").set_index("context_tokens")["context"].sort_index()
     levels = sorted(int(n) for n in decode["concurrency"].unique())
     width = max(7.0, 0.9 * len(levels) + 2.5)
-    fig = Figure(figsize=(width, 3 * (0.45 * len(contexts) + 1.2)), layout="constrained")
-    for ax, (quantity, title, cmap) in zip(fig.subplots(3, 1), _PANELS, strict=True):
-        _ratio_heatmap(ax, table, quantity, title, cmap, contexts, levels)
+    fig = Figure(figsize=(width, len(quantities) * (0.45 * len(contexts) + 1.2)), layout="constrained")
+    for ax, quantity in zip(np.atleast_1d(fig.subplots(len(quantities), 1)), quantities, strict=True):
+        lower_better = quantity.endswith("_ms")
+        title = _TITLES.get(quantity, metric_title(quantity) + (" (lower is better)" if lower_better else ""))
+        _ratio_heatmap(ax, table, quantity, title, "RdBu_r" if lower_better else "RdBu", contexts, levels)
     fig.suptitle(f"{other} / {baseline}\nblue is better · blank: not measured in both runs")
     return fig
 
 
-def tradeoff_figure(frame: pd.DataFrame) -> Figure:
+def tradeoff_figure(frame: pd.DataFrame, *, log_scale: bool | None = None) -> Figure:
     """Per-request tok/s (x) against total tok/s (y): one point per decode cell, a line per run's Pareto frontier.
 
-    Queued cells are hollow; frontier points are labelled ``context×requests``.
+    Queued cells are hollow; frontier points are labelled ``context×requests``. Axes go logarithmic when
+    their values span 20× (``log_scale`` None) or as ``log_scale`` says.
     """
     points = compare.tradeoff_points(frame)
     if points.empty:
@@ -163,8 +170,8 @@ def tradeoff_figure(frame: pd.DataFrame) -> Figure:
         for row in frontier.to_dict("records"):
             ax.annotate(f"{row['context']}×{row['concurrency']}", (row["per_request_tok_s"], row["total_tok_s"]),
                         textcoords="offset points", xytext=(4, 4), fontsize=7, color=color)  # fmt: skip
-    _log_if_wide(ax, points["per_request_tok_s"].tolist(), "x")
-    _log_if_wide(ax, points["total_tok_s"].tolist(), "y")
+    _log_if_wide(ax, points["per_request_tok_s"].tolist(), "x", log_scale)
+    _log_if_wide(ax, points["total_tok_s"].tolist(), "y", log_scale)
     ax.set_xlabel("Per request tok/s")
     ax.set_ylabel("Total tok/s")
     ax.set_title("Trade-off: speed per request against total throughput (lines: Pareto frontier; hollow: queued)")

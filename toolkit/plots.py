@@ -1,12 +1,13 @@
 """Figures of a results DataFrame (one row per Measurement): prefill, decode heatmaps, scaling.
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, Agg-safe);
-they are returned, never saved or shown.
+they are returned, never shown: a notebook displays them, :func:`figure_png` makes the report's PNGs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import io
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,18 @@ OVER_LABEL = "Over"
 ERROR_LABEL = "Err"
 QUEUED_MARK = "Q"
 LOG_SCALE_RATIO = 20.0  # heatmap colours go logarithmic when max / min reaches this
+HEATMAP_METRICS = ("total_tok_s", "per_request_tok_s", "ttft_ms")
+METRIC_TITLES = {"total_tok_s": "Total tok/s", "per_request_tok_s": "Per request tok/s", "ttft_ms": "TTFT (ms)",
+                 "tbt_ms": "Time between tokens (ms)", "avg_active": "Average active requests"}  # fmt: skip
+MARKED_NOTE = "gold star: meets the service level"
 _RUN_STATUSES = ("Valid", "Requests queued")
+
+
+def figure_png(fig: Figure) -> bytes:
+    """The figure as PNG bytes, as the reports embed it."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    return buffer.getvalue()
 
 
 def _phase(df: pd.DataFrame, phase: str) -> pd.DataFrame:
@@ -49,8 +61,26 @@ def _ms_label(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def prefill_figure(df: pd.DataFrame) -> Figure:
-    """Two panels by context length: prompt tok/s of the cold request, and its TTFT in ms."""
+def metric_title(metric: str) -> str:
+    """``Total tok/s`` for ``total_tok_s``; an unnamed column keeps its name."""
+    return METRIC_TITLES.get(metric, metric)
+
+
+def _metric_format(metric: str) -> Callable[[float], str]:
+    if metric.endswith("tok_s"):
+        return format_tok_s
+    if metric == "ttft_ms":
+        return _ms_label
+    return (lambda v: f"{v:,.1f}") if metric.endswith("_ms") else (lambda v: f"{v:,.3g}")
+
+
+def _check_metric(df: pd.DataFrame, metric: str) -> None:
+    if metric not in df.columns:
+        raise ValueError(f"metric {metric!r} is not a results column; e.g. total_tok_s, per_request_tok_s, ttft_ms")
+
+
+def prefill_figure(df: pd.DataFrame, *, log_scale: bool | None = None) -> Figure:
+    """Two panels by context length: prompt tok/s of the cold request, and its TTFT in ms (log axes if asked)."""
     prefill = _phase(df, "prefill")
     if prefill.empty:
         return note_figure("No prefill measurements")
@@ -71,6 +101,8 @@ def prefill_figure(df: pd.DataFrame) -> Figure:
         ax.bar_label(bars, labels=texts, padding=2, fontsize=9)
         ax.set_title(title)
         ax.set_xlabel("Context length")
+        if log_scale:
+            ax.set_yscale("log")
         ax.margins(y=0.15)
         sns.despine(ax=ax)
     fig.suptitle("Prefill by context length")
@@ -103,11 +135,15 @@ def _heatmap(
     title: str,
     fmt: Callable[[float], str],
     cmap: str,
+    log_scale: bool | None = None,
+    marked: pd.DataFrame | None = None,
 ) -> None:
     values, statuses = grid.to_numpy(dtype=float), status.to_numpy()
     finite = values[np.isfinite(values)]
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    norm = LogNorm(vmin, vmax) if vmin > 0 and vmax / vmin >= LOG_SCALE_RATIO else None  # wide ranges
+    if log_scale is None:
+        log_scale = vmin > 0 and vmax / vmin >= LOG_SCALE_RATIO  # wide ranges
+    norm = LogNorm(vmin, vmax) if log_scale and vmin > 0 else None
     annot = [
         [_annotation(v, s, fmt) for v, s in zip(*pair, strict=True)] for pair in zip(values, statuses, strict=True)
     ]
@@ -130,47 +166,65 @@ def _heatmap(
                 ax.text(j + 0.5, i + 0.5, ERROR_LABEL, ha="center", va="center", fontsize=8, color="#8b0000")
             elif cell == "Requests queued":
                 ax.add_patch(Rectangle((j, i), 1, 1, fill=False, edgecolor="black", lw=2))
+    if marked is not None and marked.to_numpy(dtype=bool).any():
+        rows, columns = np.nonzero(marked.to_numpy(dtype=bool))
+        ax.plot(columns + 0.14, rows + 0.24, ls="none", marker="*", ms=10, mfc="gold", mec="black", mew=0.6)
     ax.tick_params(axis="y", labelrotation=0)
     ax.set_title(title)
     ax.set_xlabel("Simultaneous requests")
     ax.set_ylabel("Context length")
 
 
-def decode_heatmaps(df: pd.DataFrame) -> Figure:
-    """Three heatmaps (total tok/s, per-request tok/s, TTFT ms): rows contexts, columns concurrency.
+def decode_heatmaps(
+    df: pd.DataFrame,
+    metrics: Sequence[str] = HEATMAP_METRICS,
+    *,
+    log_scale: bool | None = None,
+    marked: pd.Series | None = None,
+    title: str = "Sustained decode · rows are context length, columns are simultaneous requests",
+) -> Figure:
+    """One heatmap per metric (default: total tok/s, per-request tok/s, TTFT ms): rows contexts, columns concurrency.
 
     Over-capacity cells are grey and hatched ("Over"), errors are red ("Err"), queued cells are
-    outlined and marked "Q".
+    outlined and marked "Q". Colours go logarithmic for values spanning 20× (``log_scale`` None) or
+    as ``log_scale`` says. ``marked``, a boolean Series on ``df``'s index, puts a gold star in its cells;
+    ``title`` heads the figure.
     """
+    for metric in metrics:
+        _check_metric(df, metric)
     decode = _phase(df, "decode")
     if decode.empty:
         return note_figure("No sustained-decode measurements")
     labels = list(decode.drop_duplicates("context_tokens")["context"])
-    total = _grid(decode, "total_tok_s")
-    status = _status_grid(decode, total)
-    panels = (
-        ("total_tok_s", "Total tok/s", format_tok_s, "viridis"),
-        ("per_request_tok_s", "Per request tok/s", format_tok_s, "viridis"),
-        ("ttft_ms", "TTFT (ms)", _ms_label, "rocket_r"),
-    )
-    width = max(7.0, 0.9 * total.shape[1] + 2.5)
-    fig = Figure(figsize=(width, 3 * (0.45 * total.shape[0] + 1.2)), layout="constrained")
-    for ax, (column, title, fmt, cmap) in zip(fig.subplots(3, 1), panels, strict=True):
-        _heatmap(ax, _grid(decode, column), status, labels, title, fmt, cmap)
-    fig.suptitle("Sustained decode · rows are context length, columns are simultaneous requests")
+    status = _status_grid(decode, _grid(decode, "total_tok_s"))
+    marks = None
+    if marked is not None:
+        flags = decode.assign(mark=marked.reindex(decode.index, fill_value=False).astype(bool))
+        marks = flags.pivot(index="context_tokens", columns="concurrency", values="mark")
+        marks = marks.reindex(index=status.index, columns=status.columns).eq(True)
+    width = max(7.0, 0.9 * status.shape[1] + 2.5)
+    fig = Figure(figsize=(width, len(metrics) * (0.45 * status.shape[0] + 1.2)), layout="constrained")
+    for ax, metric in zip(np.atleast_1d(fig.subplots(len(metrics), 1)), metrics, strict=True):
+        cmap = "rocket_r" if metric.endswith("_ms") else "viridis"  # lower is better for times
+        _heatmap(ax, _grid(decode, metric), status, labels, metric_title(metric), _metric_format(metric), cmap,
+                 log_scale, marks)  # fmt: skip
+    fig.suptitle(title + (f"\n{MARKED_NOTE}" if marks is not None and marks.to_numpy().any() else ""))
     return fig
 
 
-def scaling_figure(df: pd.DataFrame) -> Figure:
-    """Total tok/s against simultaneous requests (log2 axis), one line per context.
+def scaling_figure(df: pd.DataFrame, metric: str = "total_tok_s", *, log_scale: bool | None = None) -> Figure:
+    """``metric`` (default total tok/s) against simultaneous requests (log2 axis), one line per context.
 
-    Queued cells are drawn with hollow markers; over-capacity and failed cells are left out.
+    Queued cells are drawn with hollow markers; over-capacity and failed cells are left out. The y axis
+    starts at 0, or is logarithmic with ``log_scale``.
     """
+    _check_metric(df, metric)
     decode = _phase(df, "decode")
     decode = decode[decode["status"].isin(_RUN_STATUSES)]
-    decode = decode.assign(total=[_number(v) for v in decode["total_tok_s"]]).dropna(subset=["total"])
+    decode = decode.assign(total=[_number(v) for v in decode[metric]]).dropna(subset=["total"])
     if decode.empty:
-        return note_figure("No sustained-decode throughput to plot")
+        what = "throughput" if metric == "total_tok_s" else metric_title(metric)
+        return note_figure(f"No sustained-decode {what} to plot")
     fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.add_subplot()
     groups = list(decode.groupby("context_tokens", sort=True))
@@ -185,9 +239,12 @@ def scaling_figure(df: pd.DataFrame) -> Figure:
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([str(n) for n in levels])
     ax.set_xlabel("Simultaneous requests")
-    ax.set_ylabel("Total tok/s")
-    ax.set_ylim(bottom=0)
-    ax.set_title("Total tok/s by simultaneous requests (hollow: requests queued)")
+    ax.set_ylabel(metric_title(metric))
+    if log_scale:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_title(f"{metric_title(metric)} by simultaneous requests (hollow: requests queued)")
     ax.legend(title="Context")
     ax.grid(True, alpha=0.3)
     return fig

@@ -23,7 +23,9 @@ from toolkit.formatting import (
     format_tbt_ms,
     format_tok_s,
 )
+from toolkit.overhead import matrix_overhead, overhead_line
 from toolkit.schema import COLUMNS, PHASE_TITLES, STATUSES
+from toolkit.status import concurrency_not_held
 
 REPORT_TITLE = "Speed test matrix"
 PREFILL_CAPTION = "prompt tok/s by context length"
@@ -45,6 +47,11 @@ DISTURBED_NOTE = (
     "disturbed: a pause of the machine (no token from any stream for over a second, the client's event loop "
     "blocked, or no server sample) hit every attempt at this measurement, retries included; its numbers "
     "understate the server."
+)
+NOT_HELD_MARK = "concurrency not held"
+NOT_HELD_NOTE = (
+    "concurrency not held: on average fewer than 90 % of the requests were running during the window (the time "
+    "between a stream's requests, or a client falling behind), while none waited; the status is unchanged."
 )
 CLIENT_BASIS_NOTE = (
     "Judged client-side: the server's /metrics could not be read, so these cells' statuses come from the "
@@ -109,6 +116,8 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("attempts", "Attempts", format_count),
     ("disturbed", "Disturbed", str),
     ("client_cpu_pct", "Client CPU", _whole_percent),
+    ("concurrency_held", "Concurrency held", _whole_percent),
+    ("cell_wall_s", "Cell wall time", format_seconds),
     ("error", "Error", str),
 )
 
@@ -151,6 +160,8 @@ def _matrix_cell(row: Row | None) -> str:
         parts.append(SATURATED_MARK)
     if row.get("disturbed"):
         parts.append(DISTURBED_MARK)
+    if concurrency_not_held(as_number(row.get("concurrency_held"))):
+        parts.append(NOT_HELD_MARK)
     return " · ".join(parts)
 
 
@@ -216,6 +227,8 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
         notes.append(SATURATED_NOTE)
     if any(r.get("disturbed") for r in _rows(df)):
         notes.append(DISTURBED_NOTE)
+    if any(concurrency_not_held(as_number(r.get("concurrency_held"))) for r in decode_rows):
+        notes.append(NOT_HELD_NOTE)
     if any(r.get("status_basis") == "client" for r in decode_rows):
         notes.append(CLIENT_BASIS_NOTE)
     if ttft_note and len(df) and (df["phase"] == "decode").any():
@@ -328,8 +341,14 @@ def report_markdown(df: pd.DataFrame, run_info: Mapping[str, Any], images: dict[
     out += _note_paragraphs(footnotes(df, ttft_note=False))
     extras = extras_table(df)
     if len(extras):
-        out += ["## Extras", markdown_table(extras)]
+        out += ["## Extras", markdown_table(extras), *overhead_notes(df)]
     return "\n\n".join(out) + "\n"
+
+
+def overhead_notes(df: pd.DataFrame) -> list[str]:
+    """The matrix's measured / wall time by phase (toolkit.overhead), when the run recorded cell wall times."""
+    spent = matrix_overhead(_rows(df)) if "cell_wall_s" in df.columns else None
+    return [] if spent is None else [f"Time: {overhead_line(spent)}."]
 
 
 def _esc(value: Any) -> str:
@@ -362,12 +381,14 @@ def html_table(frame: pd.DataFrame, *, caption: str = "", status_columns: Iterab
     return f'<table class="speed-matrix">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _html_notes(notes: list[str]) -> str:
+def notes_html(notes: list[str]) -> str:
+    """Footnote paragraphs (status notes together, then the TTFT note), escaped."""
     return "".join(f'<p class="footnote">{_esc(p)}</p>' for p in _note_paragraphs(notes))
 
 
-def _html_header(df: pd.DataFrame, run_info: Mapping[str, Any]) -> str:
-    parts = [f"<h1>{REPORT_TITLE}</h1>"]
+def header_html(df: pd.DataFrame, run_info: Mapping[str, Any], *, with_h1: bool = True) -> str:
+    """The report's header: its h1 (``with_h1``), title, engine and summary lines, the run_info blocks."""
+    parts = [f"<h1>{REPORT_TITLE}</h1>"] if with_h1 else []
     lines = [run_info.get("title"), engine_line(run_info), run_info.get("summary") or summary_line(df)]
     parts += [f"<p>{_esc(line)}</p>" for line in lines if line]
     for key, heading in _INFO_SECTIONS:
@@ -382,17 +403,17 @@ def _html_header(df: pd.DataFrame, run_info: Mapping[str, Any]) -> str:
 
 def report_html_fragments(df: pd.DataFrame, run_info: Mapping[str, Any]) -> dict[str, str]:
     """HTML pieces for a notebook: style, header, prefill, decode, all_measurements and (if any) extras."""
-    fragments = {"style": HTML_STYLE, "header": _html_header(df, run_info)}
+    fragments = {"style": HTML_STYLE, "header": header_html(df, run_info)}
     if (df["phase"] == "prefill").any():
         fragments["prefill"] = html_table(prefill_table(df), caption=PREFILL_CAPTION)
     decode = df[df["phase"] == "decode"]
     if len(decode):
         matrix = decode_matrix(df)
         table = html_table(matrix.reset_index(), caption=DECODE_CAPTION, status_columns=matrix.columns)
-        fragments["decode"] = table + _html_notes(footnotes(decode))
+        fragments["decode"] = table + notes_html(footnotes(decode))
     table = html_table(all_measurements_table(df), caption=ALL_CAPTION, status_columns=["Status"])
-    fragments["all_measurements"] = table + _html_notes(footnotes(df, ttft_note=False))
+    fragments["all_measurements"] = table + notes_html(footnotes(df, ttft_note=False))
     extras = extras_table(df)
     if len(extras):
-        fragments["extras"] = html_table(extras, caption="Extras")
+        fragments["extras"] = html_table(extras, caption="Extras") + notes_html(overhead_notes(df))
     return fragments

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import platform
 import secrets as random_ids
 import sys
@@ -131,6 +132,24 @@ def run_info(
     }
 
 
+def progress_front_end() -> str:
+    """"notebook" (tqdm's widget) in an interactive Jupyter kernel; "text" on stderr elsewhere: papermill's
+    kernels get TOOLKIT_PROGRESS=text from toolkit.publish, since their output becomes the report."""
+    if os.environ.get("TOOLKIT_PROGRESS") == "text":
+        return "text"
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return "notebook" if type(shell).__name__ == "ZMQInteractiveShell" else "text"
+
+
+def progress_bar(**kwargs: Any) -> tqdm:
+    if progress_front_end() == "notebook":
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        return notebook_tqdm(**kwargs)
+    return tqdm(file=sys.stderr, **kwargs)
+
+
 class RunRefused(ValueError):
     """An existing results folder does not match this run's parameters."""
 
@@ -182,8 +201,8 @@ async def run_matrix_async(
         todo = [k for k in plan.keys(phases) if k not in finished]
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             runner = _Runner(params, server, info["run_id"], api, client, store, earlier)
-            bar = tqdm(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
-                       desc=params.run_label, unit="cell", disable=not progress, file=sys.stderr)  # fmt: skip
+            bar = progress_bar(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
+                               desc=params.run_label, unit="cell", disable=not progress)  # fmt: skip
             for key in todo:
                 bar.set_postfix_str(f"{key[0]} {format_context(key[1])} ×{key[2]}")
                 m = await runner.measure(key)

@@ -249,3 +249,15 @@ def test_comparison_figures_keys(frame: pd.DataFrame) -> None:
     three = runs(A=A, B=B, C=A)
     assert list(compare_plots.comparison_figures(three)) == ["prefill", "ratio-2", "ratio-3", "tradeoff"]
     assert list(compare_plots.comparison_figures(runs(A=A[2:], B=B[2:]))) == ["ratio-2", "tradeoff"]
+
+
+def test_ratio_heatmaps_of_chosen_quantities_and_forced_scales(frame: pd.DataFrame) -> None:
+    fig = compare_plots.ratio_heatmaps(frame, "A", "B", ["ttft_ms"])
+    render(fig)
+    (ttft,) = [ax for ax in fig.axes if ax.get_title()]
+    assert ttft.get_title() == "TTFT (lower is better)" and ttft.collections[0].colorbar.cmap.name == "RdBu_r"
+    assert list(compare.ratio_table(frame, "A", "B", ["ttft_ms"]).columns[-3:]) == ["ttft_ms_a", "ttft_ms_b",
+                                                                                   "ttft_ms_ratio"]  # fmt: skip
+    (ax,) = compare_plots.tradeoff_figure(frame, log_scale=True).axes
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert {ax.get_yscale() for ax in compare_plots.prefill_comparison(frame, log_scale=True).axes} == {"log"}

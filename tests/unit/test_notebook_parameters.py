@@ -1,4 +1,4 @@
-"""The notebooks' `parameters` cells and what `toolkit run` passes them agree name for name."""
+"""The notebooks' `parameters` cells, RunParams and what `toolkit run` passes them agree name for name."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import nbformat
 import pytest
 
 from toolkit.notebook import params_from
-from toolkit.params import make_params
-from toolkit.publish import notebook_parameters
+from toolkit.params import RunParams, make_params
+from toolkit.publish import declared_parameters, notebook_parameters, parameters_for
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+RUN_PARAMETERS = {name.upper() for name in RunParams.model_fields}
+SLO = {"SLO_TTFT_MS", "SLO_PER_REQUEST_TOK_S"}
 
 
 def _parameter_cell(name: str) -> dict[str, object]:
@@ -24,10 +26,31 @@ def _parameter_cell(name: str) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("name", ["prefill", "decode_matrix"])
-def test_every_passed_parameter_is_declared_in_the_notebook(name: str, tmp_path: Path) -> None:
-    passed = notebook_parameters(make_params({"disturbed_retries": 5}), tmp_path)
+def test_measuring_notebooks_take_every_run_parameter_with_its_default(name: str) -> None:
     declared = _parameter_cell(name)
-    assert sorted(passed) == sorted(declared)  # papermill would warn of any unknown one and the run ignore it
+    assert RUN_PARAMETERS | {"RESULTS_DIR", "MEASURE"} <= set(declared)
+    defaults = RunParams().model_dump()
+    for field, default in defaults.items():
+        if declared[field.upper()] is not None:  # None: the toolkit's default
+            assert declared[field.upper()] == default, field
+
+
+@pytest.mark.parametrize("name", ["prefill", "decode_matrix"])
+def test_toolkit_run_passes_each_measuring_notebook_only_what_it_declares(name: str, tmp_path: Path) -> None:
+    passed = parameters_for(name, notebook_parameters(make_params({"disturbed_retries": 5}), tmp_path))
+    declared = set(_parameter_cell(name))
+    assert set(passed) == RUN_PARAMETERS | {"RESULTS_DIR"} and set(passed) <= declared
+    assert declared_parameters(name) == declared  # papermill's inspection reads the same cell
+
+
+def test_report_and_compare_take_only_what_they_use() -> None:
+    report, compare = set(_parameter_cell("report")), set(_parameter_cell("compare"))
+    assert not (report | compare) & RUN_PARAMETERS
+    assert {"RESULTS_DIR", *SLO} <= report and "RUN_DIRS" not in report
+    assert {"RUN_DIRS", "LABELS", *SLO} <= compare and "RESULTS_DIR" not in compare
+    for name in ("report", "compare"):
+        assert all(_parameter_cell(name)[slo] is None for slo in SLO)  # no service level unless asked
+    assert parameters_for("report", {"RESULTS_DIR": "x", "BASE_URL": "y"}) == {"RESULTS_DIR": "x"}
 
 
 def test_notebook_values_reach_the_run_parameters(tmp_path: Path) -> None:

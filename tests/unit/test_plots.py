@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
-from toolkit.plots import decode_heatmaps, prefill_figure, scaling_figure
+from toolkit.plots import MARKED_NOTE, decode_heatmaps, figure_png, prefill_figure, scaling_figure
 from toolkit.schema import COLUMNS, Measurement
 
 CELLS = [
@@ -123,3 +123,45 @@ def test_scaling_figure_lines_per_context() -> None:
     assert lines == {"8K": [[1.0, 24.3], [2.0, 47.9]], "32K": [[1.0, 23.9], [2.0, 47.9]]}
     hollow = ax.collections[0].get_offsets().tolist()
     assert hollow == [[2.0, 47.9]]  # the queued cell
+
+
+def test_heatmaps_of_chosen_metrics_with_marked_cells() -> None:
+    df = frame(CELLS)
+    marked = (df["phase"] == "decode") & (df["concurrency"] == 1) & (df["status"] == "Valid")
+    fig = decode_heatmaps(df, ["ttft_ms"], marked=marked)
+    render(fig)
+    (ax,) = heatmap_axes(fig)
+    assert ax.get_title() == "TTFT (ms)"
+    values = ax.collections[0].get_array()
+    assert values.filled(-1).tolist() == [[136.0, 258.0, -1], [202.0, 327.0, -1], [-1, -1, -1]]  # 8K, 32K, 251K
+    (stars,) = [line for line in ax.get_lines() if line.get_marker() == "*"]
+    assert stars.get_xydata().tolist() == [[0.14, 0.24], [0.14, 1.24]]  # column 1 of 8K and 32K
+    assert fig.get_suptitle().endswith(MARKED_NOTE)
+    unmarked = decode_heatmaps(df, marked=pd.Series(False, index=df.index), title="run B")
+    assert not [line for ax in unmarked.axes for line in ax.get_lines()] and unmarked.get_suptitle() == "run B"
+    with pytest.raises(ValueError, match="'ttft' is not a results column"):
+        decode_heatmaps(df, ["ttft"])
+
+
+def test_log_scale_is_forced_either_way() -> None:
+    wide = frame([
+        Measurement("decode", 8192, "8K", 1, "Valid", 959.9, 972.0, 47.0),
+        Measurement("decode", 8192, "8K", 128, "Valid", 24_300.0, 195.1, 521.0),
+    ])  # fmt: skip
+    linear = heatmap_axes(decode_heatmaps(wide, log_scale=False))
+    assert not any(isinstance(ax.collections[0].norm, LogNorm) for ax in linear)
+    logs = heatmap_axes(decode_heatmaps(wide, log_scale=True))
+    assert all(isinstance(ax.collections[0].norm, LogNorm) for ax in logs)
+    (ax,) = scaling_figure(wide, log_scale=True).axes
+    assert ax.get_yscale() == "log"
+    assert {ax.get_yscale() for ax in prefill_figure(frame(CELLS), log_scale=True).axes} == {"log"}
+
+
+def test_scaling_figure_of_another_metric() -> None:
+    (ax,) = scaling_figure(frame(CELLS), "ttft_ms").axes
+    assert ax.get_ylabel() == "TTFT (ms)" and ax.get_title().startswith("TTFT (ms) by simultaneous requests")
+    lines = {line.get_label(): line.get_xydata().tolist() for line in ax.get_lines()}
+    assert lines == {"8K": [[1.0, 136.0], [2.0, 258.0]], "32K": [[1.0, 202.0], [2.0, 327.0]]}
+    note = scaling_figure(frame(CELLS[:3]), "ttft_ms")
+    assert texts(note.axes[0]) == ["No sustained-decode TTFT (ms) to plot"]
+    assert figure_png(note).startswith(b"\x89PNG")
