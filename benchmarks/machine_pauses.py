@@ -1,115 +1,185 @@
-"""Does this machine pause? An independent probe process oversleeps while different loads run.
+"""Does the machine pause while vLLM runs, and does the process layout cause it? Layouts side by side, one run.
 
-A probe sleeps 10 ms in a loop and records every wake-up more than 100 ms late. Side by side, in one run:
-  idle       nothing else runs
-  burners    two pure-Python CPU burners (both cores busy, no vLLM)
-  vllm       the embedded vLLM decoding 4 streams from the toolkit's own runner (the test suite's load)
-A pause that hits the probe hits every process: the server's tokens and the client's timestamps stop too.
+An independent probe process (in this script's session) sleeps 10 ms in a loop and records every wake-up more
+than 100 ms late, while a small matrix runs (contexts 1K, 2K × 1, 2, 4 streams, 5 s windows, no retries):
+  split        the embedded vLLM started in a session of its own (`setsid`), client and probe in this one
+  same         vLLM, client and probe all in this session (what `python -m toolkit serve` from a shell gives)
+  toolkit-run  `python -m toolkit run` against the same-session server: the papermill kernels measure
+  idle         no load at all (optional, `--layouts idle,...`)
+Linux gives every session its own scheduler autogroup; two busy autogroups can starve each other for seconds.
 
-    .venv/bin/python benchmarks/machine_pauses.py [--seconds 60] [--vllm-env NAME=VALUE ...]
+    .venv/bin/python benchmarks/machine_pauses.py [--layouts split,same,toolkit-run]
 
-`--vllm-env` adds a `vllm+env` phase: the same vLLM load with those variables in the server's environment
-(for example glibc's MALLOC_MMAP_THRESHOLD_), to test a suspected cause side by side with `vllm`.
-
-Last line: `machine_pauses: idle=<n>/<max s> burners=<n>/<max s> vllm=<n>/<max s>` (count of late wake-ups
-over 100 ms, and the longest, per phase).
+Last line: `machine_pauses: <layout>=<late wake-ups>/<frozen s>/<disturbed windows> ...`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
 PROBE = """
 import sys, time
-end = time.monotonic() + float(sys.argv[1])
 last = time.monotonic()
-while time.monotonic() < end:
+while True:
     time.sleep(0.01)
     now = time.monotonic()
     if now - last > 0.11:
-        print(f"{now - last:.3f}", flush=True)
+        print(f"{now - last - 0.01:.3f}", flush=True)
     last = now
 """
+MATRIX = {"contexts": ["1K", "2K"], "concurrency": [1, 2, 4], "duration_s": 5, "max_output": 1024,
+          "disturbed_retries": 0, "readiness_timeout_s": 30}  # fmt: skip
 
 
-def probe(seconds: float, load: Callable[[float], None]) -> list[float]:
-    """Run the probe for `seconds` while `load(seconds)` runs in this process; late wake-ups in seconds."""
-    proc = subprocess.Popen([sys.executable, "-c", PROBE, str(seconds)], stdout=subprocess.PIPE, text=True)
-    load(seconds)
-    out, _ = proc.communicate()
-    return [float(x) - 0.01 for x in out.split()]
+@dataclass
+class Outcome:
+    layout: str
+    lates: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+    disturbed: int = 0
+    windows: int = 0
+    tok_s_1k: dict[int, float] = field(default_factory=dict)
+
+    def line(self) -> str:
+        rates = " / ".join(f"{self.tok_s_1k[n]:.0f}" for n in sorted(self.tok_s_1k)) or "-"
+        return (f"{self.layout:12} late wake-ups > 100 ms: {len(self.lates):3}  frozen {sum(self.lates):5.1f} s  "
+                f"longest {max(self.lates, default=0):4.1f} s  disturbed {self.disturbed}/{self.windows}  "
+                f"wall {self.wall_s:5.1f} s  1K total tok/s at 1/2/4: {rates}")  # fmt: skip
 
 
-def idle(seconds: float) -> None:
-    time.sleep(seconds)
+class Probe:
+    """The probe process: started in this session; stops when its stdin closes."""
+
+    def __enter__(self) -> Probe:
+        self.proc = subprocess.Popen([sys.executable, "-c", PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)  # fmt: skip
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        out, _ = self.proc.communicate()
+        self.lates = [float(x) for x in out.split()]
 
 
-def burners(seconds: float) -> None:
-    spin = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass"
-    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
-    for p in procs:
-        p.wait()
+class Server:
+    """`python -m toolkit serve` in this session (own process group) or in a new session."""
+
+    def __init__(self, new_session: bool) -> None:
+        from toolkit.embedded.server import free_port
+
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        session = {"start_new_session": True} if new_session else {"process_group": 0}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "toolkit", "serve", "--port", str(self.port), "--max-model-len", "4096"],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **session,
+        )  # fmt: skip
+
+    def __enter__(self) -> Server:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.base_url + "/health", timeout=2).status_code == 200:
+                    time.sleep(2)
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        raise RuntimeError("the embedded vLLM did not start")
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.send_signal(signal.SIGTERM)  # `toolkit serve` stops vLLM and its engine processes
+        self.proc.wait(timeout=60)
 
 
-def vllm_load(server_url: str) -> Callable[[float], None]:
+def summarize(outcome: Outcome, results_dir: Path) -> None:
+    from toolkit.store import ResultStore, latest_by_key
+
+    for m in latest_by_key(ResultStore(results_dir).load()).values():
+        if m.phase != "decode" or m.status == "Over capacity":
+            continue
+        outcome.windows += 1
+        outcome.disturbed += bool(m.disturbed)
+        if m.context_tokens == 1024 and m.total_tok_s:
+            outcome.tok_s_1k[m.concurrency] = m.total_tok_s
+
+
+def in_process(layout: str, server: Server) -> Outcome:
+    """The matrix from this process: client in this session."""
     from toolkit.params import make_params
     from toolkit.runner import run_matrix
 
-    def load(seconds: float) -> None:
-        stop = time.monotonic() + seconds
-        params = make_params({"base_url": server_url, "contexts": ["1K"], "concurrency": [4], "duration_s": 5,
-                              "max_output": 1024, "disturbed_retries": 0})  # fmt: skip
-        while time.monotonic() < stop - 8:
-            run_matrix(params, tempfile.mkdtemp(), phases=("decode",), progress=False)
-        time.sleep(max(0.0, stop - time.monotonic()))
-
-    return load
+    outcome, out = Outcome(layout), Path(tempfile.mkdtemp())
+    start = time.monotonic()
+    with Probe() as probe:
+        run_matrix(make_params({"base_url": server.base_url, **MATRIX}), out, progress=False)
+    outcome.wall_s, outcome.lates = time.monotonic() - start, probe.lates
+    summarize(outcome, out)
+    return outcome
 
 
-def probe_vllm(seconds: float, extra_env: dict[str, str]) -> list[float]:
-    """The probe while a fresh embedded vLLM (its environment plus `extra_env`) decodes."""
-    from toolkit.embedded.server import EmbeddedServer, ServerConfig
+def toolkit_run(server: Server) -> Outcome:
+    """`python -m toolkit run` (papermill kernels) against the server; the reports are written too."""
+    import yaml
 
-    saved = dict(os.environ)
-    os.environ.update(extra_env)  # the embedded server inherits this process's environment
-    try:
-        with EmbeddedServer(ServerConfig(max_model_len=4096)) as server:
-            threading.Event().wait(2)
-            return probe(seconds, vllm_load(server.base_url))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    outcome, tmp = Outcome("toolkit-run"), Path(tempfile.mkdtemp())
+    (tmp / "params.yaml").write_text(yaml.safe_dump({"run_label": "pauses", **MATRIX}))
+    start = time.monotonic()
+    with Probe() as probe:
+        subprocess.run([sys.executable, "-m", "toolkit", "run", str(tmp / "params.yaml"), "--base-url",
+                        server.base_url, "--out", str(tmp / "out")], cwd=REPO, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    outcome.wall_s, outcome.lates = time.monotonic() - start, probe.lates
+    summarize(outcome, tmp / "out")
+    return outcome
 
 
-def summary(name: str, lates: list[float]) -> str:
-    return f"{name}={len(lates)}/{max(lates, default=0.0):.2f}"
+def idle(seconds: float = 45.0) -> Outcome:
+    outcome = Outcome("idle", wall_s=seconds)
+    with Probe() as probe:
+        time.sleep(seconds)
+    outcome.lates = probe.lates
+    return outcome
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--vllm-env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--layouts", default="split,same,toolkit-run")
+    parser.add_argument("--json", help="write every layout's numbers here")
     args = parser.parse_args()
-    extra = dict(item.split("=", 1) for item in args.vllm_env)
-
-    results = {"idle": probe(args.seconds, idle), "burners": probe(args.seconds, burners)}
-    results["vllm"] = probe_vllm(args.seconds, {})
-    if extra:
-        results["vllm+env"] = probe_vllm(args.seconds, extra)
-    for name, lates in results.items():
-        print(f"{name:8} late wake-ups > 100 ms: {len(lates):3}  total {sum(lates):6.2f} s  longest "
-              f"{max(lates, default=0.0):.2f} s")  # fmt: skip
-    print("machine_pauses: " + " ".join(summary(n, lates) for n, lates in results.items()))
+    layouts = args.layouts.split(",")
+    autogroup = Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip()
+    print(f"kernel.sched_autogroup_enabled={autogroup}, this session {os.getsid(0)}", flush=True)
+    outcomes: list[Outcome] = []
+    for layout in layouts:
+        if layout == "idle":
+            outcomes.append(idle())
+        elif layout == "split":
+            with Server(new_session=True) as server:
+                outcomes.append(in_process("split", server))
+        elif layout in ("same", "toolkit-run"):
+            with Server(new_session=False) as server:
+                outcomes.append(in_process("same", server) if layout == "same" else toolkit_run(server))
+        else:
+            parser.error(f"--layouts: unknown layout {layout!r}")
+        print(outcomes[-1].line(), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps([o.__dict__ for o in outcomes], indent=1))
+    print("machine_pauses: " + " ".join(f"{o.layout}={len(o.lates)}/{sum(o.lates):.1f}/{o.disturbed}"
+                                        for o in outcomes))  # fmt: skip
 
 
 if __name__ == "__main__":
