@@ -89,10 +89,13 @@ def clean(rows: list[list[Any]]) -> list[list[float | None]]:
     return [[None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in row] for row in rows]
 
 
-def test_changing_the_metric_changes_the_pivot_heatmap_and_scaling_plot(imported: dict[str, Path],
+@pytest.mark.parametrize("notebook", ["decode_matrix", "report"])
+def test_changing_the_metric_changes_the_pivot_heatmap_and_scaling_plot(imported: dict[str, Path], notebook: str,
                                                                          tmp_path: Path) -> None:  # fmt: skip
     parameters = {"RESULTS_DIR": str(imported["lfm"]), "METRIC": "ttft_ms", "HEATMAPS": ["ttft_ms"]}
-    executed, probe = execute("report", tmp_path, parameters)
+    if notebook == "decode_matrix":
+        parameters["MEASURE"] = False  # show the imported run instead of measuring a server
+    executed, probe = execute(notebook, tmp_path, parameters)
     ttft, total = decode_values(imported["lfm"], "ttft_ms"), decode_values(imported["lfm"], "total_tok_s")
     contexts, levels = ["8K", "16K", "32K", "64K", "120K"], [1, 2, 4, 8, 16, 32, 64, 128]
     expected = [[ttft[(c, n)] for n in levels] for c in contexts]
