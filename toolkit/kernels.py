@@ -17,6 +17,7 @@ from typing import Any
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
+from traitlets import default
 
 
 class SameSessionProvisioner(LocalProvisioner):  # type: ignore[misc]
@@ -42,7 +43,12 @@ class SameSessionProvisioner(LocalProvisioner):  # type: ignore[misc]
 
 
 class SameSessionKernelManager(AsyncKernelManager):  # type: ignore[misc]
-    """The kernel manager papermill is given: every kernel it starts uses `SameSessionProvisioner`."""
+    """The kernel manager papermill is given: every kernel it starts uses `SameSessionProvisioner`, and talks
+    to it over local IPC sockets rather than TCP (no port opened, no plain-text-over-TCP warning)."""
+
+    @default("transport")
+    def _transport_default(self) -> str:
+        return "ipc"
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         if self.provisioner is None:
