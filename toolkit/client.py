@@ -179,7 +179,7 @@ class StreamClient:
             if conn.bad_head:
                 result.error = "malformed HTTP response from the server"
             elif not conn.head_done:
-                result.error = "ServerDisconnectedError: connection closed before the response"
+                result.error = "the server closed the connection before the response"
             elif conn.status != 200:
                 text = bytes(conn.error_body).decode("utf-8", "replace")[:300]
                 # Some servers echo the key they rejected; an error is stored, the key must not be.
@@ -196,7 +196,7 @@ class StreamClient:
             if conn is not None:
                 conn.close()
             result.error = f"read timeout: no data for {self._read_timeout_s:g} s"
-        except _ConnectError as exc:
+        except ConnectError as exc:
             result.error = str(exc)
         except OSError as exc:
             if conn is not None:
@@ -230,9 +230,9 @@ class StreamClient:
                     )  # fmt: skip
         except TimeoutError:
             where = f"{self._host}:{self._port}"
-            raise _ConnectError(f"connect timeout: {where} after {self._connect_timeout_s:g} s") from None
+            raise ConnectError(f"connect timeout: {where} after {self._connect_timeout_s:g} s") from None
         except OSError as exc:
-            raise _ConnectError(f"ClientConnectorError: cannot connect to {self._host}:{self._port}: {exc}") from None
+            raise ConnectError(f"cannot connect to {self._host}:{self._port}: {exc}") from None
         self._open.add(conn)
         return conn, False
 
@@ -259,8 +259,8 @@ class StreamClient:
             self._idle.remove(conn)
 
 
-class _ConnectError(Exception):
-    pass
+class ConnectError(Exception):
+    """A connection to the server could not be opened (refused, unreachable, timed out)."""
 
 
 _frozen = 0

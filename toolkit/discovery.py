@@ -42,7 +42,7 @@ async def discover(
     try:
         models = await api.models()
     except ServerAPIError as exc:
-        if "401" in str(exc):
+        if exc.status == 401:
             state = "holds a key the server refused" if api.has_key else "is unset"
             raise DiscoveryError(
                 f"api_key_env: {api.base_url} answered 401 Unauthorized and {api_key_env} {state}; "

@@ -10,6 +10,10 @@ from toolkit.server_api import ServerAPI
 _SYLLABLES = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
 
 
+class PromptError(ValueError):
+    """The server's tokenizer would not let a prompt of the planned length be built."""
+
+
 def prompt_tolerance(target_tokens: int) -> int:
     """Allowed distance from the target: max(16, 0.5 %) as docs/METHOD.md, Prompts, states."""
     return max(16, int(target_tokens * 0.005))
@@ -67,5 +71,5 @@ async def build_prompt(api: ServerAPI, model: str, target_tokens: int, prefix: s
             break
         words, tokens = words + 1, nxt
     if abs(tokens - target_tokens) > prompt_tolerance(target_tokens):
-        raise ValueError(f"contexts: could not build a prompt of {target_tokens} tokens (got {tokens})")
+        raise PromptError(f"contexts: could not build a prompt of {target_tokens} tokens (got {tokens})")
     return Prompt(prefix + filler(words, prefix), target_tokens, tokens)

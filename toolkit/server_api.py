@@ -10,7 +10,11 @@ from toolkit.metrics import RUNNING, WAITING, MetricsSnapshot, parse_metrics
 
 
 class ServerAPIError(RuntimeError):
-    """The server could not be reached or refused a request; the message names what and why."""
+    """The server could not be reached (`status` None) or answered `status`; the message names what and why."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ServerAPI:
@@ -34,9 +38,9 @@ class ServerAPI:
         except httpx.HTTPError as exc:
             raise ServerAPIError(f"cannot reach {self.base_url}{path}: {type(exc).__name__}: {exc}") from None
         if response.status_code == 401:
-            raise ServerAPIError(f"{self.base_url}{path} answered 401 Unauthorized: the server needs an API key")
+            raise ServerAPIError(f"{self.base_url}{path} answered 401 Unauthorized: the server needs an API key", 401)
         if response.status_code != 200:
-            raise ServerAPIError(f"{self.base_url}{path} answered HTTP {response.status_code}")
+            raise ServerAPIError(f"{self.base_url}{path} answered HTTP {response.status_code}", response.status_code)
         return response
 
     async def models(self) -> list[dict[str, Any]]:
@@ -77,5 +81,6 @@ class ServerAPI:
             raise ServerAPIError(f"cannot reach {self.base_url}/tokenize: {type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
             detail = response.text[:200]
-            raise ServerAPIError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {detail}")
+            raise ServerAPIError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {detail}",
+                                 response.status_code)  # fmt: skip
         return int(response.json()["count"])
