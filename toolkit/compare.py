@@ -161,7 +161,8 @@ def _ratio_cell(row: Mapping[str, Any], quantity: str) -> str:
 def ratio_display(table: pd.DataFrame) -> pd.DataFrame:
     """Display strings of a :func:`ratio_table`; cells with no ratio and an unchanged status are left out."""
     data = []
-    for row in table.to_dict("records"):
+    for record in table.to_dict("records"):
+        row = {str(k): v for k, v in record.items()}
         ratios = [as_number(row[f"{q}_ratio"]) for q in RATIO_QUANTITIES]
         same = row["status_a"] == row["status_b"]
         if same and all(r is None for r in ratios):
@@ -198,9 +199,10 @@ def prefill_display(frame: pd.DataFrame) -> pd.DataFrame:
     """Prefill side by side as display strings: Context, then ``<run> tok/s`` and ``<run> TTFT`` per run."""
     side, labels = prefill_side_by_side(frame), run_labels(frame)
     quantities = ("total_tok_s", "ttft_ms")
+    contexts = side.index.get_level_values(1)  # the index is (context tokens, context label)
     data = [
         [context, *(_prefill_cell(row, label, q) for label in labels for q in quantities)]
-        for (_, context), row in side.iterrows()
+        for context, (_, row) in zip(contexts, side.iterrows(), strict=True)
     ]
     columns = ["Context", *(f"{label} {name}" for label in labels for name in ("tok/s", "TTFT"))]
     return pd.DataFrame(data, columns=columns, dtype=object)

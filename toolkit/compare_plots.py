@@ -94,7 +94,7 @@ def _ratio_heatmap(ax: Axes, table: pd.DataFrame, quantity: str, title: str, cma
     for row in table.to_dict("records"):
         text = _cell_text(float(row[f"{quantity}_ratio"]), row["status_a"], row["status_b"])
         texts.loc[row["context_tokens"], row["concurrency"]] = text
-    logs = np.log2(ratios.where(ratios > 0))
+    logs = pd.DataFrame(np.log2(ratios.where(ratios > 0)))
     annotations = texts.where(np.isfinite(logs), "")  # seaborn writes only the coloured cells
     finite = logs.to_numpy()[np.isfinite(logs.to_numpy())]
     span = max(float(np.abs(finite).max()) if finite.size else 0.0, math.log2(MIN_RATIO_SPAN))

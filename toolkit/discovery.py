@@ -49,7 +49,7 @@ async def discover(
                 f"allowed: the server's key in {api_key_env}, or another variable named by api_key_env"
             ) from None
         raise DiscoveryError(f"base_url: {exc}") from None
-    served = [m.get("id") for m in models]
+    served = [str(m.get("id")) for m in models]
     if model is None:
         if not served:
             raise DiscoveryError(f"model: {api.base_url} serves no model")
