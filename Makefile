@@ -5,13 +5,13 @@ VENV_VLLM := .venv-vllm
 TK := $(VENV)/bin/python
 MODEL := .cache/tiny-llama/toolkit-tiny-model.json
 
-.PHONY: install vllm model demo test test-unit lint clean-outputs
+.PHONY: install vllm model demo test test-fast lint format clean-outputs
 
 install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	$(VENV)/bin/pip install --quiet -e '.[dev,ray]'
 	touch $@
 
 vllm: $(VENV_VLLM)/.installed
@@ -28,11 +28,17 @@ demo: install model
 test: install model
 	$(TK) -m pytest
 
-test-unit: install
-	$(TK) -m pytest tests/unit
+# Every test that needs no vLLM: unit tests and components against fake servers (works without `make vllm`).
+test-fast: install
+	$(TK) -m pytest tests/unit tests/component
 
 lint: install
-	$(VENV)/bin/ruff check toolkit tests benchmarks
+	$(VENV)/bin/ruff check toolkit tests benchmarks scripts
+	$(VENV)/bin/ruff format --check toolkit tests benchmarks scripts
+	$(VENV)/bin/mypy
+
+format: install
+	$(VENV)/bin/ruff format toolkit tests benchmarks scripts
 
 clean-outputs:
 	rm -rf outputs/*/

@@ -1,9 +1,10 @@
 """How fast can the toolkit's streaming client ingest tokens, and how much timing error does it add?
 
 Starts `synthetic_server.py` (pinned to core 1), then drives it with, side by side:
-- `toolkit`: the toolkit's real `StreamClient` (arrival times from the kernel's receive timestamps), on uvloop
-  via `toolkit.runner.run_sync` as the toolkit runs; `toolkit-readtime`: the same with the arrival time taken
-  when the process reads the bytes; `toolkit-aiohttp`: the toolkit's previous aiohttp client (for the record);
+- `toolkit`: the toolkit's `StreamClient` as the toolkit runs it (arrival time = when the process reads the
+  bytes; uvloop via `toolkit.runner.run_sync`, heap frozen by `toolkit.heap.frozen_heap`); `toolkit-kstamp`: the
+  same with the kernel's receive timestamps (`toolkit.kernel_stamps.KernelStampClient`); `toolkit-aiohttp`: the
+  toolkit's previous aiohttp client (for the record);
 - `aiohttp`: a plain aiohttp reader like vLLM's benchmark client (`iter_any()`, split on b"\\n\\n",
   `json.loads`), on the default asyncio loop as `vllm bench serve` runs it; `aiohttp+uvloop`: the same on uvloop;
 - `guidellm`: GuideLLM 0.8.1 (`guidellm run`, concurrent profile), from /work/main/.venv-bench.
@@ -44,6 +45,8 @@ TOKENIZER = ROOT / ".cache" / "tiny-llama"
 PROMPT = "Synthetic benchmark prompt: measure the client, not the server. " * 2
 CLIENT_CPU, SERVER_CPU = 0, 1
 PEERS = ("aiohttp", "aiohttp+uvloop", "guidellm")  # "toolkit-aiohttp" is the toolkit's own previous client
+MODES = {"toolkit": "read-time", "toolkit-kstamp": "kernel-stamps"}
+CLIENTS = (*MODES, "toolkit-aiohttp", *PEERS)
 
 
 def pin(cpu: int, nice: int = 0) -> None:
@@ -141,6 +144,8 @@ async def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     import aiohttp
 
     from toolkit.client import StreamClient, StreamResult, build_request
+    from toolkit.heap import frozen_heap
+    from toolkit.kernel_stamps import KernelStampClient
 
     base = f"http://127.0.0.1:{args.port}"
     n, kind = args.streams, args.worker
@@ -168,8 +173,8 @@ async def run_worker(args: argparse.Namespace) -> dict[str, Any]:
 
                 client: Any = LegacyClient(base, read_timeout_s=60)
             else:
-                client = StreamClient(base, read_timeout_s=60)
-                client.rx_timestamps = kind != "toolkit-readtime"
+                client = (KernelStampClient if kind == "toolkit-kstamp" else StreamClient)(base, read_timeout_s=60)
+                stack.enter_context(frozen_heap())  # as the runner measures
             await stack.enter_async_context(client)
             send = client.stream
         else:
@@ -247,6 +252,7 @@ class Load:
         return None if self.interval_ms == 0 else self.streams * 1000 / self.interval_ms
 
 
+Results = dict[tuple[Load, str], list[dict[str, Any]]]
 PROBE = Load(256, 2.5)  # 102K tok/s offered: past this server's ceiling on a 2-core VM
 
 
@@ -429,7 +435,7 @@ def _fmt(x: float | None, spec: str = ",.0f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-def summarize(results: dict[tuple[Load, str], list[dict[str, Any]]], loads: list[Load], clients: list[str]) -> str:
+def summarize(results: Results, loads: list[Load], clients: list[str]) -> str:
     head = ("| load | offered tok/s | client | achieved tok/s | held | client CPU % (sys) | CPU µs/tok "
             "| err p50 / p99 ms | lag p50 / p99 ms | server CPU % | server late p99 ms | running | runs |")  # fmt: skip
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -464,27 +470,57 @@ def summarize(results: dict[tuple[Load, str], list[dict[str, Any]]], loads: list
     return "\n".join(lines)
 
 
-def final_line(results: dict[tuple[Load, str], list[dict[str, Any]]], loads: list[Load], clients: list[str]) -> str:
-    def best(client: str) -> float | None:
-        vals = []
-        for load in loads:
-            rows = [r for r in results.get((load, client), []) if "failed" not in r and load.streams >= 128]
-            # a paced load counts only if it was sustained without errors
-            if rows and not any(r.get("errors") for r in rows):
-                vals.append(_median(rows, "tok_s"))
-        vals = [v for v in vals if v is not None]
-        return max(vals) if vals else None
+def _best(results: Results, loads: list[Load], client: str, *, paced: bool = True) -> float | None:
+    """The highest median tok/s over loads of >= 128 streams (a paced one only if held without errors)."""
+    vals = []
+    for load in loads:
+        if load.streams < 128 or (load.interval_ms and not paced):
+            continue
+        rows = [r for r in results.get((load, client), []) if "failed" not in r]
+        if rows and not any(r.get("errors") for r in rows):
+            vals.append(_median(rows, "tok_s"))
+    found = [v for v in vals if v is not None]
+    return max(found) if found else None
 
-    toolkit = best("toolkit")
-    peers = {c: best(c) for c in clients if c in PEERS}
-    peers = {c: v for c, v in peers.items() if v is not None}
-    peer_name, peer_val = max(peers.items(), key=lambda kv: kv[1]) if peers else ("none", None)
+
+def _goal(loads: list[Load]) -> Load | None:
+    """The goal load: the lightest paced one of >= 128 streams offering >= 50K tok/s (256 x 5 ms)."""
     goal = [ld for ld in loads if ld.interval_ms and ld.streams >= 128 and (ld.offered or 0) >= 50_000]
-    goal_load = min(goal, key=lambda ld: ld.offered or 0) if goal else None
-    p99 = _median(results.get((goal_load, "toolkit"), []), "err_p99_ms") if goal_load else None
+    return min(goal, key=lambda ld: ld.offered or 0) if goal else None
+
+
+def modes_table(results: Results, loads: list[Load], clients: list[str]) -> str:
+    """The toolkit's arrival-time modes side by side: max ingest, its ratio to aiohttp+uvloop in the same run,
+    and the timing error at every paced load."""
+    paced = [ld for ld in loads if ld.interval_ms]
+    ref = _best(results, loads, "aiohttp+uvloop", paced=False)
+    head = ("| client | arrival time | max ingest tok/s | × aiohttp+uvloop |"
+            + "".join(f" {ld.name} err p50 / p99 ms |" for ld in paced))  # fmt: skip
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for client in (c for c in clients if c in MODES):
+        tok = _best(results, loads, client, paced=False)
+        ratio = None if not tok or not ref else tok / ref
+        errs = "".join(
+            f" {_fmt(_median(results.get((ld, client), []), 'err_p50_ms'), '.3f')} / "
+            f"{_fmt(_median(results.get((ld, client), []), 'err_p99_ms'), '.2f')} |" for ld in paced
+        )  # fmt: skip
+        lines.append(f"| {client} | {MODES[client]} | {_fmt(tok)} | {_fmt(ratio, '.2f')} |{errs}")
+    return "\n".join(lines)
+
+
+def final_line(results: Results, loads: list[Load], clients: list[str]) -> str:
+    """One line: the toolkit's mode (the default, read-time, when it ran), its best rate, the best peer's, the
+    ratio and the toolkit's p99 timing error at the goal load."""
+    client = next((c for c in MODES if c in clients), "toolkit")
+    toolkit = _best(results, loads, client)
+    peers = {c: v for c in clients if c in PEERS and (v := _best(results, loads, c)) is not None}
+    peer_name, peer_val = max(peers.items(), key=lambda kv: kv[1]) if peers else ("none", None)
+    goal = _goal(loads)
+    p99 = _median(results.get((goal, client), []), "err_p99_ms") if goal else None
     ratio = None if not toolkit or not peer_val else toolkit / peer_val
-    return (f"client_overhead: toolkit={_fmt(toolkit, '.0f')} best_peer={peer_name}:{_fmt(peer_val, '.0f')} "
-            f"ratio={_fmt(ratio, '.2f')} p99_error_ms={_fmt(p99, '.2f')}")  # fmt: skip
+    return (f"client_overhead: mode={MODES.get(client, client)} toolkit={_fmt(toolkit, '.0f')} "
+            f"best_peer={peer_name}:{_fmt(peer_val, '.0f')} ratio={_fmt(ratio, '.2f')} "
+            f"p99_error_ms={_fmt(p99, '.2f')}")  # fmt: skip
 
 
 def _progress(elapsed: float, rnd: int, rounds: int, load: Load, client: str, row: dict[str, Any]) -> None:
@@ -505,17 +541,22 @@ def _load_of(row: dict[str, Any]) -> Load:
 
 
 def report(paths: list[str]) -> None:
-    """The table and final line of saved `--json` runs, every round of every file pooled."""
-    results: dict[tuple[Load, str], list[dict[str, Any]]] = {}
+    """The tables and final line of saved `--json` runs, every round of every file pooled."""
+    results: Results = {}
     loads: list[Load] = []
     clients: list[str] = []
     for path in paths:
-        for row in json.loads(Path(path).read_text()):
+        rows = json.loads(Path(path).read_text())
+        if any(r["client"] == "toolkit-readtime" for r in rows):  # written when `toolkit` meant kernel stamps
+            renamed = {"toolkit": "toolkit-kstamp", "toolkit-readtime": "toolkit"}
+            rows = [{**r, "client": renamed.get(r["client"], r["client"])} for r in rows]
+        for row in rows:
             load = _load_of(row)
             loads += [load] if load not in loads else []
             clients += [row["client"]] if row["client"] not in clients else []
             results.setdefault((load, row["client"]), []).append(row)
     print(summarize(results, loads, clients))
+    print(modes_table(results, loads, clients))
     print(final_line(results, loads, clients))
 
 
@@ -527,13 +568,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--settle", type=float, default=1.0, help="seconds after every stream's first token")
     ap.add_argument("--max-tokens", type=int, default=1024)
     ap.add_argument("--port", type=int, default=18765)
-    ap.add_argument("--clients", default=None, help="comma list of toolkit,aiohttp,aiohttp+uvloop,guidellm")
+    ap.add_argument("--clients", default=None, help="comma list of " + ",".join(CLIENTS))
     ap.add_argument("--loads", default=None, help="comma list like max:128,5:256 (interval ms:streams)")
     ap.add_argument("--json", default=None, help="write every run's raw numbers here")
     ap.add_argument("--report", nargs="+", metavar="JSON", help="only print the table of saved runs (pooled)")
-    ap.add_argument("--nice", type=int, default=0,
-                    help="nice value for server and clients (e.g. -10 as root on a shared machine: measures the "
-                         "client, not the neighbours' load)")
+    ap.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="nice value for server and clients (e.g. -10 as root on a shared machine: measures the "
+        "client, not the neighbours' load)",
+    )
     # worker mode (internal)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--streams", type=int, default=1, help=argparse.SUPPRESS)
@@ -557,7 +602,7 @@ def main(argv: list[str] | None = None) -> None:
         loads = [Load(1, 0), Load(32, 0), Load(128, 0), Load(256, 0), Load(256, 10), Load(128, 5), Load(256, 5),
                  PROBE]  # fmt: skip
         rounds, args.duration = args.rounds or 2, args.duration or 8.0
-        clients = ["toolkit", "toolkit-readtime", "toolkit-aiohttp", "aiohttp", "aiohttp+uvloop", "guidellm"]
+        clients = ["toolkit", "toolkit-kstamp", "toolkit-aiohttp", "aiohttp", "aiohttp+uvloop", "guidellm"]
     if args.loads:
         loads = [Load(int(s), 0 if i == "max" else float(i)) for i, s in (x.split(":") for x in args.loads.split(","))]
     if args.clients:
@@ -569,18 +614,16 @@ def main(argv: list[str] | None = None) -> None:
 
     pin(SERVER_CPU)  # the orchestrator mostly sleeps; keep it off the client's core
     server = Server(args.port, args.nice)
-    results: dict[tuple[Load, str], list[dict[str, Any]]] = {}
+    results: Results = {}
     raw: list[dict[str, Any]] = []
     t0 = time.monotonic()
     try:
         for rnd in range(rounds):
             for load in loads:
-                order = clients[rnd % len(clients):] + clients[: rnd % len(clients)]
+                order = clients[rnd % len(clients) :] + clients[: rnd % len(clients)]
                 for client in order:
                     if client == "guidellm" and load not in guidellm_loads:
                         continue
-                    if client == "toolkit-readtime" and not load.interval_ms and not args.loads:
-                        continue  # the same client as `toolkit` when nothing is timed
                     if load == PROBE and client not in ("toolkit", "aiohttp+uvloop") and not args.loads:
                         continue  # beyond the server's own ceiling: shows where it caps, one peer is enough
                     if client == "guidellm":
@@ -596,6 +639,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1))
     print(summarize(results, loads, clients))
+    print(modes_table(results, loads, clients))
     print(final_line(results, loads, clients))
 
 

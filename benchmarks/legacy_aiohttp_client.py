@@ -13,8 +13,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from toolkit.client import StreamResult, _has_text
 from toolkit.secrets import redact
+from toolkit.stream_events import StreamResult, has_text
 
 
 class StreamClient:
@@ -107,7 +107,7 @@ def _apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
         return False
     result.chunks += 1
     choices = chunk.get("choices") or ()
-    if result.first_token_at is None and any(_has_text(c) for c in choices):
+    if result.first_token_at is None and any(has_text(c) for c in choices):
         result.first_token_at = now
     usage = chunk.get("usage")
     if usage:

@@ -417,12 +417,12 @@ def _stats(clear: bool) -> dict[str, Any]:
 
 def _metrics_text() -> str:
     return (
-        f"vllm:num_requests_running{{model_name=\"{MODEL}\"}} {STATS.running}\n"
-        f"vllm:num_requests_waiting{{model_name=\"{MODEL}\"}} 0\n"
-        f"vllm:generation_tokens_total{{model_name=\"{MODEL}\"}} {STATS.tokens}\n"
-        f"vllm:prompt_tokens_total{{model_name=\"{MODEL}\"}} {STATS.prompt_tokens}\n"
-        f"vllm:request_success_total{{model_name=\"{MODEL}\"}} {STATS.requests - STATS.running}\n"
-        f"vllm:kv_cache_usage_perc{{model_name=\"{MODEL}\"}} 0.0\n"
+        f'vllm:num_requests_running{{model_name="{MODEL}"}} {STATS.running}\n'
+        f'vllm:num_requests_waiting{{model_name="{MODEL}"}} 0\n'
+        f'vllm:generation_tokens_total{{model_name="{MODEL}"}} {STATS.tokens}\n'
+        f'vllm:prompt_tokens_total{{model_name="{MODEL}"}} {STATS.prompt_tokens}\n'
+        f'vllm:request_success_total{{model_name="{MODEL}"}} {STATS.requests - STATS.running}\n'
+        f'vllm:kv_cache_usage_perc{{model_name="{MODEL}"}} 0.0\n'
     )
 
 

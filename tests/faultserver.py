@@ -95,6 +95,7 @@ class FaultServer:
         token_interval_s: float = 0.02,
         tokens_per_chunk: int = 1,
         model: str = MODEL,
+        port: int = 0,
     ) -> None:
         self.api_key = api_key
         self.max_model_len = max_model_len
@@ -112,7 +113,7 @@ class FaultServer:
         self._thread: threading.Thread | None = None
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.bind(("127.0.0.1", port))
         self.port: int = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
 

@@ -1,4 +1,4 @@
-"""Command line: `python -m toolkit serve|matrix|run|import-report|compare|demo`."""
+"""Command line: `python -m toolkit serve|matrix|run|import-report|compare|batch|demo`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from toolkit.managed import ManagedServer, ServerError, exit_description
 from toolkit.params import ParamsError
 
 # The embedded server of `make demo`: small enough that the matrix shows Requests queued and Over capacity.
@@ -46,20 +47,49 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from toolkit.params import load_params
+    from toolkit.launch import check_command, launched_server
+    from toolkit.params import load_run_file
     from toolkit.publish import new_run_dir, run_notebooks
     from toolkit.runner import preflight
+    from toolkit.secrets import api_key_from_env
 
-    params = load_params(args.params, base_url=args.base_url)
-    preflight(params)  # bad input fails here, before any load is sent
+    params, spec = load_run_file(args.params, base_url=args.base_url)
+    if spec is None:
+        preflight(params)  # bad input fails here, before any load is sent
+    else:
+        check_command(spec, api_key_from_env(params.api_key_env))
+    if args.out and not args.resume and (Path(args.out) / "run.json").exists():
+        raise ValueError(f"out: {args.out} already holds a run; pass --resume to continue it or choose another folder")
     out = Path(args.out) if args.out else new_run_dir(args.outputs, params.run_label)
-    if args.out and not args.resume and (out / "run.json").exists():
-        raise ValueError(f"out: {out} already holds a run; pass --resume to continue it or choose another folder")
     out.mkdir(parents=True, exist_ok=True)
-    paths = run_notebooks(params, out)
+    if spec is None:
+        paths = run_notebooks(params, out)
+    else:  # one launch for the whole run: both notebooks measure it, the reports are written after
+        print(f"server: launching {spec.command[0]} (log: {spec.log_file or out / 'server.log'}) ...", flush=True)
+        with launched_server(spec, params, out) as server:
+            print(f"server: {server.base_url} healthy", flush=True)
+            try:
+                preflight(params)
+                paths = run_notebooks(params, out)
+            except Exception:
+                if died := _server_died(server):  # said before the notebook's own error
+                    print(f"error: {died}", file=sys.stderr)
+                raise
+            died = _server_died(server)
+        if died:
+            print(f"error: {died}", file=sys.stderr)
+            return 1
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
+
+
+def _server_died(server: ManagedServer) -> str | None:
+    """A line saying that the launched server ended during the run, or None."""
+    if (code := server.exit_code) is None:
+        return None
+    return (f"the server {exit_description(code)} during the run (log: {server.log_path}); finished "
+            "measurements are kept, its cells are Error; rerun with --resume")  # fmt: skip
 
 
 def _import_report(args: argparse.Namespace) -> int:
@@ -90,43 +120,39 @@ def _import_report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from toolkit import compare, compare_plots, runs
-    from toolkit.plots import figure_png
-    from toolkit.publish import execute, html_report
+    from toolkit.publish import write_compare
 
     if len(args.run_dirs) < 2:
         raise ValueError("compare: give at least two run folders")
-    run_dirs = [Path(d).resolve() for d in args.run_dirs]
     labels = [label.strip() for label in args.labels.split(",")] if args.labels else None
-    frame = runs.load_runs(run_dirs, labels)  # bad folders or labels fail here, before the notebook
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    executed = execute("compare", out, {"RUN_DIRS": [str(d) for d in run_dirs], "LABELS": labels})
-    (out / "compare.html").write_text(html_report(executed), encoding="utf-8")
-    images: dict[str, str] = {}
-    for key, figure in compare_plots.comparison_figures(frame).items():
-        (out / f"{key}.png").write_bytes(figure_png(figure))
-        images[key] = f"{key}.png"
-    (out / "compare.md").write_text(compare.compare_markdown(frame, images), encoding="utf-8")
-    for name in ("compare.html", "compare.md", executed.name):
-        print(f"{name}: {out / name}")
+    for name, path in write_compare([Path(d).resolve() for d in args.run_dirs], Path(args.out), labels).items():
+        print(f"{name}: {path}")
     return 0
 
 
+def _batch(args: argparse.Namespace) -> int:
+    from toolkit.batch import main as run_batch
+
+    return run_batch(args.sweep, out=args.out, outputs=args.outputs, resume=args.resume, jobs=args.jobs, ray=args.ray)
+
+
 def _demo(args: argparse.Namespace) -> int:
-    from toolkit.embedded.server import EmbeddedServer, ServerConfig
+    from toolkit.embedded.server import ServerConfig, embedded_spec, free_port
+    from toolkit.launch import launched_server
     from toolkit.params import load_params
     from toolkit.publish import new_run_dir, run_notebooks
     from toolkit.runner import preflight
 
     params = load_params(args.params)
     config = ServerConfig(max_model_len=DEMO_MAX_MODEL_LEN, kv_blocks=DEMO_KV_BLOCKS, max_num_seqs=DEMO_MAX_NUM_SEQS)
+    port = free_port()
+    spec = embedded_spec(config, port)  # the embedded vLLM as a server block: launched, recorded, stopped
+    params = params.model_copy(update={"base_url": f"http://127.0.0.1:{port}"})
+    out = new_run_dir(args.outputs, params.run_label)
     print("starting the embedded vLLM (about a minute) ...", flush=True)
-    with EmbeddedServer(config) as server:
-        print(f"server: {server.base_url}", flush=True)
-        params = params.model_copy(update={"base_url": server.base_url})
+    with launched_server(spec, params, out) as server:
+        print(f"server: {server.base_url} (log: {server.log_path})", flush=True)
         preflight(params)
-        out = new_run_dir(args.outputs, params.run_label)
         paths = run_notebooks(params, out)
     print("\nreport:")
     for name, path in paths.items():
@@ -190,6 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
     comparison.add_argument("--labels", help="comma-separated, one per run folder (default: run label + folder)")
     comparison.set_defaults(func=_compare)
 
+    batch = sub.add_parser("batch", help="run every variant of a sweep file, then index.html/.md and a comparison")
+    batch.add_argument("sweep", help="YAML sweep file, e.g. params/sweep-example.yaml")
+    batch.add_argument("--out", help="batch folder (default: outputs/<sweep name>/<UTC timestamp>/)")
+    batch.add_argument("--outputs", default="outputs", help=argparse.SUPPRESS)
+    batch.add_argument("--resume", action="store_true", help="skip finished variants, continue the others in --out")
+    batch.add_argument("--jobs", type=int, default=1, help="variants at once, each on its own server (default 1)")
+    batch.add_argument("--ray", metavar="ADDRESS", help="run each variant as a task on this Ray cluster")
+    batch.set_defaults(func=_batch)
+
     demo = sub.add_parser("demo", help="start the embedded vLLM, run params/demo.yaml, stop, print the report")
     demo.add_argument("--params", default="params/demo.yaml")
     demo.add_argument("--outputs", default="outputs")
@@ -204,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ParamsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ServerError as exc:  # a launched server that did not come up: one line, its log named
+        print(f"error: {exc.reason}", file=sys.stderr)
+        return 1
     except Exception as exc:
         from papermill.exceptions import PapermillExecutionError
 

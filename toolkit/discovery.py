@@ -62,8 +62,8 @@ async def discover(
         raise DiscoveryError("max_model_len: the server does not report it; give it as a parameter")
     snapshot: MetricsSnapshot | None = await api.metrics_or_none()
     config = cache_config(snapshot) if snapshot else None
-    budget, source = (kv_budget_tokens, "parameter") if kv_budget_tokens else (
-        config.budget_tokens if config else (None, "unknown")
+    budget, source = (
+        (kv_budget_tokens, "parameter") if kv_budget_tokens else (config.budget_tokens if config else (None, "unknown"))
     )
     return ServerInfo(
         base_url=api.base_url,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import uuid
 from typing import Any
 
@@ -49,6 +50,15 @@ class SameSessionKernelManager(AsyncKernelManager):  # type: ignore[misc]
     @default("transport")
     def _transport_default(self) -> str:
         return "ipc"
+
+    @default("ip")
+    def _ip_default(self) -> str:
+        """The IPC sockets' path prefix: absolute and this kernel's own. jupyter_client's default, `kernel-ipc`, is
+        relative: the kernel binds it in its working folder (notebooks/) while the manager picks free numbers in
+        its own, so two kernels at once (a batch's --jobs, two runs) got the same sockets."""
+        if self.transport != "ipc":
+            return str(super()._ip_default())
+        return os.path.join(tempfile.gettempdir(), f"toolkit-kernel-{uuid.uuid4().hex[:16]}-ipc")
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         if self.provisioner is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from toolkit.contexts import parse_contexts
 
 DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64, 128]
+_SECRET_PART = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ParamsError(ValueError):
@@ -88,14 +92,76 @@ class RunParams(BaseModel):
         )  # fmt: skip
 
 
-def _one_line(exc: ValidationError) -> str:
+def looks_secret(name: str) -> bool:
+    """An environment variable name that holds a key, token or password (HF_TOKEN, AWS_SECRET_ACCESS_KEY)."""
+    return any(_SECRET_PART.search(part) for part in name.upper().split("_"))
+
+
+class ServerSpec(BaseModel):
+    """The optional `server:` block: a server the toolkit launches for the run, waits for, measures and stops.
+
+    The API key is not here either: when `api_key_env` is set, the server gets it as VLLM_API_KEY.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: list[str]
+    env: dict[str, str] = Field(default_factory=dict)  # extra variables that are not secrets
+    health_timeout_s: float = Field(600.0, gt=0)
+    log_file: str | None = None  # default: server.log in the results folder
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, value: Any) -> list[str]:
+        if isinstance(value, str):
+            try:
+                parts = shlex.split(value)
+            except ValueError as exc:
+                raise ValueError(f"cannot be split like a shell command line: {exc}") from None
+        elif isinstance(value, list) and all(isinstance(x, str | int | float) for x in value):
+            parts = [str(x) for x in value]
+        else:
+            raise ValueError("is not a list of strings or a command line; allowed: e.g. vllm serve MODEL --port 8000")
+        if not parts:
+            raise ValueError("is empty; allowed: the server's command line, e.g. vllm serve MODEL --port 8000")
+        if any(p == "--api-key" or p.startswith("--api-key=") for p in parts):
+            raise ValueError("--api-key has no place here; the server gets the key as VLLM_API_KEY from the "
+                             "variable named by api_key_env")  # fmt: skip
+        return parts
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> dict[str, str]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ValueError("is not a mapping of NAME: value")
+        env: dict[str, str] = {}
+        for name, item in value.items():
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if looks_secret(name):
+                raise ValueError(f"{name} looks like a key, token or password; allowed: variables that are not "
+                                 "secrets (the API key comes from the variable named by api_key_env)")  # fmt: skip
+            if item is None or isinstance(item, dict | list):
+                raise ValueError(f"{name} has no plain value; allowed: a string or a number")
+            env[name] = str(item).lower() if isinstance(item, bool) else str(item)
+        return env
+
+
+def _one_line(exc: ValidationError, model: type[BaseModel] = RunParams, prefix: str = "") -> str:
     err = exc.errors()[0]
-    where = ".".join(str(x) for x in err["loc"]) or "params"
+    where = prefix + (".".join(str(x) for x in err["loc"]) or "params")
     if err["type"] == "extra_forbidden":
-        allowed = ", ".join(RunParams.model_fields)
+        allowed = ", ".join(model.model_fields)
         return f"{where}: unknown parameter; allowed: {allowed}"
+    if err["type"] == "missing":
+        return f"{where}: required"
     msg = err["msg"].removeprefix("Value error, ")
-    return f"{where}: {msg} (got {err.get('input')!r})" if "got" not in msg else f"{where}: {msg}"
+    # Neither env values nor an --api-key command are echoed: a misplaced secret stays unprinted.
+    if "env" in err["loc"] or "--api-key" in msg or "got" in msg:
+        return f"{where}: {msg}"
+    return f"{where}: {msg} (got {err.get('input')!r})"
 
 
 def make_params(values: dict[str, Any]) -> RunParams:
@@ -105,8 +171,17 @@ def make_params(values: dict[str, Any]) -> RunParams:
         raise ParamsError(_one_line(exc)) from None
 
 
-def load_params(path: str | Path, **overrides: Any) -> RunParams:
-    """Read a YAML params file; non-None overrides (from the command line) win."""
+def make_server_spec(values: Any) -> ServerSpec:
+    if not isinstance(values, dict):
+        raise ParamsError(f"server: must be a mapping; allowed keys: {', '.join(ServerSpec.model_fields)}")
+    try:
+        return ServerSpec(**values)
+    except ValidationError as exc:
+        raise ParamsError(_one_line(exc, ServerSpec, "server.")) from None
+
+
+def load_run_file(path: str | Path, **overrides: Any) -> tuple[RunParams, ServerSpec | None]:
+    """Read a YAML params file: its parameters (non-None overrides from the command line win) and server block."""
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
     except OSError as exc:
@@ -115,5 +190,12 @@ def load_params(path: str | Path, **overrides: Any) -> RunParams:
         raise ParamsError(f"params file: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ParamsError(f"params file: {path} must hold a mapping of parameter: value")
+    server = data.pop("server", None)
     data.update({k: v for k, v in overrides.items() if v is not None})
-    return make_params(data)
+    params = make_params(data)
+    return params, None if server is None else make_server_spec(server)
+
+
+def load_params(path: str | Path, **overrides: Any) -> RunParams:
+    """Read a YAML params file; non-None overrides (from the command line) win. A server block is checked too."""
+    return load_run_file(path, **overrides)[0]

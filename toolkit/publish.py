@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,23 @@ def write_reports(results_dir: Path) -> dict[str, Path]:
     (results_dir / "report.html").write_text(html_report(executed), encoding="utf-8")
     (results_dir / "report.md").write_text(markdown_report(results_dir), encoding="utf-8")
     return {name: results_dir / name for name in ("report.html", "report.md", "results.csv", RUN_FILE)}
+
+
+def write_compare(run_dirs: Sequence[Path], out: Path, labels: Sequence[str] | None = None) -> dict[str, Path]:
+    """The compare notebook over run folders (the first is the baseline): compare.ipynb, compare.html, compare.md."""
+    from toolkit import compare, compare_plots, runs
+
+    frame = runs.load_runs(run_dirs, labels)  # bad folders or labels fail here, before the notebook
+    out.mkdir(parents=True, exist_ok=True)
+    executed = execute("compare", out, {"RUN_DIRS": [str(Path(d).resolve()) for d in run_dirs],
+                                        "LABELS": None if labels is None else list(labels)})  # fmt: skip
+    (out / "compare.html").write_text(html_report(executed), encoding="utf-8")
+    images: dict[str, str] = {}
+    for key, figure in compare_plots.comparison_figures(frame).items():
+        (out / f"{key}.png").write_bytes(plots.figure_png(figure))
+        images[key] = f"{key}.png"
+    (out / "compare.md").write_text(compare.compare_markdown(frame, images), encoding="utf-8")
+    return {name: out / name for name in ("compare.html", "compare.md", executed.name)}
 
 
 def run_notebooks(params: RunParams, out_dir: Path) -> dict[str, Path]:

@@ -262,9 +262,7 @@ def parse_report(text: str, source: str = "<text>") -> ImportedReport:
         raise cur.error(f"expected the All measurements columns {' | '.join(TABLE_COLUMNS)}", header_number)
     while (extra := cur.peek()) is not None:
         if cur.next("footnotes").startswith("|") or extra in HEADINGS:
-            raise cur.error(
-                f"expected only footnotes after the All measurements table, found {_short(extra)!r}"
-            )
+            raise cur.error(f"expected only footnotes after the All measurements table, found {_short(extra)!r}")
     found = _MAX_MODEL_LEN.search(launch)
     max_model_len = int(found[1]) if found else None
     measurements: list[Measurement] = []
@@ -291,4 +289,4 @@ def import_report_file(path: str | Path) -> ImportedReport:
 def _matrix_summary(line: str, engine: dict[str, str]) -> str:
     """The "N contexts … · prefill at …" part of the summary line; the engine part is rebuilt from Engine."""
     prefix = " · ".join(engine[k] for k in ("Engine", "Version", "Quantization") if engine.get(k))
-    return line[len(prefix):].lstrip(" ·") if prefix and line.startswith(prefix) else line
+    return line[len(prefix) :].lstrip(" ·") if prefix and line.startswith(prefix) else line

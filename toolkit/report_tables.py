@@ -53,6 +53,11 @@ NOT_HELD_NOTE = (
     "concurrency not held: on average fewer than 90 % of the requests were running during the window (the time "
     "between a stream's requests, or a client falling behind), while none waited; the status is unchanged."
 )
+THROTTLED_MARK = "GPU throttled"
+THROTTLED_NOTE = (
+    "GPU throttled: during the window a GPU held its clocks down for power or heat (NVML clock event reasons), "
+    "so the cell measures a slowed GPU."
+)
 CLIENT_BASIS_NOTE = (
     "Judged client-side: the server's /metrics could not be read, so these cells' statuses come from the "
     "client's own count of streams decoding, not from the server's running and waiting requests."
@@ -90,6 +95,14 @@ def _whole_percent(value: Any) -> str:
     return MISSING if number is None else f"{number:.0f}%"
 
 
+def _unit(unit: str) -> Callable[[Any], str]:
+    def whole(value: Any) -> str:
+        number = as_number(value)
+        return MISSING if number is None else f"{number:,.0f} {unit}"
+
+    return whole
+
+
 # Extras beyond the published reports: (key, column title, formatter).
 _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("prompt_tokens", "Prompt tokens", format_count),
@@ -116,6 +129,10 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("attempts", "Attempts", format_count),
     ("disturbed", "Disturbed", str),
     ("client_cpu_pct", "Client CPU", _whole_percent),
+    ("gpu_power_w", "GPU power", _unit("W")),
+    ("gpu_temp_peak_c", "GPU temperature peak", _unit("°C")),
+    ("gpu_sm_clock_mhz", "GPU SM clock", _unit("MHz")),
+    ("gpu_throttled", "GPU throttled", _yes_no),
     ("concurrency_held", "Concurrency held", _whole_percent),
     ("cell_wall_s", "Cell wall time", format_seconds),
     ("error", "Error", str),
@@ -129,7 +146,7 @@ def _clean(value: Any) -> Any:
 def _rows(df: pd.DataFrame, phase: str | None = None) -> list[Row]:
     """Rows as dicts (missing values None), prefill first, then by context tokens and concurrency."""
     blank: Row = dict.fromkeys(COLUMNS)
-    rows = [blank | {k: _clean(v) for k, v in rec.items()} for rec in df.to_dict("records")]
+    rows = [blank | {str(k): _clean(v) for k, v in rec.items()} for rec in df.to_dict("records")]
     rows = [r for r in rows if phase is None or r["phase"] == phase]
     order = {"prefill": 0, "decode": 1}
     rows.sort(key=lambda r: (order.get(r["phase"], 2), int(r["context_tokens"]), int(r["concurrency"])))
@@ -160,9 +177,20 @@ def _matrix_cell(row: Row | None) -> str:
         parts.append(SATURATED_MARK)
     if row.get("disturbed"):
         parts.append(DISTURBED_MARK)
-    if concurrency_not_held(as_number(row.get("concurrency_held"))):
+    if _not_held(row):
         parts.append(NOT_HELD_MARK)
+    if _throttled(row):
+        parts.append(THROTTLED_MARK)
     return " · ".join(parts)
+
+
+def _throttled(row: Row) -> bool:
+    return row.get("gpu_throttled") in (True, "True", "true", 1)
+
+
+def _not_held(row: Row) -> bool:
+    """A Valid cell whose running count stayed under 90 % of N (a queued cell's is low because it queued)."""
+    return row["status"] == "Valid" and concurrency_not_held(as_number(row.get("concurrency_held")))
 
 
 def _saturated(row: Row) -> bool:
@@ -227,8 +255,10 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
         notes.append(SATURATED_NOTE)
     if any(r.get("disturbed") for r in _rows(df)):
         notes.append(DISTURBED_NOTE)
-    if any(concurrency_not_held(as_number(r.get("concurrency_held"))) for r in decode_rows):
+    if any(_not_held(r) for r in decode_rows):
         notes.append(NOT_HELD_NOTE)
+    if any(_throttled(r) for r in decode_rows):
+        notes.append(THROTTLED_NOTE)
     if any(r.get("status_basis") == "client" for r in decode_rows):
         notes.append(CLIENT_BASIS_NOTE)
     if ttft_note and len(df) and (df["phase"] == "decode").any():

@@ -10,11 +10,13 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 from tqdm import tqdm
 
 from toolkit import __version__
@@ -23,13 +25,17 @@ from toolkit.client import StreamClient, build_request
 from toolkit.contexts import check_contexts, decode_contexts, format_context, prefill_only_context
 from toolkit.decode import CellSpec, drain, measure_decode_cell
 from toolkit.discovery import ServerInfo, discover
+from toolkit.environment import hardware_block, machine_facts, served_here
+from toolkit.gpu import GpuSampler, installed_gpus, telemetry, window_telemetry
+from toolkit.heap import frozen_heap
+from toolkit.launch import exit_note, launch_info
 from toolkit.overhead import matrix_overhead, overhead_line
 from toolkit.params import ParamsError, RunParams
 from toolkit.prefill import measure_prefill
-from toolkit.prompts import build_prompt, marker
+from toolkit.prompts import PromptError, build_prompt, marker
 from toolkit.schema import Measurement
 from toolkit.secrets import api_key_from_env, redact
-from toolkit.server_api import ServerAPI
+from toolkit.server_api import ServerAPI, ServerAPIError
 from toolkit.sessions import check_server_session
 from toolkit.store import RUN_FILE, ResultStore, latest_by_key, read_json, write_json_atomic
 from toolkit.traces import write_trace
@@ -75,6 +81,7 @@ def make_plan(params: RunParams, max_model_len: int) -> Plan:
 
 
 def environment_info() -> dict[str, Any]:
+    """The client's software, and this machine: OS, kernel, CPU, memory, GPUs (toolkit.environment, toolkit.gpu)."""
     import subprocess
 
     try:
@@ -85,7 +92,10 @@ def environment_info() -> dict[str, Any]:
     except OSError:
         rev = None
     return {"toolkit_version": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
-            "git_revision": rev}  # fmt: skip
+            "git_revision": rev, "machine": machine_facts(), "gpus": installed_gpus()}  # fmt: skip
+
+
+HARDWARE_FIELDS = ("Type", "GPU", "GPU count", "VRAM", "GPU driver", "OS", "Kernel", "CPU", "CPU cores", "Memory")
 
 
 PREFILL_MODES = {
@@ -95,26 +105,50 @@ PREFILL_MODES = {
 
 
 def run_info(
-    params: RunParams, server: ServerInfo, run_id: str, api_key: str | None, *, prefill_in_warmup: bool = True
+    params: RunParams,
+    server: ServerInfo,
+    run_id: str,
+    api_key: str | None,
+    *,
+    prefill_in_warmup: bool = True,
+    launch: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """run.json: the report's descriptive blocks, server facts, parameters (no secrets), environment."""
-    gpu_line = params.gpu or "embedded CPU vLLM"
-    title = params.title or f"{server.model} on {gpu_line}" + (f" ×{params.gpu_count}" if params.gpu_count else "")
-    hardware = {"Type": params.hardware_type, "GPU": params.gpu, "GPU count": params.gpu_count,
-                "VRAM": params.vram, "OS": params.os or sys.platform}  # fmt: skip
-    engine = {"Engine": "vllm", "Version": server.version, "Quantization": params.quantization,
-              "Backend": params.backend, "Repository": "github.com/vllm-project/vllm",
-              "Build": params.build}  # fmt: skip
+    """run.json: the report's descriptive blocks, server facts, parameters (no secrets), environment.
+
+    `launch` (toolkit.launch.launch_info) says whether the toolkit launched the server and with what. This
+    machine's hardware fills the Hardware block only when the server runs here; the params' fields win.
+    """
+    launch = launch or {"launched_by_toolkit": False}
+    launched = bool(launch.get("launched_by_toolkit"))
+    environment = environment_info()
+    environment["server_on_this_machine"] = here = served_here(params.base_url, launched)
+    captured = hardware_block(environment["machine"], environment["gpus"]) if here else {"OS": sys.platform}
+    given = {"Type": params.hardware_type, "GPU": params.gpu, "GPU count": params.gpu_count, "VRAM": params.vram,
+             "OS": params.os}  # fmt: skip
+    merged = {**captured, **{k: v for k, v in given.items() if v is not None}}
+    hardware = {k: merged.get(k) for k in HARDWARE_FIELDS}
+    gpu_line = merged["GPU"] if merged.get("GPU") not in (None, "none") else "embedded CPU vLLM"
+    count = merged.get("GPU count")
+    title = params.title or f"{server.model} on {gpu_line}" + (f" ×{count}" if count and str(count) != "1" else "")
+    found = launch.get("engine") or {}
+    build = found.get("build") or ""
+    backend = "cpu" if build == "cpu" else "cuda" if build.startswith("CUDA") else "rocm" if build else None
+    engine = {"Engine": "vllm", "Version": server.version or found.get("version"), "Commit": found.get("commit"),
+              "Quantization": params.quantization, "Backend": params.backend or backend,
+              "Repository": "github.com/vllm-project/vllm", "Build": params.build or build}  # fmt: skip
     run = {
         "Served model": server.model,
         "Revision": params.revision,
         "Benchmark tool": f"toolkit v{__version__}",
+        "Server": "launched by the toolkit" if launched else f"found running at {params.base_url}",
         "Decode test": "Fixed duration",
         "Prefill mode": PREFILL_MODES[prefill_in_warmup],
         "Time per measurement": f"{params.duration_s:g} s",
         "Max output": f"{params.max_output:,} tokens",
     }
     clean = lambda d: {k: str(v) for k, v in d.items() if v not in (None, "")}  # noqa: E731
+    # A launched server's command is shown as it ran (toolkit.launch already put <redacted> where the key was).
+    command = launch["command"] if launched else redact(params.launch_command or "", api_key)
     return {
         "run_id": run_id,
         "run_label": params.run_label,
@@ -122,18 +156,19 @@ def run_info(
         "hardware": clean(hardware),
         "engine": clean(engine),
         "run": clean(run),
-        "launch_command": redact(params.launch_command or "", api_key),
+        "launch_command": command,
+        "launch": launch,
         "params": params.model_dump(exclude={"launch_command"}),
         "fingerprint": params.fingerprint(),
         "server": {k: v for k, v in asdict(server).items()},
-        "environment": environment_info(),
+        "environment": environment,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "source": "toolkit",
     }
 
 
 def progress_front_end() -> str:
-    """"notebook" (tqdm's widget) in an interactive Jupyter kernel; "text" on stderr elsewhere: papermill's
+    """ "notebook" (tqdm's widget) in an interactive Jupyter kernel; "text" on stderr elsewhere: papermill's
     kernels get TOOLKIT_PROGRESS=text from toolkit.publish, since their output becomes the report."""
     if os.environ.get("TOOLKIT_PROGRESS") == "text":
         return "text"
@@ -148,6 +183,15 @@ def progress_bar(**kwargs: Any) -> tqdm:
 
         return notebook_tqdm(**kwargs)
     return tqdm(file=sys.stderr, **kwargs)
+
+
+class CellFailure(RuntimeError):
+    """A request of a cell failed outside its measurement (the cache warm-up): the cell is an Error."""
+
+
+# What the server or the network can do to a cell: an Error cell that --resume redoes. Anything else is a bug
+# in the toolkit and stops the run with its traceback, instead of an Error that --resume would redo forever.
+EXPECTED_FAILURES = (CellFailure, PromptError, ServerAPIError, httpx.HTTPError, OSError, TimeoutError)
 
 
 class RunRefused(ValueError):
@@ -184,13 +228,17 @@ async def run_matrix_async(
     store = ResultStore(out)
     async with ServerAPI(params.base_url, api_key=api_key) as api:
         server = await discover(
-            api, model=params.model, max_model_len=params.max_model_len, kv_budget_tokens=params.kv_budget_tokens,
+            api,
+            model=params.model,
+            max_model_len=params.max_model_len,
+            kv_budget_tokens=params.kv_budget_tokens,
             api_key_env=params.api_key_env,
         )
         plan = make_plan(params, server.max_model_len)
         existing = _open_run(out, params, resume, attach)
         both = "prefill" in phases and "decode" in phases
-        info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both)
+        info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both,
+                                    launch=launch_info(out))  # fmt: skip
         if existing is None:
             write_json_atomic(out / RUN_FILE, info)
         if (existing is None or resume) and (warning := check_server_session(params.base_url)):
@@ -199,16 +247,19 @@ async def run_matrix_async(
         done = latest_by_key(earlier)
         finished = {k for k, m in done.items() if m.status != "Error"}
         todo = [k for k in plan.keys(phases) if k not in finished]
+        decode_todo = any(k[0] == "decode" for k in todo)
+        gpus = telemetry(lambda line: tqdm.write(line, file=sys.stderr)) if decode_todo else nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
-            runner = _Runner(params, server, info["run_id"], api, client, store, earlier)
-            bar = progress_bar(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
-                               desc=params.run_label, unit="cell", disable=not progress)  # fmt: skip
-            for key in todo:
-                bar.set_postfix_str(f"{key[0]} {format_context(key[1])} ×{key[2]}")
-                m = await runner.measure(key)
-                store.append(m)
-                bar.update(1)
-            bar.close()
+            with gpus as gpu_sampler, frozen_heap():  # no full GC pass stalls the loop while it measures
+                runner = _Runner(params, server, info["run_id"], api, client, store, earlier, gpu_sampler)
+                bar = progress_bar(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
+                                   desc=params.run_label, unit="cell", disable=not progress)  # fmt: skip
+                for key in todo:
+                    bar.set_postfix_str(f"{key[0]} {format_context(key[1])} ×{key[2]}")
+                    m = await runner.measure(key)
+                    store.append(m)
+                    bar.update(1)
+                bar.close()
     latest = list(latest_by_key(store.load()).values())
     if (spent := matrix_overhead(m.to_dict() for m in latest)) is not None:
         write_json_atomic(out / RUN_FILE, {**read_json(out / RUN_FILE), "overhead": spent})
@@ -220,9 +271,10 @@ async def run_matrix_async(
 class _Runner:
     """Holds a run's prompts and warm state; measures one planned key at a time."""
 
-    def __init__(self, params: RunParams, server: ServerInfo, run_id: str, api: ServerAPI,
-                 client: StreamClient, store: ResultStore, earlier: Sequence[Measurement]) -> None:  # fmt: skip
-        self.params, self.server, self.run_id = params, server, run_id
+    def __init__(self, params: RunParams, server: ServerInfo, run_id: str, api: ServerAPI, client: StreamClient,
+                 store: ResultStore, earlier: Sequence[Measurement],
+                 gpu: GpuSampler | None = None) -> None:  # fmt: skip
+        self.params, self.server, self.run_id, self.gpu = params, server, run_id, gpu
         self.api, self.client, self.store = api, client, store
         self.prompts: dict[tuple[int, int | None], str] = {}
         # Prompts already sent for a context's prefill (a resumed run included): the next one must be new, so cold.
@@ -244,11 +296,19 @@ class _Runner:
         return self.prompts[(ctx, stream)]
 
     async def measure(self, key: tuple[str, int, int]) -> Measurement:
+        """One planned measurement; an Error says how a server the toolkit launched ended, if it did."""
+        m = await self._measure(key)
+        if m.status == "Error" and (note := await asyncio.to_thread(exit_note, self.store.directory)):
+            m = replace(m, error=redact(f"{m.error}; {note}", api_key_from_env(self.params.api_key_env)))
+        return m
+
+    async def _measure(self, key: tuple[str, int, int]) -> Measurement:
         phase, ctx, n = key
         label = format_context(ctx)
         started = time.perf_counter()
         try:
             if phase == "prefill":
+
                 async def prefill_once(attempt: int) -> Measurement:
                     prompt = await self.prompt(ctx, fresh=attempt > 1)  # a retry must be cold again
                     return await measure_prefill(self.client, self.api, model=self.server.model,
@@ -278,10 +338,14 @@ class _Runner:
                 on_disturbed=measuring_again,
             )  # fmt: skip
             write_trace(self.store.directory, ctx, n, trace)  # before the record: whole or absent
+            if self.gpu is not None and trace.windows:
+                start, end = trace.windows[-1]
+                m = replace(m, **window_telemetry(self.gpu.samples(start, end), start, end))
+                self.gpu.discard_before(end)
             if m.disturbed:
                 tqdm.write(f"{what}: window disturbed ({m.disturbed}); kept and flagged", file=sys.stderr)
             return self._stamp(m, kv_budget_tokens=budget, cell_wall_s=time.perf_counter() - started)
-        except Exception as exc:  # a failed cell is recorded and the run goes on
+        except EXPECTED_FAILURES as exc:  # recorded as an Error cell, and the run goes on; a bug surfaces
             await drain(self.api, 30.0, self.server.metrics_available)
             msg = redact(f"{type(exc).__name__}: {exc}", api_key_from_env(self.params.api_key_env))
             return self._stamp(Measurement(phase=phase, context_tokens=ctx, context=label, concurrency=n,  # type: ignore[arg-type]
@@ -314,18 +378,17 @@ class _Runner:
             path, body = build_request(self.params.endpoint, self.server.model, text, 1)
             warm_up = await self.client.stream(path, body)
             if warm_up.error:  # a failed stream makes the cell an Error (docs/METHOD.md), the warm-up's too
-                raise RuntimeError(f"warm-up request failed: {warm_up.error}")
+                raise CellFailure(f"warm-up request failed: {warm_up.error}")
             self.warm.add(ctx)
         return (text,) * n
 
     def _stamp(self, m: Measurement, **extra: Any) -> Measurement:
-        from dataclasses import replace
-
         return replace(m, run_id=self.run_id, started_at=datetime.now(UTC).isoformat(timespec="seconds"), **extra)
 
 
 def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
     """Run a coroutine on a fresh (uv)loop; in a thread when a loop already runs here (Jupyter)."""
+
     def new_loop() -> asyncio.AbstractEventLoop:
         try:
             import uvloop
@@ -366,7 +429,10 @@ async def preflight_async(params: RunParams) -> ServerInfo:
     api_key = api_key_from_env(params.api_key_env)
     async with ServerAPI(params.base_url, api_key=api_key) as api:
         server = await discover(
-            api, model=params.model, max_model_len=params.max_model_len, kv_budget_tokens=params.kv_budget_tokens,
+            api,
+            model=params.model,
+            max_model_len=params.max_model_len,
+            kv_budget_tokens=params.kv_budget_tokens,
             api_key_env=params.api_key_env,
         )
     make_plan(params, server.max_model_len)

@@ -29,7 +29,8 @@ def _cell(name: str, value: Any) -> Any:
 
 def _csv_measurements(path: Path) -> list[Measurement]:
     frame = pd.read_csv(path, dtype={"context": str})
-    return [Measurement.from_dict({str(k): _cell(str(k), v) for k, v in row.items()}) for row in frame.to_dict("records")]
+    records = frame.to_dict("records")
+    return [Measurement.from_dict({str(k): _cell(str(k), v) for k, v in row.items()}) for row in records]
 
 
 def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:

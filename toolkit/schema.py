@@ -68,6 +68,11 @@ class Measurement:
     disturbed: str | None = None  # why the window cannot be trusted (a pause), after the runner's retries
     attempts: int | None = None  # windows measured for this cell (> 1: earlier ones were disturbed)
     client_cpu_pct: float | None = None
+    # GPUs inside the window (NVML, toolkit.gpu); None without GPU telemetry.
+    gpu_power_w: float | None = None  # mean draw of all GPUs together
+    gpu_temp_peak_c: float | None = None  # hottest reading of any GPU
+    gpu_sm_clock_mhz: float | None = None  # mean SM clock over GPUs and readings
+    gpu_throttled: bool | None = None  # a GPU held its clocks down for power or heat
     # Where the cell's wall time went (seconds): readiness ramp, every window, disturbed windows redone, drain.
     cell_wall_s: float | None = None
     readiness_s: float | None = None

@@ -7,7 +7,9 @@ import re
 
 REDACTED = "<redacted>"
 _FLAG = re.compile(r"(--api-key(?:=|\s+))('[^']*'|\"[^\"]*\"|\S+)")
-_ENV = re.compile(r"\b([A-Z0-9_]*(?:API_KEY|TOKEN|SECRET)[A-Z0-9_]*=)('[^']*'|\"[^\"]*\"|\S+)")
+# The secret word ends the name or one of its _-separated parts: HF_TOKEN, AWS_SECRET_ACCESS_KEY, not
+# TOKENIZERS_PARALLELISM.
+_ENV = re.compile(r"\b([A-Z0-9_]*(?:API_KEY|TOKEN|SECRET)S?(?:_[A-Z0-9]+)*=)('[^']*'|\"[^\"]*\"|\S+)")
 
 
 def api_key_from_env(variable: str) -> str | None:

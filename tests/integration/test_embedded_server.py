@@ -46,8 +46,8 @@ def test_stream_of_exactly_64_tokens_ends_with_usage(vllm_server: EmbeddedServer
 def test_metrics_kv_size_equals_kv_blocks_times_block_size(constrained_server: EmbeddedServer) -> None:
     config = cache_config(parse_metrics(httpx.get(constrained_server.base_url + "/metrics").text))
     assert config.block_size == BLOCK_SIZE_TOKENS
-    assert config.num_blocks == 40
-    assert config.kv_cache_size_tokens == 40 * BLOCK_SIZE_TOKENS
+    assert config.num_blocks == 104
+    assert config.kv_cache_size_tokens == 104 * BLOCK_SIZE_TOKENS
 
 
 def test_stop_leaves_no_vllm_process() -> None:

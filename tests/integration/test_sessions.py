@@ -19,8 +19,6 @@ from toolkit.embedded.server import EmbeddedServer, free_port
 from toolkit.publish import execute_path
 from toolkit.sessions import autogroup_enabled, check_server_session
 
-pytestmark = pytest.mark.server
-
 PROBE_CELL = "import json, os\nprint(json.dumps({'sid': os.getsid(0), 'pgid': os.getpgid(0), 'pid': os.getpid()}))"
 
 

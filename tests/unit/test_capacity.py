@@ -22,9 +22,7 @@ LFM_INTERVAL = (8_912_896, 16_252_928)
 KIMI_INTERVAL = (327_680, 393_216)
 
 
-@pytest.mark.parametrize(
-    ("context", "max_output", "expected"), [(8 * K, 4096, 12_288), (257_024, 4096, 261_120)]
-)
+@pytest.mark.parametrize(("context", "max_output", "expected"), [(8 * K, 4096, 12_288), (257_024, 4096, 261_120)])
 def test_request_tokens(context: int, max_output: int, expected: int) -> None:
     assert request_tokens(context, max_output) == expected
 

@@ -31,9 +31,7 @@ def lfm() -> ImportedReport:
 
 
 def find(report: ImportedReport, phase: str, context: str, concurrency: int) -> Measurement:
-    (m,) = [
-        m for m in report.measurements if (m.phase, m.context, m.concurrency) == (phase, context, concurrency)
-    ]
+    (m,) = [m for m in report.measurements if (m.phase, m.context, m.concurrency) == (phase, context, concurrency)]
     return m
 
 

@@ -81,7 +81,8 @@ def test_a_disturbed_prefill_is_marked_in_the_prefill_table_and_footnoted() -> N
 
     frame = to_dataframe([prefill(8192, "8K", None), prefill(16384, "16K", "client event loop blocked 2,100 ms")])
     assert prefill_table(frame).values.tolist() == [
-        ["8K", "17.7K", "462 ms"], ["16K", f"17.7K · {DISTURBED_MARK}", "462 ms"]
+        ["8K", "17.7K", "462 ms"],
+        ["16K", f"17.7K · {DISTURBED_MARK}", "462 ms"],
     ]
     assert DISTURBED_NOTE in footnotes(frame)
     assert DISTURBED_NOTE not in footnotes(frame.iloc[:1])

@@ -261,3 +261,24 @@ def test_html_fragments_escape_and_classify() -> None:
     assert rows.count('class="status-valid"') == 5
     for css in ("status-queued", "status-over", "status-error"):
         assert f".{css} {{" in parts["style"]
+
+
+def test_concurrency_not_held_marks_valid_cells_only() -> None:
+    import pandas as pd
+
+    from toolkit.report_tables import NOT_HELD_MARK, NOT_HELD_NOTE, decode_matrix, footnotes
+
+    rows = [
+        {"phase": "decode", "context_tokens": 1024, "context": "1K", "concurrency": 2, "status": "Valid",
+         "total_tok_s": 900.0, "ttft_ms": 20.0, "concurrency_held": 0.85},
+        {"phase": "decode", "context_tokens": 1024, "context": "1K", "concurrency": 4, "status": "Requests queued",
+         "total_tok_s": 910.0, "ttft_ms": 900.0, "concurrency_held": 0.5},
+        {"phase": "decode", "context_tokens": 1024, "context": "1K", "concurrency": 1, "status": "Valid",
+         "total_tok_s": 480.0, "ttft_ms": 10.0, "concurrency_held": 0.99},
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows)
+    matrix = decode_matrix(frame)
+    assert matrix.loc["1K", 2].endswith(NOT_HELD_MARK)
+    assert NOT_HELD_MARK not in matrix.loc["1K", 4] and NOT_HELD_MARK not in matrix.loc["1K", 1]
+    assert NOT_HELD_NOTE in footnotes(frame)
+    assert NOT_HELD_NOTE not in footnotes(frame[frame.concurrency != 2])

@@ -38,9 +38,7 @@ def test_longest_waiting_s(samples: list[Sample], expected: float) -> None:
 
 
 def test_valid_cell_and_extras() -> None:
-    status, extras = decode_status(
-        concurrency=8, error=None, readiness_queued=False, samples=steady(8, count=4)
-    )
+    status, extras = decode_status(concurrency=8, error=None, readiness_queued=False, samples=steady(8, count=4))
     assert status == "Valid"
     assert extras == {"avg_active": 8.0, "max_waiting": 0, "waiting_fraction": 0.0, "status_basis": "server",
                       "concurrency_held": 1.0}  # fmt: skip
@@ -70,17 +68,13 @@ def test_waiting_held(indices: list[int], expected: str) -> None:
 
 def test_waiting_held_with_float_times() -> None:
     samples = [(10.1, 2, 0), (10.6, 2, 1), (11.1, 2, 1), (11.6, 2, 0)]  # 11.1 - 10.6 is 0.4999... in floats
-    assert decode_status(concurrency=2, error=None, readiness_queued=False, samples=samples)[0] == (
-        "Requests queued"
-    )
+    assert decode_status(concurrency=2, error=None, readiness_queued=False, samples=samples)[0] == ("Requests queued")
 
 
 @pytest.mark.parametrize(("waiting_at", "expected"), [([], "Valid"), ([3], "Requests queued")])
 def test_min_waiting_zero_needs_some_waiting(waiting_at: list[int], expected: str) -> None:
     samples = with_waiting(steady(4), waiting_at)
-    status, _ = decode_status(
-        concurrency=4, error=None, readiness_queued=False, samples=samples, min_waiting_s=0.0
-    )
+    status, _ = decode_status(concurrency=4, error=None, readiness_queued=False, samples=samples, min_waiting_s=0.0)
     assert status == expected
 
 

@@ -5,7 +5,6 @@ The toolkit never imports vllm: the server runs from the separate `.venv-vllm` i
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -15,7 +14,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+from toolkit.managed import ManagedServer, ServerError
+from toolkit.managed import has_live_member as _has_live_member
+from toolkit.params import ServerSpec
+
+__all__ = [
+    "EmbeddedServer",
+    "ServerConfig",
+    "ServerError",
+    "_has_live_member",
+    "embedded_spec",
+    "ensure_model",
+    "free_port",
+    "vllm_settings",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = Path(os.environ.get("TOOLKIT_CACHE", REPO_ROOT / ".cache"))
@@ -24,10 +36,6 @@ MODEL_DIR = CACHE_DIR / "tiny-llama"
 SERVED_MODEL_NAME = "tiny-llama"
 BLOCK_SIZE_TOKENS = 128  # vLLM's KV block size on CPU
 BUILDER = Path(__file__).with_name("build_tiny_model.py")
-
-
-class ServerError(RuntimeError):
-    """The embedded server could not be started; the message carries the log tail."""
 
 
 @dataclass(frozen=True)
@@ -77,19 +85,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def vllm_settings(kv_cache_gib: int) -> dict[str, str]:
+    """The variables the embedded vLLM needs besides the caller's environment (no secrets)."""
+    return {
+        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
+        "VLLM_HOST_IP": "127.0.0.1",
+        "VLLM_TARGET_DEVICE": "cpu",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
 def _vllm_env(kv_cache_gib: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        VLLM_CPU_KVCACHE_SPACE=str(kv_cache_gib),
-        VLLM_HOST_IP="127.0.0.1",
-        VLLM_TARGET_DEVICE="cpu",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        VLLM_NO_USAGE_STATS="1",
-        DO_NOT_TRACK="1",
-        TOKENIZERS_PARALLELISM="false",
-    )
-    return env
+    return {**os.environ, **vllm_settings(kv_cache_gib)}
 
 
 def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str]:
@@ -114,9 +125,17 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
     return cmd
 
 
+def embedded_spec(config: ServerConfig, port: int) -> ServerSpec:
+    """The embedded vLLM as a params `server:` block, for runs that launch it (`toolkit demo`)."""
+    config.check()
+    return ServerSpec(command=launch_command(config, port, ensure_model()), env=vllm_settings(config.kv_cache_gib),
+                      health_timeout_s=config.startup_timeout_s)  # fmt: skip
+
+
 class EmbeddedServer:
     """Start the real vLLM on 127.0.0.1, wait for `/health`, stop it with all its engine processes.
 
+    One instance of :class:`toolkit.managed.ManagedServer`: this class only builds the command and environment.
     Use as a context manager: `with EmbeddedServer(ServerConfig()) as server: server.base_url`.
     """
 
@@ -128,96 +147,38 @@ class EmbeddedServer:
         self.port = self.config.port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = self.config.log_path or CACHE_DIR / "logs" / f"vllm-{self.port}.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.managed: ManagedServer | None = None
         self.command: list[str] = []
 
-    def start(self) -> EmbeddedServer:
-        """Launch vLLM in a process group of its own (stopped as one) inside the caller's session.
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return None if self.managed is None else self.managed.process
 
-        Not a new session: Linux gives every session its own scheduler autogroup, and a busy vLLM in one
-        autogroup starves a client in another for seconds at a time (docs/METHOD.md, Pauses).
-        """
+    def start(self) -> EmbeddedServer:
+        """Launch vLLM through ManagedServer: its own process group, inside the caller's session."""
         model_dir = ensure_model()
         self.command = launch_command(self.config, self.port, model_dir)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = _vllm_env(self.config.kv_cache_gib)
         if self._api_key is not None:
             env["VLLM_API_KEY"] = self._api_key
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, process_group=0,
-            )  # fmt: skip
-        self._wait_healthy()
+        self.managed = ManagedServer(self.command, base_url=self.base_url, env=env, log_path=self.log_path,
+                                     health_timeout_s=self.config.startup_timeout_s, name="vLLM")  # fmt: skip
+        self.managed.start()
         return self
 
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + self.config.startup_timeout_s
-        assert self.process is not None
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self.stop()
-                raise ServerError(f"vLLM exited with code {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(self.base_url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise ServerError(f"vLLM did not answer /health within {self.config.startup_timeout_s:g} s:\n{self.log_tail()}")
-
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return "(no log)" if self.managed is None else self.managed.log_tail(lines)
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """SIGTERM the whole process group (API server and engine cores), SIGKILL what remains."""
-        if self.process is None:
-            return
-        pgid = self.process.pid
-        for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            end = time.monotonic() + wait_s
-            while time.monotonic() < end and _group_alive(pgid):
-                self.process.poll()
-                time.sleep(0.2)
-            if not _group_alive(pgid):
-                break
-        self.process.poll()
+        if self.managed is not None:
+            self.managed.stop(timeout_s)
 
     def __enter__(self) -> EmbeddedServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    # Zombies of our own child still count until reaped; reap and look again.
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(-pgid, os.WNOHANG)
-    return _has_live_member(pgid)
-
-
-def _has_live_member(pgid: int) -> bool:
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def serve_forever(config: ServerConfig) -> int:

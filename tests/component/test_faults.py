@@ -24,7 +24,7 @@ from toolkit.params import RunParams, make_params
 from toolkit.runner import run_matrix
 from toolkit.store import RESULTS_FILE, RUN_FILE, load_measurements
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "FAULT_TEST_API_KEY"  # unset unless a test sets it
 RAN = ("Valid", "Requests queued")
 COMPLETION_PATHS = ("/v1/chat/completions", "/v1/completions")

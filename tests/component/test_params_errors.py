@@ -18,7 +18,7 @@ import pytest
 from tests.faultserver import FaultServer, closed_port
 from toolkit.params import ParamsError, RunParams, load_params
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "FAULT_TEST_API_KEY"
 KEY = "sk-test-params-0042"
 

@@ -19,7 +19,7 @@ from toolkit import cli, report_tables
 from toolkit.runs import load_run
 from toolkit.schema import COLUMNS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "reference-reports"
 REPORTS = {"kimi": FIXTURES / "kimi-k2.7-code-h200sxm-x8-vllm-0.29.txt",
            "lfm": FIXTURES / "lfm2.5-350m-h200nvl-vllm-0.26.txt"}  # fmt: skip

@@ -21,9 +21,9 @@ from toolkit import cli
 from toolkit.params import make_params
 from toolkit.publish import NOTEBOOKS, declared_parameters, execute_path, html_report, run_notebooks
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "reference-reports"
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "reference-reports"
 REFERENCES = {"lfm": "lfm2.5-350m-h200nvl-vllm-0.26.txt", "kimi": "kimi-k2.7-code-h200sxm-x8-vllm-0.29.txt"}
-PROBE = '''
+PROBE = """
 import json as _json
 from matplotlib.collections import QuadMesh as _QuadMesh
 from matplotlib.figure import Figure as _Figure
@@ -43,7 +43,7 @@ def _result(value):
     return None
 
 print(_json.dumps({n: _result(v) for n, v in Out.items() if _result(v) is not None}))
-'''
+"""
 
 pytestmark = pytest.mark.timeout(600)
 

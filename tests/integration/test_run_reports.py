@@ -117,7 +117,7 @@ def test_html_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path)
 
 def test_explore_notebook_on_a_demo_cell(run_dir: Path, tmp_path: Path) -> None:
     """The explore notebook's timeline of a measured cell holds its output_tokens and its measured_s."""
-    from tests.test_traces_run import explore_check
+    from tests.component.test_traces_run import explore_check
 
     frame = pd.read_csv(run_dir / "results.csv")
     cell = frame[(frame.phase == "decode") & (frame.context_tokens == 256) & (frame.concurrency == 1)].iloc[0]

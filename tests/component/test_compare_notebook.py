@@ -1,7 +1,7 @@
 """`python -m toolkit compare`: papermill runs notebooks/compare.ipynb over run folders, then compare.html and .md.
 
-On the two imported reference reports, on two small runs against the fault-injecting test server,
-and on two tiny runs against the real embedded vLLM.
+On the two imported reference reports and on two small runs against the fault-injecting test server; on two
+tiny runs against the real embedded vLLM in tests/integration/test_compare_vllm.py.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import TEST_API_KEY
 from tests.faultserver import FaultServer
 from toolkit import cli, compare
-from toolkit.embedded.server import EmbeddedServer
 from toolkit.params import make_params
 from toolkit.runner import run_matrix
 from toolkit.schema import Measurement
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "reference-reports"
 NOTEBOOK = REPO / "notebooks" / "compare.ipynb"
 
@@ -72,7 +70,10 @@ def references(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_compare_imported_references(references: dict[str, Path], tmp_path: Path) -> None:
     md = run_compare([references["lfm"], references["kimi"]], tmp_path / "cmp", labels="LFM,Kimi")
     # 8K × 1: Kimi 24.3 tok/s / LFM 959.9 tok/s = 0.02531; TTFT 136 ms / 47 ms = 2.894.
-    assert "| Sustained decode | 8K | 1 | Valid | 0.0253× (959.9 → 24.3) | 0.0262× (972.0 → 25.5) | 2.89× (47 ms → 136 ms) |" in md  # noqa: E501
+    assert (
+        "| Sustained decode | 8K | 1 | Valid | 0.0253× (959.9 → 24.3) | 0.0262× (972.0 → 25.5) "
+        "| 2.89× (47 ms → 136 ms) |" in md
+    )
     # Prefill 8K: 17.7K / 143.1K = 0.1237.
     assert "| Prefill | 8K | 1 | Valid | 0.124× (143.1K → 17.7K) | — | 8.11× (57 ms → 462 ms) |" in md
     status = md[md.index("## Status differences") :]
@@ -157,22 +158,3 @@ def test_compare_two_small_runs(fault_runs: list[Path], tmp_path: Path) -> None:
     assert ratio > 1.5  # tokens every 10 ms against every 30 ms
     run = json.loads((slower / "run.json").read_text())
     assert run["source"] == "toolkit" and run["run_label"] == "slower"
-
-
-# ---- two tiny runs against the real vLLM ------------------------------------------------------------
-
-
-@pytest.mark.server
-def test_compare_two_runs_on_real_vllm(vllm_server: EmbeddedServer, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    monkeypatch.setenv("VLLM_API_KEY", TEST_API_KEY)
-    values = {"base_url": vllm_server.base_url, "contexts": ["256"], "concurrency": [1, 2], "duration_s": 2,
-              "max_output": 256, "readiness_timeout_s": 60}  # fmt: skip
-    folders = [tmp_path / "first", tmp_path / "second"]
-    for folder in folders:
-        run_matrix(make_params(values), folder, progress=False)
-    md = run_compare(folders, tmp_path / "cmp", labels="first,second")
-    assert "## second vs first" in md
-    assert_ratios_shown(md, *folders, [(256, 1), (256, 2)])
-    assert "| Prefill | 256 | 1 |" in md
-    assert TEST_API_KEY not in md and TEST_API_KEY not in (tmp_path / "cmp" / "compare.html").read_text()

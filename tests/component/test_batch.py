@@ -1,0 +1,248 @@
+"""`python -m toolkit batch` against fault servers (tests/faultserver.py): refusals, --jobs, kill -9 and --resume.
+
+The end-to-end batch on the real vLLM: tests/integration/test_batch_vllm.py; on Ray: tests/component/test_batch_ray.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+
+from tests.faultserver import FaultServer
+from toolkit.store import RESULTS_FILE
+
+REPO = Path(__file__).resolve().parents[2]
+KEY_ENV = "FAULT_TEST_API_KEY"  # unset: the fault servers need no key
+RAN = ("Valid", "Requests queued")
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FaultServer, FaultServer]]:
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with FaultServer() as one, FaultServer() as two:
+        yield one, two
+
+
+def sweep_file(tmp_path: Path, variants: list[dict[str, Any]], **common: Any) -> Path:
+    values = {"contexts": ["64"], "concurrency": [1, 2], "duration_s": 1, "max_output": 16, "readiness_timeout_s": 5,
+              "read_timeout_s": 5, "api_key_env": KEY_ENV, **common, "variants": variants}  # fmt: skip
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(values, sort_keys=False))
+    return path
+
+
+def env() -> dict[str, str]:
+    values = dict(os.environ, MPLBACKEND="Agg", NO_PROXY="127.0.0.1,localhost")
+    values["PYTHONPATH"] = str(REPO) + os.pathsep + values.get("PYTHONPATH", "")
+    values.pop(KEY_ENV, None)
+    return values
+
+
+def batch_cmd(sweep: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "toolkit", "batch", str(sweep), "--out", str(out), *extra]
+
+
+def batch(sweep: Path, out: Path, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(batch_cmd(sweep, out, *extra), cwd=REPO, env=env(), capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def records(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / RESULTS_FILE).read_text().splitlines()]
+
+
+def key(record: dict[str, Any]) -> tuple[str, int, int]:
+    return (record["phase"], record["context_tokens"], record["concurrency"])
+
+
+def state(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "batch.json").read_text())
+    return data
+
+
+@pytest.mark.parametrize(
+    ("variants", "common", "expected"),
+    [
+        ([{"label": "a", "max_ouput": 8}], {}, r"^error: sweep: variant 1 \(a\): max_ouput: unknown field; allowed: "),
+        ([{"label": "a"}], {"duraton_s": 1}, r"^error: sweep: duraton_s: unknown field; allowed: variants, grid"),
+        ([{"label": "a"}, {"label": "a", "duration_s": 2}], {}, r"^error: sweep: duplicate label 'a' \(variants 1 and"),
+        ([{"label": "a"}], {"grid": {}}, r"^error: sweep: grid: empty"),
+        ([{"label": "a"}], {"grid": {"max_num_seqs": []}, "title": "{max_num_seqs}"}, r"^error: sweep: grid\.max_num"),
+        ([{"label": "a", "duration_s": 0}], {}, r"^error: sweep: variant a: duration_s: .*greater than 0"),
+    ],
+)
+def test_a_bad_sweep_is_refused_in_one_line_before_any_load(
+    servers: tuple[FaultServer, FaultServer], tmp_path: Path, variants: list[dict[str, Any]], common: dict[str, Any],
+    expected: str,
+) -> None:  # fmt: skip
+    import re
+
+    server = servers[0]
+    done = batch(sweep_file(tmp_path, variants, base_url=server.base_url, **common), tmp_path / "out", timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.search(expected, lines[0]), done.stderr
+    assert server.log == []  # not even a /v1/models
+    assert not (tmp_path / "out").exists()
+
+
+def test_jobs_over_variants_sharing_a_server_is_refused(
+    servers: tuple[FaultServer, FaultServer], tmp_path: Path
+) -> None:
+    server = servers[0]
+    sweep = sweep_file(tmp_path, [{"label": "a"}, {"label": "b", "duration_s": 2}], base_url=server.base_url)
+    done = batch(sweep, tmp_path / "out", "--jobs", "2", timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"error: --jobs 2: variants a and b measure the same server ({server.base_url}); "
+                                   "variants sharing a base_url must run one at a time (--jobs 1)")  # fmt: skip
+    assert server.log == []
+
+
+def completion_span(server: FaultServer, since: float) -> tuple[float, float]:
+    times = [e["time"] for e in server.completion_requests() if e["time"] >= since]
+    return min(times), max(times)
+
+
+def assert_server_agrees(m: dict[str, Any]) -> None:
+    """As tests/integration/test_matrix_engine.py: the server's token count lies in the client's bracket (± 2 %)."""
+    assert m["client_tokens_min"] > 0, m
+    assert 0.98 * m["client_tokens_min"] <= m["server_output_tokens"] <= 1.02 * m["client_tokens_max"], m
+
+
+def test_jobs_2_measures_two_servers_at_once_with_results_like_one_at_a_time(
+    servers: tuple[FaultServer, FaultServer], tmp_path: Path
+) -> None:
+    one, two = servers
+    sweep = sweep_file(tmp_path, [{"label": "a", "base_url": one.base_url}, {"label": "b", "base_url": two.base_url}],
+                       concurrency=[1, 2, 4], duration_s=1.5)  # fmt: skip
+    statuses: dict[str, dict[str, dict[tuple[str, int, int], str]]] = {}
+    spans: dict[str, dict[str, tuple[float, float]]] = {}
+    for jobs in ("1", "2"):
+        since = time.time()
+        done = batch(sweep, tmp_path / f"jobs{jobs}", "--jobs", jobs)
+        assert done.returncode == 0, done.stderr[-3000:]
+        out = tmp_path / f"jobs{jobs}"
+        statuses[jobs] = {label: {key(r): r["status"] for r in records(out / label)} for label in ("a", "b")}
+        spans[jobs] = {"a": completion_span(one, since), "b": completion_span(two, since)}
+        for label in ("a", "b"):
+            assert state(out)["variants"][label]["state"] == "done"
+            for m in records(out / label):
+                assert m["status"] in RAN and not m["error"], m
+                if m["phase"] == "decode":
+                    assert_server_agrees(m)
+    assert statuses["1"] == statuses["2"]  # the same kind of results as one at a time
+    (a0, a1), (b0, b1) = spans["2"]["a"], spans["2"]["b"]
+    overlap = min(a1, b1) - max(a0, b0)
+    assert overlap > 0.5 * min(a1 - a0, b1 - b0), spans  # both servers were measured at the same time
+    (a0, a1), (b0, b1) = spans["1"]["a"], spans["1"]["b"]
+    assert a1 < b0, spans  # one after the other without --jobs
+
+
+def test_kill_9_mid_second_variant_then_resume(servers: tuple[FaultServer, FaultServer], tmp_path: Path) -> None:
+    server = servers[0]
+    sweep = sweep_file(tmp_path, [{"label": "a"}, {"label": "b"}, {"label": "c"}], base_url=server.base_url,
+                       contexts=["64", "128"])  # fmt: skip
+    out = tmp_path / "out"
+    log = (tmp_path / "first.log").open("wb")
+    proc = subprocess.Popen(batch_cmd(sweep, out), cwd=REPO, env=env(), stdout=log, stderr=subprocess.STDOUT,
+                            process_group=0)  # fmt: skip
+    kernels: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 120
+        # b's prefill notebook writes prefill 64 and 128, its decode notebook then 64 × 1: kill in 64 × 2.
+        while time.monotonic() < deadline and proc.poll() is None:
+            path = out / "b" / RESULTS_FILE
+            if path.exists() and path.read_bytes().count(b"\n") >= 3:
+                break
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert proc.poll() is None, (tmp_path / "first.log").read_text()
+        kernels = psutil.Process(proc.pid).children(recursive=True)
+        os.killpg(proc.pid, signal.SIGKILL)  # the batch and its process group; kernels have groups of their own
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        log.close()
+    _, alive = psutil.wait_procs(kernels, timeout=15)  # a kernel exits once its parent is gone
+    assert alive == []
+    first = state(out)
+    assert first["variants"]["a"]["state"] == "done" and first["variants"]["b"]["state"] == "running"
+    a_results, a_report = (out / "a" / RESULTS_FILE).read_bytes(), (out / "a" / "report.html").stat().st_mtime_ns
+    raw = (out / "b" / RESULTS_FILE).read_bytes()
+    before = [json.loads(x) for x in raw[: raw.rfind(b"\n") + 1].splitlines()]
+    assert 3 <= len(before) < 6 and not (out / "c").exists()
+
+    done = batch(sweep, out, "--resume")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (out / "a" / RESULTS_FILE).read_bytes() == a_results  # the first variant is not measured again
+    assert (out / "a" / "report.html").stat().st_mtime_ns == a_report
+    after = records(out / "b")
+    assert after[: len(before)] == before  # b's finished records kept as they were
+    redone = [key(r) for r in after[len(before) :]]
+    assert not set(redone) & {key(r) for r in before}  # no finished cell measured again
+    plan = {("prefill", 64, 1), ("prefill", 128, 1)} | {("decode", c, n) for c in (64, 128) for n in (1, 2)}
+    assert {key(r) for r in after} == plan and len(after) == len(plan)
+    assert len({r["run_id"] for r in after}) == 1  # the same run, continued
+    assert {key(r) for r in records(out / "c")} == plan
+    final = state(out)
+    assert {label: v["state"] for label, v in final["variants"].items()} == {"a": "done", "b": "done", "c": "done"}
+    assert final["variants"]["a"]["started_at"] == first["variants"]["a"]["started_at"]  # skipped, not rerun
+    assert final["variants"]["b"]["resumed"] is True and final["variants"]["c"]["resumed"] is False
+    index = (out / "index.md").read_text()
+    for label in "abc":
+        assert f"[{label}]({label}/report.md) | done" in index
+    assert (out / "compare" / "compare.html").exists()
+
+
+def test_a_failed_variant_is_recorded_and_the_batch_goes_on(
+    servers: tuple[FaultServer, FaultServer], tmp_path: Path
+) -> None:
+    from tests.faultserver import closed_port
+
+    server = servers[0]
+    gone = f"http://127.0.0.1:{closed_port()}"
+    sweep = sweep_file(tmp_path, [{"label": "a"}, {"label": "gone", "base_url": gone}, {"label": "c"}],
+                       base_url=server.base_url)  # fmt: skip
+    out = tmp_path / "out"
+    done = batch(sweep, out)
+    assert done.returncode == 1
+    variants = state(out)["variants"]
+    assert [variants[label]["state"] for label in ("a", "gone", "c")] == ["done", "failed", "done"]
+    error = variants["gone"]["error"]
+    assert "\n" not in error and gone in error, error
+    assert (out / "gone" / "error.txt").exists()
+    index = (out / "index.md").read_text()
+    assert "| gone | failed" in index and error in index
+    assert "compare/compare.md" in index  # the two that ran are compared
+    compare = (out / "compare" / "compare.md").read_text()
+    assert "gone" not in compare and "| a |" in compare and "| c |" in compare
+
+
+def test_ray_without_ray_installed_says_how_to_install_it(
+    servers: tuple[FaultServer, FaultServer], tmp_path: Path
+) -> None:
+    server = servers[0]
+    sweep = sweep_file(tmp_path, [{"label": "a"}], base_url=server.base_url)
+    args = ["batch", str(sweep), "--out", str(tmp_path / "out"), "--ray", "127.0.0.1:1"]
+    hide_ray = f"import sys; sys.modules['ray'] = None; from toolkit.cli import main; sys.exit(main({args!r}))"
+    done = subprocess.run([sys.executable, "-c", hide_ray], cwd=REPO, env=env(), capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("error: --ray: Ray is not installed; install it with "
+                                   "`.venv/bin/pip install -e '.[ray]'` (ray>=2.9)")  # fmt: skip
+    assert server.log == []

@@ -1,0 +1,136 @@
+"""`toolkit batch --ray` on a real Ray cluster that the test starts on 127.0.0.1 (and stops), against fault servers.
+
+The same two-variant sweep runs locally and on Ray: the same folders, index and comparison, though on Ray each
+variant ran in a Ray worker process and came back as an archive. Needs Ray (`pip install -e '.[ray]'`); run
+under the machine's lock (`flock /tmp/vllm.lock`): the cluster takes CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.component.test_batch import KEY_ENV, batch, records, state, sweep_file
+from tests.faultserver import FaultServer
+
+REPO = Path(__file__).resolve().parents[2]
+LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
+
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed: pip install -e '.[ray]'"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`ray start --head --block` on 127.0.0.1 only (2 CPUs, no dashboard); SIGTERM stops it and its workers."""
+    temp = Path(tempfile.mkdtemp(prefix="tkray-", dir="/tmp"))  # short: Ray's socket paths must stay < 108 bytes
+    port = free_port()
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", MPLBACKEND="Agg")
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop(KEY_ENV, None)
+    cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+           "--port", str(port), "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats",
+           "--temp-dir", str(temp)]  # fmt: skip
+    log_path = temp / "ray-start.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, process_group=0)
+    try:
+        deadline = time.monotonic() + 120
+        while b"Ray runtime started" not in log_path.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.5)
+        yield f"127.0.0.1:{port}", proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def listening_addresses(root: int) -> set[str]:
+    """The addresses that a process and its descendants listen on."""
+    procs = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
+    found = set()
+    for proc in procs:
+        try:
+            found |= {c.laddr.ip for c in proc.net_connections("inet") if c.status == psutil.CONN_LISTEN}
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def folder_files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_sweep_on_ray_gives_the_same_folders_index_and_compare_as_a_local_batch(
+    ray_cluster: tuple[str, subprocess.Popen[bytes]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    address, cluster = ray_cluster
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with FaultServer() as one, FaultServer() as two:
+        sweep = sweep_file(tmp_path, [
+            {"label": "a", "base_url": one.base_url, "resources": {"CPU": 1}},
+            {"label": "b", "base_url": two.base_url, "resources": {"CPU": 1, "node:127.0.0.1": 0.01}},
+        ])  # fmt: skip
+        local = batch(sweep, tmp_path / "local")
+        assert local.returncode == 0, local.stderr[-3000:]
+        started = time.monotonic()
+        on_ray = batch(sweep, tmp_path / "ray", "--ray", address, "--jobs", "2")
+        ray_s = time.monotonic() - started
+        assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+        assert listening_addresses(cluster.pid) <= set(LOOPBACK)  # the cluster listens on loopback only
+
+    mine, theirs = tmp_path / "local", tmp_path / "ray"
+    for label in ("a", "b"):
+        assert folder_files(mine / label) == folder_files(theirs / label)  # notebooks, reports, results, traces
+        assert {r["status"] for r in records(theirs / label)} == {"Valid"}
+        assert len(records(theirs / label)) == len(records(mine / label))
+    assert sorted(p.name for p in theirs.iterdir()) == sorted(p.name for p in mine.iterdir())
+    ran = state(theirs)
+    for label in ("a", "b"):
+        entry = ran["variants"][label]
+        assert entry["state"] == "done" and entry["ray"] is True
+        assert entry["pid"] != ran["driver_pid"] and entry["pid"] != os.getpid()  # ran in a Ray worker
+        assert state(mine)["variants"][label]["pid"] == state(mine)["driver_pid"]
+        assert "a: 100%" in (theirs / "a" / "run.log").read_text()  # the worker's output came back too
+    assert ran["ray"] == address and ran["compare"] == {"state": "done", "labels": ["a", "b"]}
+
+    def shape(markdown: str) -> list[str]:
+        """The index's rows: variant link and state, without the numbers and times."""
+        return [line.split(" | ")[0] + " | " + line.split(" | ")[1].split(" (")[0]
+                for line in markdown.splitlines() if line.startswith("| [")]  # fmt: skip
+
+    assert shape((theirs / "index.md").read_text()) == shape((mine / "index.md").read_text()) == [
+        "| [a](a/report.md) | done", "| [b](b/report.md) | done"]  # fmt: skip
+    for name in ("compare.html", "compare.md", "compare.ipynb"):
+        assert (theirs / "compare" / name).exists()
+    headings = [[x for x in (d / "compare" / "compare.md").read_text().splitlines() if x.startswith("#")]
+                for d in (mine, theirs)]  # fmt: skip
+    assert headings[0] == headings[1]
+    print(f"ray batch: {ray_s:.1f} s", file=sys.stderr)
+    assert json.loads((theirs / "a" / "run.json").read_text())["run_label"] == "a"

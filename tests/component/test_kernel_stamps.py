@@ -1,0 +1,33 @@
+"""`KernelStampClient` (arrival times from the kernel's receive timestamps) streams like the default client."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.faultserver import FaultServer
+from toolkit.client import StreamClient, StreamResult, build_request
+from toolkit.kernel_stamps import AVAILABLE, KernelStampClient, _StampedConnection
+from toolkit.runner import run_sync
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def _two_streams(client: StreamClient) -> list[StreamResult]:
+    async with client:
+        path, body = build_request("completions", "fault-model", "one two three", 6)
+        results = [await client.stream(path, body) for _ in range(2)]  # the second one on the kept connection
+        stamped = AVAILABLE and isinstance(client, KernelStampClient)
+        assert all(isinstance(conn, _StampedConnection) == stamped for conn in client._open)
+        assert len(client._open) == 1
+    return results
+
+
+@pytest.mark.parametrize("kind", [StreamClient, KernelStampClient])
+def test_both_clients_measure_the_same_stream(kind: type[StreamClient]) -> None:
+    with FaultServer() as server:
+        results = run_sync(lambda: _two_streams(kind(server.base_url)))
+    for r in results:
+        assert r.error is None and r.done and r.completion_tokens == 6, r
+        times = [t for t, _ in r.token_events]
+        assert [n for _, n in r.token_events] == list(range(1, 7))
+        assert r.ended is not None and r.started < times[0] and times == sorted(times) and times[-1] <= r.ended

@@ -1,0 +1,227 @@
+"""Managed servers through `python -m toolkit run` with a `server:` block, the fault server standing in for vLLM.
+
+The toolkit launches the server (tests/fake_vllm.py) in a process group of its own, waits for /health, runs
+both notebooks against it and stops it: on success, on errors, on Ctrl-C and SIGTERM. Bad blocks fail with one
+line and leave nothing running. A server killed mid-cell makes that cell an Error that names the exit and shows
+the log tail; `--resume` launches it again and completes the run. The real vLLM: tests/integration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.fake_vllm import BANNER
+from toolkit.embedded.server import free_port
+from toolkit.gpu import NO_TELEMETRY
+from toolkit.launch import LAUNCH_FILE
+from toolkit.managed import has_live_member
+from toolkit.store import RESULTS_FILE, RUN_FILE
+
+REPO = Path(__file__).resolve().parents[2]
+KEY_ENV = "MANAGED_TEST_KEY"
+SECRET = "sk-managed-DISTINCTIVE-7731"
+RAN = ("Valid", "Requests queued")
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def fake_params(port: int, **overrides: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "base_url": f"http://127.0.0.1:{port}", "contexts": [64], "concurrency": [1, 2], "duration_s": 1,
+        "max_output": 8, "readiness_timeout_s": 5, "read_timeout_s": 5, "api_key_env": KEY_ENV,
+        "server": {"command": [sys.executable, "-m", "tests.fake_vllm", "--port", str(port)],
+                   "env": {"FAKE_VLLM_SETTING": "on"}, "health_timeout_s": 30},
+    }  # fmt: skip
+    values.update(overrides)
+    return values
+
+
+def toolkit_run(tmp_path: Path, params: dict[str, Any], out: Path, *extra: str) -> list[str]:
+    path = tmp_path / f"params-{len(list(tmp_path.glob('params-*')))}.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return [sys.executable, "-m", "toolkit", "run", str(path), "--out", str(out), *extra]
+
+
+def env(key: str | None = SECRET) -> dict[str, str]:
+    values = {k: v for k, v in os.environ.items() if k != KEY_ENV}
+    values["PYTHONPATH"] = str(REPO) + os.pathsep + values.get("PYTHONPATH", "")
+    values["MPLBACKEND"] = "Agg"
+    return values | ({KEY_ENV: key} if key else {})
+
+
+def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+
+
+def record(out: Path) -> dict[str, Any]:
+    return json.loads((out / LAUNCH_FILE).read_text())
+
+
+def results(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
+
+
+def key(r: dict[str, Any]) -> tuple[str, int, int]:
+    return (r["phase"], r["context_tokens"], r["concurrency"])
+
+
+def assert_gone(pgid: int) -> None:
+    deadline = time.monotonic() + 5
+    while has_live_member(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not has_live_member(pgid), f"processes of the server's group {pgid} are still running"
+
+
+def test_run_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = run(toolkit_run(tmp_path, fake_params(free_port()), out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    launched = record(out)
+    assert launched["exit_code"] is None and launched["stopped_at"] and launched["pid"]
+    assert_gone(launched["pid"])  # its own group (pgid = pid), stopped after the reports
+    assert os.getpgid(0) != launched["pid"]
+    shown = (f"VLLM_API_KEY=<redacted> FAKE_VLLM_SETTING=on {sys.executable} -m tests.fake_vllm --port "
+             f"{launched['base_url'].rsplit(':', 1)[1]}")  # fmt: skip
+    assert launched["command"] == shown
+    run_json = json.loads((out / RUN_FILE).read_text())
+    assert run_json["launch_command"] == shown and run_json["launch"]["launched_by_toolkit"] is True
+    assert run_json["run"]["Server"] == "launched by the toolkit"
+    assert f"```\n{shown}\n```" in (out / "report.md").read_text()
+    assert shown.replace("<", "&lt;").replace(">", "&gt;") in (out / "report.html").read_text()
+    statuses = {key(r): r["status"] for r in results(out)}
+    assert list(statuses) == [("prefill", 64, 1), ("decode", 64, 1), ("decode", 64, 2)]
+    assert all(status in RAN for status in statuses.values()), (statuses, done.stderr[-3000:])
+    assert BANNER in (out / "server.log").read_text()
+    assert done.stderr.count(NO_TELEMETRY) == 1, done.stderr[-3000:]
+    leaks = [p for p in out.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert leaks == [] and SECRET not in done.stdout + done.stderr
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str], code: int, prefix: str) -> str:
+    assert done.returncode == code, (done.returncode, done.stderr[-2000:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {prefix}"), done.stderr
+    return lines[0]
+
+
+def test_an_unknown_key_in_the_block_is_one_line(tmp_path: Path) -> None:
+    params = fake_params(free_port())
+    params["server"]["health_timeout"] = 5
+    line = _one_line_error(run(toolkit_run(tmp_path, params, tmp_path / "out")), 2, "server.health_timeout: ")
+    assert line.endswith("unknown parameter; allowed: command, env, health_timeout_s, log_file")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_command_not_found_is_one_line(tmp_path: Path) -> None:
+    params = fake_params(free_port())
+    params["server"]["command"] = "no-such-vllm-binary serve m"
+    line = _one_line_error(run(toolkit_run(tmp_path, params, tmp_path / "out")), 2, "server.command: ")
+    assert "'no-such-vllm-binary' not found" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", ["never-healthy", "exits"])
+def test_a_server_that_never_becomes_healthy_fails_and_leaves_nothing(tmp_path: Path, kind: str) -> None:
+    pid_file = tmp_path / "server.pid"
+    script = {"never-healthy": f"echo $$ > {pid_file}; sleep 60 & sleep 60",  # a child in the group too
+              "exits": f"echo $$ > {pid_file}; echo 'fatal: no GPU found' ; exit 3"}[kind]  # fmt: skip
+    params = fake_params(free_port())
+    params["server"].update(command=["sh", "-c", script], health_timeout_s=3)
+    started = time.monotonic()
+    done = run(toolkit_run(tmp_path, params, tmp_path / "out"))
+    if kind == "never-healthy":
+        line = _one_line_error(done, 1, "server.health_timeout_s: the server did not answer ")
+        assert "/health within 3 s" in line and time.monotonic() - started < 30
+    else:
+        line = _one_line_error(done, 1, "server.command: the server exited with code 3 before answering /health")
+        assert "last log line: fatal: no GPU found" in line
+    assert f"(log: {tmp_path / 'out' / 'server.log'})" in line
+    assert_gone(int(pid_file.read_text()))
+
+
+def _wait_for(predicate: Any, timeout_s: float, proc: subprocess.Popen[str], what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert proc.poll() is None, f"toolkit run ended before {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _completions(base_url: str) -> int:
+    try:
+        log = httpx.get(base_url + "/_log", timeout=2).json()
+    except (httpx.HTTPError, ValueError):
+        return 0
+    return sum(1 for e in log if e["path"] == "/v1/chat/completions")
+
+
+def test_a_server_killed_mid_cell_makes_it_an_error_and_resume_completes(tmp_path: Path) -> None:
+    port, out = free_port(), tmp_path / "out"
+    params = fake_params(port, duration_s=4)
+    base_url = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "first.log").open("w")
+    proc = subprocess.Popen(toolkit_run(tmp_path, params, out), cwd=REPO, env=env(), stdout=log, stderr=log,
+                            text=True)  # fmt: skip
+    try:
+        # Request 1 is the prefill; from the 3rd on, cell 64 × 1 is re-issuing inside its 4 s window.
+        _wait_for(lambda: _completions(base_url) >= 3, 120, proc, "the first decode cell")
+        pgid = record(out)["pid"]
+        os.killpg(pgid, signal.SIGKILL)  # the whole server, no goodbye
+        proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    first_log = (tmp_path / "first.log").read_text()
+    assert proc.returncode == 1, first_log[-3000:]
+    assert "error: the server was killed by SIGKILL (exit -9) during the run" in first_log
+    by_key = {key(r): r for r in results(out)}
+    assert by_key[("prefill", 64, 1)]["status"] == "Valid"
+    killed = by_key[("decode", 64, 1)]
+    assert killed["status"] == "Error" and killed["total_tok_s"] is None
+    assert "the server was killed by SIGKILL (exit -9); last lines of its log:" in killed["error"]
+    assert BANNER in killed["error"]  # the log tail
+    assert by_key[("decode", 64, 2)]["status"] == "Error"  # the run went on, cell by cell
+    assert (out / "report.md").exists()  # and wrote its reports
+    assert_gone(pgid)
+
+    done = run(toolkit_run(tmp_path, params, out, "--resume"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    relaunched = record(out)
+    assert relaunched["pid"] != pgid and relaunched["exit_code"] is None
+    assert_gone(relaunched["pid"])
+    final = {key(r): r for r in results(out)}  # the latest record of each cell
+    assert final[("prefill", 64, 1)] == by_key[("prefill", 64, 1)]  # not redone
+    assert all(final[("decode", 64, n)]["status"] in RAN for n in (1, 2)), final
+    assert (out / "server.log").read_text().count(BANNER) == 2  # one log, both launches
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_the_server(tmp_path: Path, sig: signal.Signals) -> None:
+    port, out = free_port(), tmp_path / "out"
+    params = fake_params(port, duration_s=30)
+    proc = subprocess.Popen(toolkit_run(tmp_path, params, out), cwd=REPO, env=env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        _wait_for(lambda: _completions(f"http://127.0.0.1:{port}") >= 2, 120, proc, "the decode cells")
+        pgid = record(out)["pid"]
+        proc.send_signal(sig)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output[-3000:]
+    assert "interrupted: finished measurements are kept" in output
+    assert_gone(pgid)
+    assert record(out)["stopped_at"]

@@ -1,0 +1,33 @@
+"""The fault server as a process of its own, for the managed-server tests: `python -m tests.fake_vllm --port P`.
+
+Like vLLM it takes its key from VLLM_API_KEY, prints start-up lines to its log (stdout) and stops on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+
+from tests.faultserver import FaultServer
+
+BANNER = "fake vLLM: serving fault-model"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with FaultServer(api_key=os.environ.get("VLLM_API_KEY"), port=args.port) as server:
+        print(f"{BANNER} on {server.base_url}", flush=True)
+        print("fake vLLM: ready for requests", flush=True)
+        while not stop.wait(0.5):
+            pass
+    print("fake vLLM: stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()

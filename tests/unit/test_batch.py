@@ -1,0 +1,173 @@
+"""The batch's pure parts: headline numbers, index, --jobs refusals, Ray options and archives, the terminal relay."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from toolkit import batch_ray
+from toolkit.batch import check_jobs, check_out, one_line_error
+from toolkit.batch_index import headline, index_html, index_markdown
+from toolkit.batch_progress import BatchProgress
+from toolkit.schema import COLUMNS
+from toolkit.sweep import Variant, expand
+
+
+def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def row(phase: str, tokens: int, n: int, status: str, total: float | None = None) -> dict[str, Any]:
+    return {"phase": phase, "context_tokens": tokens, "context": f"{tokens // 1024}K", "concurrency": n,
+            "status": status, "total_tok_s": total}  # fmt: skip
+
+
+RESULTS = frame(
+    [
+        row("prefill", 1024, 1, "Valid", 900.0),
+        row("prefill", 4096, 1, "Valid", 1200.0),
+        row("decode", 1024, 1, "Valid", 50.0),
+        row("decode", 1024, 4, "Valid", 180.0),
+        row("decode", 1024, 8, "Requests queued", 400.0),
+        row("decode", 4096, 8, "Over capacity"),
+    ]
+)
+
+
+def test_headline_numbers_of_a_run() -> None:
+    assert headline(RESULTS) == {
+        "prefill_context": "4K", "prefill_tok_s": 1200.0,  # the largest context
+        "best_total_tok_s": 180.0, "best_context": "1K", "best_concurrency": 4,  # Valid cells only
+        "statuses": {"Valid": 4, "Requests queued": 1, "Over capacity": 1},
+    }  # fmt: skip
+    assert headline(RESULTS[RESULTS["phase"] == "prefill"])["best_total_tok_s"] is None
+
+
+def test_the_index_links_reports_and_says_why_a_variant_failed() -> None:
+    rows = [
+        {"label": "max_num_seqs=1", "state": "done", "error": None, "headline": headline(RESULTS), "report": True,
+         "duration_s": 12.5},
+        {"label": "b<x>", "state": "failed", "error": "base_url: cannot connect", "headline": None, "report": False,
+         "duration_s": 0.4},
+    ]  # fmt: skip
+    compare = {"state": "done", "labels": ["max_num_seqs=1", "b<x>"]}
+    md = index_markdown(rows, compare, "sweep.yaml")
+    assert "| [max_num_seqs=1](max_num_seqs=1/report.md) | done (12.5 s) | 1,200 at 4K | 180.0 at 1K × 4 |" in md
+    assert "Valid 4 · Requests queued 1 · Over capacity 1" in md
+    assert "| b<x> | failed (0.4 s) | — | — | — | base_url: cannot connect |" in md
+    assert "[compare.md](compare/compare.md)" in md
+    page = index_html(rows, compare, "sweep.yaml")
+    assert '<a href="max_num_seqs%3D1/report.html">max_num_seqs=1</a>' in page
+    assert "b&lt;x&gt;" in page and "<x>" not in page
+    assert 'href="compare/compare.html"' in page
+    assert "No comparison: fewer than two" in index_markdown(rows[:1], None, "s")
+    failed = {"state": "failed", "error": "the compare report failed: boom"}
+    assert "No comparison: the compare report failed: boom." in index_markdown(rows, failed, "s")
+
+
+def variants(data: dict[str, Any]) -> list[Variant]:
+    return expand(data)
+
+
+def test_jobs_refuse_variants_on_one_server_and_launched_servers_here() -> None:
+    same = variants({"variants": [{"label": "a"}, {"label": "b", "duration_s": 3}]})
+    check_jobs(same, 1, ray=False)
+    with pytest.raises(
+        ValueError,
+        match=r"^--jobs 2: variants a and b measure the same server "
+        r"\(http://127\.0\.0\.1:8000\); .* one at a time \(--jobs 1\)$",
+    ):
+        check_jobs(same, 2, ray=False)
+    with pytest.raises(ValueError, match=r"same server"):
+        check_jobs(same, 2, ray=True)  # on Ray too: a running server is the same wherever the task runs
+    two = variants({"base_url": "http://127.0.0.1:{port}", "grid": {"port": [8001, 8002]}})
+    check_jobs(two, 2, ray=False)
+    launched = variants({"server": {"command": "vllm serve m"}, "grid": {"max_num_seqs": [1, 2]},
+                         "title": "{max_num_seqs}"})  # fmt: skip
+    with pytest.raises(ValueError, match=r"^--jobs 3: variant max_num_seqs=1 launches its server"):
+        check_jobs(launched, 3, ray=False)
+    check_jobs(launched, 3, ray=True)  # their Ray resources place them
+
+
+def test_out_without_resume_must_hold_no_batch(tmp_path: Path) -> None:
+    vs = variants({"variants": [{"label": "a"}]})
+    check_out(tmp_path, vs, resume=False)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "run.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"already holds a run; pass --resume"):
+        check_out(tmp_path, vs, resume=False)
+    (tmp_path / "batch.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"already holds a batch; pass --resume"):
+        check_out(tmp_path, vs, resume=False)
+    check_out(tmp_path, vs, resume=True)
+
+
+def test_ray_task_options_and_resource_check() -> None:
+    gpu, custom, cpu = variants({"variants": [
+        {"label": "gpu", "resources": {"GPU": 8}},
+        {"label": "custom", "resources": {"CPU": 2, "h200_host": 1, "memory": 1e9}},
+        {"label": "cpu"},
+    ]})  # fmt: skip
+    assert batch_ray.task_options(gpu) == {"num_cpus": 1, "max_retries": 0, "num_gpus": 8}
+    assert batch_ray.task_options(custom) == {"num_cpus": 2, "max_retries": 0, "memory": 1e9,
+                                              "resources": {"h200_host": 1}}  # fmt: skip
+    assert batch_ray.task_options(cpu) == {"num_cpus": 1, "max_retries": 0}
+    nodes = [{"Alive": True, "Resources": {"CPU": 2.0, "memory": 2e9, "h200_host": 1.0}},
+             {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}]  # fmt: skip
+    batch_ray.check_resources([custom, cpu], nodes)
+    with pytest.raises(
+        ValueError,
+        match=r"^variant gpu: resources: no node of the Ray cluster has \{CPU: 1, GPU: 8\} "
+        r"\(1 alive node\(s\)\)$",
+    ):
+        batch_ray.check_resources([cpu, gpu], nodes)
+
+
+def test_a_folder_travels_as_an_archive_and_replaces_the_old_one(tmp_path: Path) -> None:
+    source = tmp_path / "worker" / "a"
+    (source / "traces").mkdir(parents=True)
+    (source / "results.jsonl").write_text('{"x": 1}\n')
+    (source / "traces" / "decode-64x1.parquet").write_bytes(b"\x00\x01")
+    data = batch_ray.pack(source)
+    assert data is not None and batch_ray.pack(tmp_path / "missing") is None
+    target = tmp_path / "batch" / "a"
+    target.mkdir(parents=True)
+    (target / "stale.txt").write_text("old")
+    batch_ray.unpack(data, target)
+    assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*")) == [
+        "results.jsonl", "traces", "traces/decode-64x1.parquet"]  # fmt: skip
+    assert (target / "traces" / "decode-64x1.parquet").read_bytes() == b"\x00\x01"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["a"]  # nothing left beside it
+
+
+def test_one_line_errors() -> None:
+    assert one_line_error(ValueError("base_url: cannot connect\nmore")) == "base_url: cannot connect"
+    assert one_line_error(RuntimeError("sk-SECRET in it"), "sk-SECRET") == "RuntimeError: <redacted> in it"
+    from papermill.exceptions import PapermillExecutionError
+
+    exc = PapermillExecutionError(3, 4, "x = 1", "ValueError", "bad\nline", [])
+    assert one_line_error(exc) == "notebook cell 4 failed: ValueError: bad"
+
+
+def test_kernel_output_lines_go_above_the_bars_and_a_redrawn_bar_to_its_line(tmp_path: Path) -> None:
+    terminal = io.StringIO()
+    progress = BatchProgress(total=1, done=0, jobs=1, stream=terminal)
+    progress.begin(0, "a", tmp_path / "a" / "run.log")
+    buffer: list[str] = []
+    progress.relay_text("\ra:   0%|  | 0/2", buffer)
+    progress.relay_text("\ra:  50%|# | 1/2\ra: 100%|##| 2/2", buffer)
+    assert progress.lines[0].desc == "a: 100%|##| 2/2"
+    progress.relay_text("\noverhead: measured 2 s\nno GPU", buffer)
+    progress.relay_text(" telemetry\n", buffer)
+    progress.end(0, "a", "done (3 s)")
+    progress.close()
+    assert (tmp_path / "a" / "run.log").read_text() == ("a: 100%|##| 2/2\noverhead: measured 2 s\n"
+                                                        "no GPU telemetry\n")  # fmt: skip
+    shown = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", terminal.getvalue())
+    assert "overhead: measured 2 s\n" in shown and "a: done (3 s)\n" in shown
+    assert "batch: 100%" in shown
