@@ -3,7 +3,6 @@ an Error (after the disturbed retries), never a Valid cell without numbers, and 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -22,14 +21,19 @@ DURATION_S = 1.0
 
 
 def _pause_every_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hold the client's event loop for longer than the window, just after each window opens."""
-    measure_window = decode._measure_window
+    """Hold the client's event loop for longer than the window, the moment each window opens.
 
-    async def pause_then_measure_window(*args: Any) -> decode.WindowEdges:
-        asyncio.get_running_loop().call_soon(time.sleep, DURATION_S + 0.5)  # runs once the window has opened
-        return await measure_window(*args)
+    The "before" scrape is created right after the window's start is taken, before the loop can read any
+    byte: blocking there (not in a callback a loop pass later, when a token may already have been read into
+    the window) leaves the window empty every time.
+    """
+    scrape_with_time = decode._scrape_with_time
 
-    monkeypatch.setattr(decode, "_measure_window", pause_then_measure_window)
+    def block_then_scrape(*args: Any) -> Any:
+        time.sleep(DURATION_S + 0.5)
+        return scrape_with_time(*args)
+
+    monkeypatch.setattr(decode, "_scrape_with_time", block_then_scrape)
 
 
 def test_a_window_without_tokens_is_an_error_that_resume_redoes(
