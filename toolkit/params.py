@@ -180,16 +180,22 @@ def make_server_spec(values: Any) -> ServerSpec:
         raise ParamsError(_one_line(exc, ServerSpec, "server.")) from None
 
 
-def load_run_file(path: str | Path, **overrides: Any) -> tuple[RunParams, ServerSpec | None]:
-    """Read a YAML params file: its parameters (non-None overrides from the command line win) and server block."""
+def read_yaml_mapping(path: str | Path, what: str, error: type[ValueError]) -> dict[str, Any]:
+    """A YAML file holding a mapping (empty: {}); `error` with one line naming `what` otherwise."""
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
     except OSError as exc:
-        raise ParamsError(f"params file: cannot read {path}: {exc.strerror}") from None
+        raise error(f"{what}: cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ParamsError(f"params file: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise error(f"{what}: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
-        raise ParamsError(f"params file: {path} must hold a mapping of parameter: value")
+        raise error(f"{what}: {path} must hold a mapping of field: value")
+    return data
+
+
+def load_run_file(path: str | Path, **overrides: Any) -> tuple[RunParams, ServerSpec | None]:
+    """Read a YAML params file: its parameters (non-None overrides from the command line win) and server block."""
+    data = read_yaml_mapping(path, "params file", ParamsError)
     server = data.pop("server", None)
     data.update({k: v for k, v in overrides.items() if v is not None})
     params = make_params(data)

@@ -227,13 +227,7 @@ async def run_matrix_async(
     api_key = api_key_from_env(params.api_key_env)
     store = ResultStore(out)
     async with ServerAPI(params.base_url, api_key=api_key) as api:
-        server = await discover(
-            api,
-            model=params.model,
-            max_model_len=params.max_model_len,
-            kv_budget_tokens=params.kv_budget_tokens,
-            api_key_env=params.api_key_env,
-        )
+        server = await discover_for(api, params)
         plan = make_plan(params, server.max_model_len)
         existing = _open_run(out, params, resume, attach)
         both = "prefill" in phases and "decode" in phases
@@ -424,17 +418,17 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
     return box["value"]
 
 
+async def discover_for(api: ServerAPI, params: RunParams) -> ServerInfo:
+    """The server's facts, with the parameters that override them."""
+    return await discover(api, model=params.model, max_model_len=params.max_model_len,
+                          kv_budget_tokens=params.kv_budget_tokens, api_key_env=params.api_key_env)  # fmt: skip
+
+
 async def preflight_async(params: RunParams) -> ServerInfo:
     """Check parameters against the server before any load: reachability, model, key, contexts."""
     api_key = api_key_from_env(params.api_key_env)
     async with ServerAPI(params.base_url, api_key=api_key) as api:
-        server = await discover(
-            api,
-            model=params.model,
-            max_model_len=params.max_model_len,
-            kv_budget_tokens=params.kv_budget_tokens,
-            api_key_env=params.api_key_env,
-        )
+        server = await discover_for(api, params)
     make_plan(params, server.max_model_len)
     return server
 

@@ -37,27 +37,34 @@ def autogroup_enabled() -> bool:
         return False
 
 
-def listening_sessions(port: int) -> set[int]:
-    """Sessions of the local processes listening on `port` (empty when none can be seen)."""
-    sessions: set[int] = set()
+def listening_pids(base_url: str) -> list[int]:
+    """Processes on this machine listening on a loopback `base_url`'s port (empty when none can be seen)."""
+    url = urlsplit(base_url)
+    if url.hostname not in LOOPBACK_HOSTS:
+        return []
+    port = url.port or (443 if url.scheme == "https" else 80)
     try:
         connections = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, OSError):
-        return sessions
-    for conn in connections:
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
-            try:
-                sessions.add(os.getsid(conn.pid))
-            except OSError:
-                continue
+        return []
+    return [c.pid for c in connections if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid]
+
+
+def listening_sessions(base_url: str) -> set[int]:
+    """Sessions of the local processes listening on `base_url`'s port."""
+    sessions: set[int] = set()
+    for pid in listening_pids(base_url):
+        try:
+            sessions.add(os.getsid(pid))
+        except OSError:
+            continue
     return sessions
 
 
 def check_server_session(base_url: str) -> str | None:
     """The split-session warning for a server on this machine at `base_url`, or None."""
-    url = urlsplit(base_url)
-    if url.hostname not in LOOPBACK_HOSTS or not autogroup_enabled():
+    if urlsplit(base_url).hostname not in LOOPBACK_HOSTS or not autogroup_enabled():
         return None
-    port = url.port or (443 if url.scheme == "https" else 80)
-    return split_session_warning(autogroup_enabled=True, server_sessions=listening_sessions(port),
-                                 client_session=os.getsid(0))  # fmt: skip
+    return split_session_warning(
+        autogroup_enabled=True, server_sessions=listening_sessions(base_url), client_session=os.getsid(0)
+    )

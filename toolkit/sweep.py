@@ -20,10 +20,9 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from toolkit.params import ParamsError, RunParams, ServerSpec, make_params, make_server_spec
+from toolkit.params import ParamsError, RunParams, ServerSpec, make_params, make_server_spec, read_yaml_mapping
 
 RUN_KEYS: tuple[str, ...] = (*RunParams.model_fields, "server")
 LABEL_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.,=+-]*$"
@@ -65,15 +64,7 @@ class Variant(BaseModel):
 
 def load_sweep(path: str | Path) -> list[Variant]:
     """Read and expand a sweep file; every variant validated, or a SweepError before anything runs."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise SweepError(f"sweep: cannot read {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise SweepError(f"sweep: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise SweepError(f"sweep: {path} must hold a mapping of field: value")
-    return expand(data)
+    return expand(read_yaml_mapping(path, "sweep", SweepError))
 
 
 def expand(data: dict[str, Any]) -> list[Variant]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.faultserver import FaultServer
@@ -15,7 +17,14 @@ pytestmark = pytest.mark.timeout(60)
 async def _two_streams(client: StreamClient) -> list[StreamResult]:
     async with client:
         path, body = build_request("completions", "fault-model", "one two three", 6)
-        results = [await client.stream(path, body) for _ in range(2)]  # the second one on the kept connection
+        results = [await client.stream(path, body)]
+        # The stream returns at [DONE]; the reply's closing chunk may come a moment later, and only then is the
+        # connection idle again. The second request then goes on the kept connection.
+        for _ in range(100):
+            if client._idle:
+                break
+            await asyncio.sleep(0.01)
+        results.append(await client.stream(path, body))
         stamped = AVAILABLE and isinstance(client, KernelStampClient)
         assert all(isinstance(conn, _StampedConnection) == stamped for conn in client._open)
         assert len(client._open) == 1
