@@ -117,15 +117,19 @@ def launched_server(spec: ServerSpec, params: RunParams, results_dir: Path) -> I
 
 
 def _sigterm_as_interrupt() -> Any:
-    """Turn SIGTERM into KeyboardInterrupt (main thread only); returns what restores the old handler."""
+    """Turn SIGTERM and SIGINT into KeyboardInterrupt (main thread only); returns what restores the old handlers.
+
+    SIGINT too: with Python's default handler in place, asyncio.Runner (papermill's client runs on one) swaps in
+    its own, which only cancels the running task; nbclient can absorb that and go on executing the notebook.
+    """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    return lambda: [signal.signal(sig, handler) for sig, handler in previous.items()]
 
 
 def _process_running(pid: int) -> bool:

@@ -217,10 +217,11 @@ def test_ctrl_c_or_sigterm_stops_the_server(tmp_path: Path, sig: signal.Signals)
         _wait_for(lambda: _completions(f"http://127.0.0.1:{port}") >= 2, 120, proc, "the decode cells")
         pgid = record(out)["pid"]
         proc.send_signal(sig)
-        output, _ = proc.communicate(timeout=60)
+        output, _ = proc.communicate(timeout=150)  # the kernel is shut down first (interrupt, then TERM, KILL)
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, output[-3000:]
     assert "interrupted: finished measurements are kept" in output
     assert_gone(pgid)
