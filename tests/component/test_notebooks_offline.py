@@ -16,10 +16,8 @@ import nbformat
 import pandas as pd
 import pytest
 
-from tests.faultserver import FaultServer
 from toolkit import cli
-from toolkit.params import make_params
-from toolkit.publish import NOTEBOOKS, declared_parameters, execute_path, html_report, run_notebooks
+from toolkit.publish import NOTEBOOKS, execute_path, html_report
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "reference-reports"
 REFERENCES = {"lfm": "lfm2.5-350m-h200nvl-vllm-0.26.txt", "kimi": "kimi-k2.7-code-h200sxm-x8-vllm-0.29.txt"}
@@ -156,23 +154,3 @@ def test_compare_two_imported_references_with_a_service_level(imported: dict[str
     assert ">Kimi<" in table and ">LFM<" in table
     page = html_report(tmp_path / "compare.ipynb")
     assert "Kimi vs LFM" in page and "Service level TTFT ≤ 200 ms" in page and "runs.load_runs" not in page
-
-
-def test_toolkit_run_measures_through_the_notebooks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`toolkit run` end to end against the fault-injecting test server: each notebook gets only its parameters."""
-    monkeypatch.delenv("NOTEBOOK_TEST_KEY", raising=False)
-    with FaultServer(token_interval_s=0.01) as server:
-        params = make_params({
-            "base_url": server.base_url, "contexts": [64], "concurrency": [1, 2], "duration_s": 1.0, "max_output": 8,
-            "readiness_timeout_s": 5.0, "read_timeout_s": 5.0, "api_key_env": "NOTEBOOK_TEST_KEY", "run_label": "nb",
-        })  # fmt: skip
-        paths = run_notebooks(params, tmp_path)
-    statuses = pd.read_csv(paths["results.csv"]).set_index(["phase", "concurrency"])["status"].to_dict()
-    assert statuses == {("prefill", 1): "Valid", ("decode", 1): "Valid", ("decode", 2): "Valid"}
-    for name in ("prefill", "decode_matrix", "report"):
-        executed = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
-        assert not [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
-        assert set(executed.metadata.papermill.parameters) <= declared_parameters(name)
-    assert set(nbformat.read(tmp_path / "report.ipynb", as_version=4).metadata.papermill.parameters) == {"RESULTS_DIR"}
-    page = paths["report.html"].read_text(encoding="utf-8")
-    assert page.count("<img") == 3 and "Sustained decode" in page and "Extras" in page

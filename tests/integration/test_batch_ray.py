@@ -1,8 +1,8 @@
 """`toolkit batch --ray` on a real Ray cluster that the test starts on 127.0.0.1 (and stops), against fault servers.
 
 The same two-variant sweep runs locally and on Ray: the same folders, index and comparison, though on Ray each
-variant ran in a Ray worker process and came back as an archive. Needs Ray (`pip install -e '.[ray]'`); run
-under the machine's lock (`flock /tmp/vllm.lock`): the cluster takes CPU.
+variant ran in a Ray worker process and came back as an archive. Needs Ray (`pip install -e '.[ray]'`). An
+integration test: like the vLLM tests it runs a real external engine (a Ray cluster) that takes the machine's CPU.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def test_a_sweep_on_ray_gives_the_same_folders_index_and_compare_as_a_local_batc
         sweep = sweep_file(tmp_path, [
             {"label": "a", "base_url": one.base_url, "resources": {"CPU": 1}},
             {"label": "b", "base_url": two.base_url, "resources": {"CPU": 1, "node:127.0.0.1": 0.01}},
-        ])  # fmt: skip
+        ], concurrency=[1])  # fmt: skip
         local = batch(sweep, tmp_path / "local")
         assert local.returncode == 0, local.stderr[-3000:]
         started = time.monotonic()
