@@ -27,14 +27,15 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _matrix(args: argparse.Namespace) -> int:
     from toolkit.params import make_params
-    from toolkit.report_tables import decode_matrix, prefill_table
-    from toolkit.runner import run_matrix
-    from toolkit.store import to_dataframe
 
     values = {"base_url": args.base_url, "model": args.model, "contexts": args.contexts,
               "concurrency": args.concurrency, "duration_s": args.duration, "max_output": args.max_output,
               "endpoint": args.endpoint, "api_key_env": args.api_key_env, "run_label": args.label}  # fmt: skip
-    params = make_params({k: v for k, v in values.items() if v is not None})
+    params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
+    from toolkit.report_tables import decode_matrix, prefill_table
+    from toolkit.runner import run_matrix
+    from toolkit.store import to_dataframe
+
     out = Path(args.out)
     measurements = run_matrix(params, out, resume=args.resume)
     frame = to_dataframe(measurements)
@@ -49,7 +50,6 @@ def _matrix(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from toolkit.launch import check_command, launched_server
     from toolkit.params import load_run_file
-    from toolkit.publish import new_run_dir, run_notebooks
     from toolkit.runner import preflight
     from toolkit.secrets import api_key_from_env
 
@@ -60,6 +60,8 @@ def _run(args: argparse.Namespace) -> int:
         check_command(spec, api_key_from_env(params.api_key_env))
     if args.out and not args.resume and (Path(args.out) / "run.json").exists():
         raise ValueError(f"out: {args.out} already holds a run; pass --resume to continue it or choose another folder")
+    from toolkit.publish import new_run_dir, run_notebooks  # papermill and nbconvert: a second to load
+
     out = Path(args.out) if args.out else new_run_dir(args.outputs, params.run_label)
     out.mkdir(parents=True, exist_ok=True)
     if spec is None:

@@ -23,10 +23,10 @@ import pytest
 import yaml
 
 from tests.fake_vllm import BANNER
+from tests.processes import assert_group_gone
 from toolkit.embedded.server import free_port
 from toolkit.gpu import NO_TELEMETRY
 from toolkit.launch import LAUNCH_FILE
-from toolkit.managed import has_live_member
 from toolkit.publish import declared_parameters
 from toolkit.store import RESULTS_FILE, RUN_FILE
 
@@ -78,20 +78,13 @@ def key(r: dict[str, Any]) -> tuple[str, int, int]:
     return (r["phase"], r["context_tokens"], r["concurrency"])
 
 
-def assert_gone(pgid: int) -> None:
-    deadline = time.monotonic() + 5
-    while has_live_member(pgid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not has_live_member(pgid), f"processes of the server's group {pgid} are still running"
-
-
 def test_run_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
     out = tmp_path / "out"
     done = run(toolkit_run(tmp_path, fake_params(free_port()), out))
     assert done.returncode == 0, done.stderr[-3000:]
     launched = record(out)
     assert launched["exit_code"] is None and launched["stopped_at"] and launched["pid"]
-    assert_gone(launched["pid"])  # its own group (pgid = pid), stopped after the reports
+    assert_group_gone(launched["pid"])  # its own group (pgid = pid), stopped after the reports
     assert os.getpgid(0) != launched["pid"]
     shown = (f"VLLM_API_KEY=<redacted> FAKE_VLLM_SETTING=on {sys.executable} -m tests.fake_vllm --port "
              f"{launched['base_url'].rsplit(':', 1)[1]}")  # fmt: skip
@@ -156,7 +149,7 @@ def test_a_server_that_never_becomes_healthy_fails_and_leaves_nothing(tmp_path: 
         line = _one_line_error(done, 1, "server.command: the server exited with code 3 before answering /health")
         assert "last log line: fatal: no GPU found" in line
     assert f"(log: {tmp_path / 'out' / 'server.log'})" in line
-    assert_gone(int(pid_file.read_text()))
+    assert_group_gone(int(pid_file.read_text()))
 
 
 def _wait_for(predicate: Any, timeout_s: float, proc: subprocess.Popen[str], what: str) -> None:
@@ -203,13 +196,13 @@ def test_a_server_killed_mid_cell_makes_it_an_error_and_resume_completes(tmp_pat
     assert BANNER in killed["error"]  # the log tail
     assert by_key[("decode", 64, 2)]["status"] == "Error"  # the run went on, cell by cell
     assert (out / "report.md").exists()  # and wrote its reports
-    assert_gone(pgid)
+    assert_group_gone(pgid)
 
     done = run(toolkit_run(tmp_path, params, out, "--resume"))
     assert done.returncode == 0, done.stderr[-3000:]
     relaunched = record(out)
     assert relaunched["pid"] != pgid and relaunched["exit_code"] is None
-    assert_gone(relaunched["pid"])
+    assert_group_gone(relaunched["pid"])
     final = {key(r): r for r in results(out)}  # the latest record of each cell
     assert final[("prefill", 64, 1)] == by_key[("prefill", 64, 1)]  # not redone
     assert all(final[("decode", 64, n)]["status"] in RAN for n in (1, 2)), final
@@ -233,5 +226,5 @@ def test_ctrl_c_or_sigterm_stops_the_server(tmp_path: Path, sig: signal.Signals)
             proc.communicate()
     assert proc.returncode == 130, output[-3000:]
     assert "interrupted: finished measurements are kept" in output
-    assert_gone(pgid)
+    assert_group_gone(pgid)
     assert record(out)["stopped_at"]

@@ -22,10 +22,10 @@ import pytest
 import yaml
 
 from tests.conftest import TEST_API_KEY
+from tests.processes import assert_group_gone
 from toolkit.embedded.server import VLLM_PYTHON, ensure_model, free_port
 from toolkit.gpu import NO_TELEMETRY
 from toolkit.launch import LAUNCH_FILE
-from toolkit.managed import has_live_member
 from toolkit.metrics import RUNNING, parse_metrics
 from toolkit.store import RESULTS_FILE, RUN_FILE
 
@@ -64,13 +64,6 @@ def results(out: Path) -> dict[tuple[str, int, int], dict[str, Any]]:
     return {(r["phase"], r["context_tokens"], r["concurrency"]): r for r in rows}
 
 
-def assert_gone(pgid: int) -> None:
-    deadline = time.monotonic() + 10
-    while has_live_member(pgid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not has_live_member(pgid), f"vLLM processes of group {pgid} are still running"
-
-
 def test_params_server_block_runs_the_real_vllm_end_to_end(tmp_path: Path) -> None:
     params, command, _ = managed_params(tmp_path)
     out = tmp_path / "out"
@@ -79,7 +72,8 @@ def test_params_server_block_runs_the_real_vllm_end_to_end(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr[-3000:]
 
     launched = json.loads((out / LAUNCH_FILE).read_text())
-    assert_gone(launched["pid"])  # started and stopped by the toolkit, engine processes included
+    # Started and stopped by the toolkit, engine processes included.
+    assert_group_gone(launched["pid"], timeout_s=10, what="vLLM")
     assert launched["stopped_at"] and launched["exit_code"] is None
     shown = ("VLLM_API_KEY=<redacted> VLLM_CPU_KVCACHE_SPACE=1 VLLM_HOST_IP=127.0.0.1 VLLM_TARGET_DEVICE=cpu "
              "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 "
@@ -141,7 +135,7 @@ def test_the_launched_vllm_killed_mid_cell_then_resume_relaunches_it(tmp_path: P
     first_log = (tmp_path / "first.log").read_text()
     assert proc.returncode == 1, first_log[-3000:]
     assert "the server was killed by SIGKILL (exit -9) during the run" in first_log
-    assert_gone(pgid)
+    assert_group_gone(pgid, timeout_s=10, what="vLLM")
     first = results(out)
     assert first[("prefill", 256, 1)]["status"] == "Valid"
     killed = first[("decode", 256, 1)]
@@ -156,7 +150,7 @@ def test_the_launched_vllm_killed_mid_cell_then_resume_relaunches_it(tmp_path: P
     assert done.returncode == 0, done.stderr[-3000:]
     relaunched = json.loads((out / LAUNCH_FILE).read_text())
     assert relaunched["pid"] != pgid
-    assert_gone(relaunched["pid"])
+    assert_group_gone(relaunched["pid"], timeout_s=10, what="vLLM")
     final = results(out)
     assert final[("prefill", 256, 1)] == first[("prefill", 256, 1)]  # finished before the kill: not redone
     for n in (1, 2):
