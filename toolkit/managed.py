@@ -7,6 +7,7 @@ starves a client in another for seconds at a time (docs/METHOD.md, Machine pause
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -45,6 +46,29 @@ def exit_description(code: int) -> str:
         with contextlib.suppress(ValueError):
             return f"was killed by {signal.Signals(-code).name} (exit {code})"
     return f"exited with code {code}"
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def stop_with_launcher() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the kernel SIGTERM the child once its launcher is gone, even killed by SIGKILL.
+
+    Linux's PR_SET_PDEATHSIG, armed between fork and exec (None where libc has no prctl). The signal comes when
+    the launching *thread* ends: every server is stopped before the thread that started it moves on.
+    """
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    launcher = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != launcher:  # the launcher died before the signal was armed
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 class ManagedServer:
@@ -87,7 +111,10 @@ class ManagedServer:
         return None if self.process is None else self.process.poll()
 
     def start(self) -> ManagedServer:
-        """Launch in a process group of its own inside the caller's session; return once `/health` answers."""
+        """Launch in a process group of its own inside the caller's session; return once `/health` answers.
+
+        Should this process die without stopping it (SIGKILL, a crash), the server gets SIGTERM from the kernel.
+        """
         if resolve_executable(self.command, self.env) is None:
             raise ServerError(f"{self.command[0]!r} not found: not an executable path, nor on PATH")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +123,7 @@ class ManagedServer:
             self._log_start = log.tell()
             self.process = subprocess.Popen(
                 self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, process_group=0,
+                env=self.env, process_group=0, preexec_fn=stop_with_launcher(),
             )  # fmt: skip
         self._wait_healthy()
         threading.Thread(target=self._watch, name=f"watch-{self.process.pid}", daemon=True).start()

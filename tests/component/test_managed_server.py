@@ -27,6 +27,7 @@ from tests.processes import assert_group_gone
 from toolkit.embedded.server import free_port
 from toolkit.gpu import NO_TELEMETRY
 from toolkit.launch import LAUNCH_FILE
+from toolkit.managed import has_live_member
 from toolkit.publish import declared_parameters
 from toolkit.store import RESULTS_FILE, RUN_FILE
 
@@ -228,3 +229,39 @@ def test_ctrl_c_or_sigterm_stops_the_server(tmp_path: Path, sig: signal.Signals)
     assert "interrupted: finished measurements are kept" in output
     assert_group_gone(pgid)
     assert record(out)["stopped_at"]
+
+
+LAUNCHER = """
+import os, sys, time
+from pathlib import Path
+from toolkit.managed import ManagedServer
+port = int(sys.argv[1])
+server = ManagedServer([sys.executable, "-m", "tests.fake_vllm", "--port", str(port)],
+                       base_url=f"http://127.0.0.1:{port}", env=dict(os.environ), log_path=Path(sys.argv[2]))
+print(server.start().pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_launcher_killed_by_sigkill_takes_its_server_down_with_it(tmp_path: Path) -> None:
+    """No goodbye, no `stop()`: the kernel's parent-death signal stops the server all the same."""
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(free_port()), str(tmp_path / "server.log")],
+                                cwd=REPO, env=env(), stdout=subprocess.PIPE, text=True)  # fmt: skip
+    pgid = None
+    try:
+        assert launcher.stdout is not None
+        line = launcher.stdout.readline()
+        assert line.strip().isdigit(), f"the launcher did not start the server: {line!r}"
+        pgid = int(line)
+        assert has_live_member(pgid)
+        launcher.kill()
+        launcher.wait(10)
+        assert_group_gone(pgid, timeout_s=10)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait(10)
+        if launcher.stdout is not None:
+            launcher.stdout.close()
+        if pgid is not None and has_live_member(pgid):  # left behind by a failure: not for the next test
+            os.killpg(pgid, signal.SIGKILL)
