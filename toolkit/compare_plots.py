@@ -178,13 +178,3 @@ def tradeoff_figure(frame: pd.DataFrame, *, log_scale: bool | None = None) -> Fi
     ax.legend(title="Run", fontsize=8)
     ax.grid(True, alpha=0.3)
     return fig
-
-
-def comparison_figures(frame: pd.DataFrame) -> dict[str, Figure]:
-    """Every figure of a comparison, keyed as :func:`toolkit.compare.compare_markdown` expects."""
-    labels = compare.run_labels(frame)
-    figures = {"prefill": prefill_comparison(frame)} if (frame["phase"] == "prefill").any() else {}
-    for position, other in enumerate(labels[1:], 2):
-        figures[compare.ratio_key(position)] = ratio_heatmaps(frame, labels[0], other)
-    figures["tradeoff"] = tradeoff_figure(frame)
-    return figures

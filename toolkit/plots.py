@@ -1,12 +1,12 @@
 """Figures of a results DataFrame (one row per Measurement): prefill, decode heatmaps, scaling.
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, Agg-safe);
-they are returned, never shown: a notebook displays them, :func:`figure_png` makes the report's PNGs.
+they are returned, never shown: a notebook displays them, and the reports take their PNGs from the executed
+notebook (:func:`toolkit.publish.drawn_images`).
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,13 +30,6 @@ METRIC_TITLES = {"total_tok_s": "Total tok/s", "per_request_tok_s": "Per request
                  "tbt_ms": "Time between tokens (ms)", "avg_active": "Average active requests"}  # fmt: skip
 MARKED_NOTE = "gold star: meets the service level"
 _RUN_STATUSES = ("Valid", "Requests queued")
-
-
-def figure_png(fig: Figure) -> bytes:
-    """The figure as PNG bytes, as the reports embed it."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    return buffer.getvalue()
 
 
 def _phase(df: pd.DataFrame, phase: str) -> pd.DataFrame:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import nbformat
+import pandas as pd
 import papermill
 from nbconvert import HTMLExporter
 from traitlets.config import Config
 
-from toolkit import plots, report_tables
+from toolkit import compare, report_tables, runs
 from toolkit.kernels import SameSessionKernelManager
 from toolkit.params import RunParams
 from toolkit.runs import load_run
@@ -24,6 +26,7 @@ from toolkit.store import RUN_FILE, read_json
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NOTEBOOK_ONLY = "notebook-only"  # cell tag: explanation and exploration shown in Jupyter, left out of the reports
+FIGURE_TAG = "figure-"  # cell tag `figure-<key>`: the images the cell drew are the markdown report's <key>.png
 
 
 def new_run_dir(outputs: str | Path, run_label: str) -> Path:
@@ -72,7 +75,7 @@ def execute_path(source: Path, output: Path, parameters: dict[str, Any]) -> None
     )  # fmt: skip
 
 
-def html_report(executed: Path) -> str:
+def html_report(executed: nbformat.NotebookNode) -> str:
     """A self-contained HTML page of an executed notebook: no code, images embedded, no external assets.
 
     Cells tagged `notebook-only` (how to read and re-analyse, in Jupyter) are left out.
@@ -84,21 +87,44 @@ def html_report(executed: Path) -> str:
     exporter = HTMLExporter(config=config, template_name="offline", extra_template_basedirs=[str(TEMPLATES)],
                             exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
                             embed_images=True)  # fmt: skip
-    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
+    body, _ = exporter.from_notebook_node(executed)
     return body
 
 
-def markdown_report(results_dir: Path) -> str:
-    """report.md with its figures as PNG files beside it; tables from the same code as the HTML."""
+def drawn_images(notebook: nbformat.NotebookNode) -> dict[str, list[bytes]]:
+    """The PNG images of an executed notebook's `figure-<key>` cells, by key, in the order they were drawn."""
+    images: dict[str, list[bytes]] = {}
+    for cell in notebook.cells:
+        for tag in cell.get("metadata", {}).get("tags", []):
+            if tag.startswith(FIGURE_TAG):
+                pngs = [o["data"]["image/png"] for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+                images.setdefault(tag.removeprefix(FIGURE_TAG), []).extend(base64.b64decode(png) for png in pngs)
+    return images
+
+
+def save_images(images: Mapping[str, bytes], folder: Path) -> dict[str, str]:
+    """Each image as <key>.png in folder; returns the paths relative to it, by key."""
+    for key, png in images.items():
+        (folder / f"{key}.png").write_bytes(png)
+    return {key: f"{key}.png" for key in images}
+
+
+def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
+    """report.md with the figures the report notebook drew as PNG files beside it; tables from the same code as
+    the HTML."""
     frame, run_info = load_run(results_dir)
-    images: dict[str, str] = {}
-    figures = {"prefill": plots.prefill_figure, "decode": plots.decode_heatmaps, "scaling": plots.scaling_figure}
-    for key, make in figures.items():
-        has_rows = (frame["phase"] == ("prefill" if key == "prefill" else "decode")).any()
-        if has_rows:
-            (results_dir / f"{key}.png").write_bytes(plots.figure_png(make(frame)))
-            images[key] = f"{key}.png"
-    return report_tables.report_markdown(frame, run_info, images=images)
+    drawn = drawn_images(executed)
+    phases = {"prefill": "prefill", "decode": "decode", "scaling": "decode"}
+    images = {key: drawn[key][0] for key, phase in phases.items() if drawn.get(key) and (frame["phase"] == phase).any()}
+    return report_tables.report_markdown(frame, run_info, images=save_images(images, results_dir))
+
+
+def compare_images(frame: pd.DataFrame, executed: nbformat.NotebookNode) -> dict[str, bytes]:
+    """The compare notebook's figures keyed as :func:`toolkit.compare.compare_markdown` expects."""
+    drawn = drawn_images(executed)
+    images = {"prefill": drawn["prefill"][0]} if drawn.get("prefill") and (frame["phase"] == "prefill").any() else {}
+    images |= {compare.ratio_key(position): png for position, png in enumerate(drawn.get("ratios", []), 2)}
+    return images | ({"tradeoff": drawn["tradeoff"][0]} if drawn.get("tradeoff") else {})
 
 
 def write_reports(results_dir: Path) -> dict[str, Path]:
@@ -106,24 +132,21 @@ def write_reports(results_dir: Path) -> dict[str, Path]:
     frame, _ = load_run(results_dir)
     frame.to_csv(results_dir / "results.csv", index=False)
     executed = execute("report", results_dir, parameters_for("report", {"RESULTS_DIR": str(results_dir.resolve())}))
-    (results_dir / "report.html").write_text(html_report(executed), encoding="utf-8")
-    (results_dir / "report.md").write_text(markdown_report(results_dir), encoding="utf-8")
+    notebook = nbformat.read(executed, as_version=4)
+    (results_dir / "report.html").write_text(html_report(notebook), encoding="utf-8")
+    (results_dir / "report.md").write_text(markdown_report(results_dir, notebook), encoding="utf-8")
     return {name: results_dir / name for name in ("report.html", "report.md", "results.csv", RUN_FILE)}
 
 
 def write_compare(run_dirs: Sequence[Path], out: Path, labels: Sequence[str] | None = None) -> dict[str, Path]:
     """The compare notebook over run folders (the first is the baseline): compare.ipynb, compare.html, compare.md."""
-    from toolkit import compare, compare_plots, runs
-
     frame = runs.load_runs(run_dirs, labels)  # bad folders or labels fail here, before the notebook
     out.mkdir(parents=True, exist_ok=True)
     executed = execute("compare", out, {"RUN_DIRS": [str(Path(d).resolve()) for d in run_dirs],
                                         "LABELS": None if labels is None else list(labels)})  # fmt: skip
-    (out / "compare.html").write_text(html_report(executed), encoding="utf-8")
-    images: dict[str, str] = {}
-    for key, figure in compare_plots.comparison_figures(frame).items():
-        (out / f"{key}.png").write_bytes(plots.figure_png(figure))
-        images[key] = f"{key}.png"
+    notebook = nbformat.read(executed, as_version=4)
+    (out / "compare.html").write_text(html_report(notebook), encoding="utf-8")
+    images = save_images(compare_images(frame, notebook), out)
     (out / "compare.md").write_text(compare.compare_markdown(frame, images), encoding="utf-8")
     return {name: out / name for name in ("compare.html", "compare.md", executed.name)}
 

@@ -6,6 +6,7 @@ The round trip: our markdown report of an imported run shows every decode matrix
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -131,6 +132,12 @@ def test_report_flag_writes_the_html_and_markdown_reports(tmp_path: Path, capsys
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert "| 120K | 687.9 · 443 ms TTFT | 1,113.1 · Requests queued · 417 ms TTFT |" in markdown
     assert {"prefill.png", "decode.png", "scaling.png"} <= {p.name for p in out.iterdir()}
+    embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', html)  # the HTML's figures, in page order
+    assert [base64.b64decode(png) for png in embedded] == [(out / f"{k}.png").read_bytes()
+                                                          for k in ("prefill", "decode", "scaling")]  # fmt: skip
+    assert [x for x in markdown.splitlines() if x.startswith("![")] == [
+        "![Prefill](prefill.png)", "![Sustained decode heatmaps](decode.png)",
+        "![Total tok/s by simultaneous requests](scaling.png)"]  # fmt: skip
     assert "report.html" in capsys.readouterr().out
 
 

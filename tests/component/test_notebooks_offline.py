@@ -138,7 +138,7 @@ def test_report_with_a_service_level(imported: dict[str, Path], tmp_path: Path) 
     assert [0.14 + 5, 0.24] in stars and [0.14 + 6, 0.24] not in stars  # 8K × 32 meets both, 8K × 64 not
     (table,) = [o.data["text/html"] for c in executed.cells if c.id == "service-level" for o in c.outputs]
     assert "TTFT ≤ 200 ms and ≥ 20 tok/s per request" in table
-    page = html_report(tmp_path / "report.ipynb")
+    page = html_report(nbformat.read(tmp_path / "report.ipynb", as_version=4))
     assert "TTFT ≤ 200 ms and ≥ 20 tok/s per request" in page and "Speed test matrix" in page
     assert "service_level." not in page and "like this one" not in page  # no code, no notebook-only cells
     for heading in ("Prefill", "Sustained decode", "All measurements", "Extras"):
@@ -152,5 +152,5 @@ def test_compare_two_imported_references_with_a_service_level(imported: dict[str
     assert pngs(executed, "ratios") == 1 and pngs(executed, "service-level-heatmaps") == 2  # one per run
     (table,) = [o.data["text/html"] for c in executed.cells if c.id == "service-level" for o in c.outputs]
     assert ">Kimi<" in table and ">LFM<" in table
-    page = html_report(tmp_path / "compare.ipynb")
+    page = html_report(nbformat.read(tmp_path / "compare.ipynb", as_version=4))
     assert "Kimi vs LFM" in page and "Service level TTFT ≤ 200 ms" in page and "runs.load_runs" not in page

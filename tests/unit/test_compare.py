@@ -245,12 +245,6 @@ def test_tradeoff_figure_follows_each_frontier(frame: pd.DataFrame) -> None:
     assert {"8K×2", "8K×1"} <= {t.get_text() for t in ax.texts}
 
 
-def test_comparison_figures_keys(frame: pd.DataFrame) -> None:
-    three = runs(A=A, B=B, C=A)
-    assert list(compare_plots.comparison_figures(three)) == ["prefill", "ratio-2", "ratio-3", "tradeoff"]
-    assert list(compare_plots.comparison_figures(runs(A=A[2:], B=B[2:]))) == ["ratio-2", "tradeoff"]
-
-
 def test_ratio_heatmaps_of_chosen_quantities_and_forced_scales(frame: pd.DataFrame) -> None:
     fig = compare_plots.ratio_heatmaps(frame, "A", "B", ["ttft_ms"])
     render(fig)
