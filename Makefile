@@ -42,6 +42,8 @@ lint: install
 	$(VENV)/bin/ruff check toolkit tests benchmarks scripts
 	$(VENV)/bin/ruff format --check toolkit tests benchmarks scripts
 	$(VENV)/bin/mypy
+	@# every test module imports, integration ones too (a broken import would otherwise show only in `make test`)
+	@out=$$($(TK) -m pytest --collect-only -q tests 2>&1) || { echo "$$out"; exit 1; }
 
 format: install
 	$(VENV)/bin/ruff format toolkit tests benchmarks scripts

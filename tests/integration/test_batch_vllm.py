@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from tests.conftest import TEST_API_KEY
-from tests.integration.test_managed_vllm import EXAMPLE, assert_gone, env
+from tests.integration.test_managed_vllm import EXAMPLE, env
+from tests.processes import assert_group_gone
 from toolkit import runs
 from toolkit.batch_index import headline
 from toolkit.embedded.server import VLLM_PYTHON, ensure_model, free_port
@@ -81,7 +82,7 @@ def test_a_batch_of_three_launched_vllm_variants_end_to_end(tmp_path: Path) -> N
             assert (folder / name).exists(), (label, name)
         launched = json.loads((folder / LAUNCH_FILE).read_text())
         assert f"--max-num-seqs {label.split('=')[1]}" in launched["command"] and launched["stopped_at"]
-        assert_gone(launched["pid"])
+        assert_group_gone(launched["pid"], timeout_s=10, what="vLLM")
         frames[label], _ = runs.load_run(folder)
         for m in frames[label].to_dict("records"):
             assert m["status"] in RAN, m
