@@ -26,8 +26,9 @@ demo: install model
 	$(TK) -m toolkit demo
 
 # Every test that needs no real engine: unit tests and components against fake servers (works after
-# `make install` alone). Three workers on two cores: the slow tests wait on windows and kernels; measured here,
-# 3 workers took 118 s, 2 workers 156 s, 4 workers 132 s (before figures were drawn once; now 104-106 s). The slowest files are collected first.
+# `make install` alone). Three workers on two cores: the slow tests wait on windows and kernels. Measured side by
+# side here: 2 workers 156 s, 3 workers 118 s, 4 workers 132 s (3 workers: 104-106 s on the final tree). The
+# component files, the slowest, are collected first.
 FAST_TESTS := $(TK) -m pytest -n 3 --dist worksteal tests/component tests/unit
 
 # All tests: the fast tier, then the tests against real engines (vLLM, a Ray cluster) one at a time, since two

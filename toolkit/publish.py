@@ -19,7 +19,6 @@ from traitlets.config import Config
 from toolkit import compare, report_tables, runs
 from toolkit.kernels import SameSessionKernelManager
 from toolkit.params import RunParams
-from toolkit.runs import load_run
 from toolkit.secrets import api_key_from_env, redact
 from toolkit.store import RUN_FILE, read_json
 
@@ -109,27 +108,33 @@ def save_images(images: Mapping[str, bytes], folder: Path) -> dict[str, str]:
     return {key: f"{key}.png" for key in images}
 
 
+def _first_drawn(
+    executed: nbformat.NotebookNode, frame: pd.DataFrame, phases: Mapping[str, str | None]
+) -> dict[str, bytes]:
+    """The first image drawn under each key whose phase has rows in frame (None: whatever the rows)."""
+    drawn = drawn_images(executed)
+    return {key: drawn[key][0] for key, phase in phases.items()
+            if drawn.get(key) and (phase is None or (frame["phase"] == phase).any())}  # fmt: skip
+
+
 def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
     """report.md with the figures the report notebook drew as PNG files beside it; tables from the same code as
     the HTML."""
-    frame, run_info = load_run(results_dir)
-    drawn = drawn_images(executed)
-    phases = {"prefill": "prefill", "decode": "decode", "scaling": "decode"}
-    images = {key: drawn[key][0] for key, phase in phases.items() if drawn.get(key) and (frame["phase"] == phase).any()}
+    frame, run_info = runs.load_run(results_dir)
+    images = _first_drawn(executed, frame, {"prefill": "prefill", "decode": "decode", "scaling": "decode"})
     return report_tables.report_markdown(frame, run_info, images=save_images(images, results_dir))
 
 
 def compare_images(frame: pd.DataFrame, executed: nbformat.NotebookNode) -> dict[str, bytes]:
     """The compare notebook's figures keyed as :func:`toolkit.compare.compare_markdown` expects."""
-    drawn = drawn_images(executed)
-    images = {"prefill": drawn["prefill"][0]} if drawn.get("prefill") and (frame["phase"] == "prefill").any() else {}
-    images |= {compare.ratio_key(position): png for position, png in enumerate(drawn.get("ratios", []), 2)}
-    return images | ({"tradeoff": drawn["tradeoff"][0]} if drawn.get("tradeoff") else {})
+    ratios = drawn_images(executed).get("ratios", [])
+    return _first_drawn(executed, frame, {"prefill": "prefill", "tradeoff": None}) | {
+        compare.ratio_key(position): png for position, png in enumerate(ratios, 2)}  # fmt: skip
 
 
 def write_reports(results_dir: Path) -> dict[str, Path]:
     """Execute the report notebook over a results folder; write report.html, report.md, results.csv."""
-    frame, _ = load_run(results_dir)
+    frame, _ = runs.load_run(results_dir)
     frame.to_csv(results_dir / "results.csv", index=False)
     executed = execute("report", results_dir, parameters_for("report", {"RESULTS_DIR": str(results_dir.resolve())}))
     notebook = nbformat.read(executed, as_version=4)
