@@ -9,6 +9,7 @@ the kernel and its children as one) inside the caller's session.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import tempfile
@@ -16,9 +17,9 @@ import uuid
 from typing import Any
 
 from jupyter_client.connect import KernelConnectionInfo
-from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.manager import AsyncKernelManager, in_pending_state
 from jupyter_client.provisioning import LocalProvisioner
-from traitlets import default
+from traitlets import Float, default
 
 
 class SameSessionProvisioner(LocalProvisioner):  # type: ignore[misc]
@@ -45,7 +46,10 @@ class SameSessionProvisioner(LocalProvisioner):  # type: ignore[misc]
 
 class SameSessionKernelManager(AsyncKernelManager):  # type: ignore[misc]
     """The kernel manager papermill is given: every kernel it starts uses `SameSessionProvisioner`, and talks
-    to it over local IPC sockets rather than TCP (no port opened, no plain-text-over-TCP warning)."""
+    to it over local IPC sockets rather than TCP (no port opened, no plain-text-over-TCP warning), and asks an idle
+    kernel to shut down before interrupting it."""
+
+    polite_shutdown_s = Float(2.0, help="how long a kernel asked to shut down may take before it is interrupted")
 
     @default("transport")
     def _transport_default(self) -> str:
@@ -66,3 +70,29 @@ class SameSessionKernelManager(AsyncKernelManager):  # type: ignore[misc]
             self.provisioner = SameSessionProvisioner(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec,
                                                       parent=self)  # fmt: skip
         return await super()._async_pre_start_kernel(**kw)
+
+    @in_pending_state  # type: ignore[misc]
+    async def _async_shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+        """Ask first; interrupt only a kernel that did not exit. jupyter_client sends SIGINT before every shutdown
+        request, and one that lands while the kernel still finishes its last reply makes ipykernel log
+        "ERROR | KeyboardInterrupt caught in kernel." after a notebook that ran fine."""
+        if not self.owns_kernel:
+            return
+        self.shutting_down = True
+        self.stop_restarter()
+        if self.has_kernel and now:
+            await self._async_interrupt_kernel()
+            await self._async_kill_kernel(restart=restart)
+        elif self.has_kernel:
+            await self._async_request_shutdown(restart=restart)
+            try:
+                await asyncio.wait_for(self._async_wait(pollinterval=0.05), timeout=self.polite_shutdown_s)
+                assert self.provisioner is not None
+                await self.provisioner.wait()
+            except TimeoutError:  # still busy (an interrupted run): jupyter_client's own sequence
+                await self._async_interrupt_kernel()
+                await self._async_request_shutdown(restart=restart)
+                await self._async_finish_shutdown(restart=restart)
+        await self._async_cleanup_resources(restart=restart)
+
+    shutdown_kernel = _async_shutdown_kernel  # the base class binds its own function to this name
