@@ -2,15 +2,21 @@
 
 An independent probe process (in this script's session) sleeps 10 ms in a loop and records every wake-up more
 than 100 ms late, while a small matrix runs (contexts 1K, 2K × 1, 2, 4 streams, 5 s windows, no retries):
-  split        the embedded vLLM started in a session of its own (`setsid`), client and probe in this one
+  split        the embedded vLLM started in a session of its own (`setsid`), client and probe in this one, the
+               client's autogroup protection off (TOOLKIT_AUTOGROUP_NICE=0)
+  split-protected  the same with the protection on (the client raises its autogroup's weight)
   same         vLLM, client and probe all in this session (what `python -m toolkit serve` from a shell gives)
   toolkit-run  `python -m toolkit run` against the same-session server: the papermill kernels measure
+  papermill    vLLM in a session of its own, plain `papermill notebooks/decode_matrix.ipynb` (its kernel gets a
+               session of its own too, as in JupyterLab), protection off; the probe is in a third session
+  papermill-protected  the same with the protection on
   idle         no load at all (optional, `--layouts idle,...`)
 Linux gives every session its own scheduler autogroup; two busy autogroups can starve each other for seconds.
 
-    .venv/bin/python benchmarks/machine_pauses.py [--layouts split,same,toolkit-run]
+    .venv/bin/python benchmarks/machine_pauses.py [--layouts split,same,toolkit-run,papermill,papermill-protected]
 
-Last line: `machine_pauses: <layout>=<late wake-ups>/<frozen s>/<disturbed windows> ...`.
+Last line: `machine_pauses: <layout>=<late wake-ups>/<frozen s>/<disturbed windows> ... <layout>_vs_same=<ratio>`,
+the ratio being the median over 1K × 1, 2, 4 of the layout's total tok/s over the same-session layout's.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -117,15 +124,28 @@ def summarize(outcome: Outcome, results_dir: Path) -> None:
             outcome.tok_s_1k[m.concurrency] = m.total_tok_s
 
 
-def in_process(layout: str, server: Server) -> Outcome:
+def protection(on: bool) -> dict[str, str]:
+    """The environment with the client's autogroup protection on (the default) or off."""
+    env = {k: v for k, v in os.environ.items() if k != "TOOLKIT_AUTOGROUP_NICE"}
+    return env if on else {**env, "TOOLKIT_AUTOGROUP_NICE": "0"}
+
+
+def in_process(layout: str, server: Server, protected: bool = True) -> Outcome:
     """The matrix from this process: client in this session."""
     from toolkit.params import make_params
     from toolkit.runner import run_matrix
 
     outcome, out = Outcome(layout), Path(tempfile.mkdtemp())
     start = time.monotonic()
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(protection(protected))
     with Probe() as probe:
-        run_matrix(make_params({"base_url": server.base_url, **MATRIX}), out, progress=False)
+        try:
+            run_matrix(make_params({"base_url": server.base_url, **MATRIX}), out, progress=False)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
     outcome.wall_s, outcome.lates = time.monotonic() - start, probe.lates
     summarize(outcome, out)
     return outcome
@@ -147,6 +167,38 @@ def toolkit_run(server: Server) -> Outcome:
     return outcome
 
 
+def plain_papermill(layout: str, server: Server, protected: bool) -> Outcome:
+    """`papermill notebooks/decode_matrix.ipynb` as a user runs it: its kernel in a session of its own."""
+    import yaml
+
+    outcome, tmp = Outcome(layout), Path(tempfile.mkdtemp())
+    parameters = {"BASE_URL": server.base_url, "RESULTS_DIR": str(tmp / "out"),
+                  **{name.upper(): value for name, value in MATRIX.items()}}  # fmt: skip
+    start = time.monotonic()
+    with Probe() as probe:
+        subprocess.run([sys.executable, "-m", "papermill", "notebooks/decode_matrix.ipynb", str(tmp / "out.ipynb"),
+                        "-y", yaml.safe_dump(parameters)], cwd=REPO, check=True, env=protection(protected),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    outcome.wall_s, outcome.lates = time.monotonic() - start, probe.lates
+    summarize(outcome, tmp / "out")
+    return outcome
+
+
+def ratios_to_same(outcomes: list[Outcome]) -> str:
+    """Each layout's median ratio of 1K total tok/s to the same-session layout's, over the shared concurrencies."""
+    same = next((o for o in outcomes if o.layout == "same"), None)
+    if same is None:
+        return ""
+    parts = []
+    for o in outcomes:
+        shared = [n for n in o.tok_s_1k if n in same.tok_s_1k]
+        if o is not same and shared:
+            parts.append(
+                f"{o.layout}_vs_same={statistics.median(o.tok_s_1k[n] / same.tok_s_1k[n] for n in shared):.2f}"
+            )
+    return " ".join(parts)
+
+
 def idle(seconds: float = 45.0) -> Outcome:
     outcome = Outcome("idle", wall_s=seconds)
     with Probe() as probe:
@@ -157,7 +209,7 @@ def idle(seconds: float = 45.0) -> Outcome:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layouts", default="split,same,toolkit-run")
+    parser.add_argument("--layouts", default="same,papermill,papermill-protected,split,split-protected,toolkit-run")
     parser.add_argument("--json", help="write every layout's numbers here")
     args = parser.parse_args()
     layouts = args.layouts.split(",")
@@ -167,9 +219,12 @@ def main() -> None:
     for layout in layouts:
         if layout == "idle":
             outcomes.append(idle())
-        elif layout == "split":
+        elif layout in ("split", "split-protected"):
             with Server(new_session=True) as server:
-                outcomes.append(in_process("split", server))
+                outcomes.append(in_process(layout, server, protected=layout == "split-protected"))
+        elif layout in ("papermill", "papermill-protected"):
+            with Server(new_session=True) as server:
+                outcomes.append(plain_papermill(layout, server, protected=layout == "papermill-protected"))
         elif layout in ("same", "toolkit-run"):
             with Server(new_session=False) as server:
                 outcomes.append(in_process("same", server) if layout == "same" else toolkit_run(server))
@@ -178,8 +233,8 @@ def main() -> None:
         print(outcomes[-1].line(), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps([o.__dict__ for o in outcomes], indent=1))
-    print("machine_pauses: " + " ".join(f"{o.layout}={len(o.lates)}/{sum(o.lates):.1f}/{o.disturbed}"
-                                        for o in outcomes))  # fmt: skip
+    pauses = " ".join(f"{o.layout}={len(o.lates)}/{sum(o.lates):.1f}/{o.disturbed}" for o in outcomes)
+    print(f"machine_pauses: {pauses} {ratios_to_same(outcomes)}".rstrip())
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,7 +37,7 @@ from toolkit.prompts import PromptError, build_prompt, marker
 from toolkit.schema import Measurement
 from toolkit.secrets import api_key_from_env, redact
 from toolkit.server_api import ServerAPI, ServerAPIError
-from toolkit.sessions import check_server_session
+from toolkit.sessions import protected_from_autogroups
 from toolkit.store import RUN_FILE, ResultStore, latest_by_key, read_json, write_json_atomic
 from toolkit.traces import write_trace
 
@@ -235,16 +236,16 @@ async def run_matrix_async(
                                     launch=launch_info(out))  # fmt: skip
         if existing is None:
             write_json_atomic(out / RUN_FILE, info)
-        if (existing is None or resume) and (warning := check_server_session(params.base_url)):
-            tqdm.write(warning, file=sys.stderr)
         earlier = store.load()
         done = latest_by_key(earlier)
         finished = {k for k, m in done.items() if m.status != "Error"}
         todo = [k for k in plan.keys(phases) if k not in finished]
         decode_todo = any(k[0] == "decode" for k in todo)
-        gpus = telemetry(lambda line: tqdm.write(line, file=sys.stderr)) if decode_todo else nullcontext()
+        say = partial(tqdm.write, file=sys.stderr)
+        gpus = telemetry(say) if decode_todo else nullcontext()
+        shielded = protected_from_autogroups(params.base_url, say) if todo else nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
-            with gpus as gpu_sampler, frozen_heap():  # no full GC pass stalls the loop while it measures
+            with shielded, gpus as gpu_sampler, frozen_heap():  # no full GC pass stalls the loop while it measures
                 runner = _Runner(params, server, info["run_id"], api, client, store, earlier, gpu_sampler)
                 bar = progress_bar(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
                                    desc=params.run_label, unit="cell", disable=not progress)  # fmt: skip

@@ -1,33 +1,31 @@
-"""Is a local server in another session than the measuring client? Then autogroups can stall them both.
+"""Scheduler autogroups: a local server in another session than the measuring client stalls it; raise our weight.
 
 Linux gives every session (`setsid`) its own scheduler autogroup when `kernel.sched_autogroup_enabled` is 1;
 on a small machine a busy vLLM in one autogroup and the client in another starve each other for seconds at
-a time (docs/METHOD.md, Pauses). The run warns once when it sees that layout.
+a time (docs/METHOD.md, Pauses). Papermill and JupyterLab start every kernel in a session of its own, and a
+server started from another terminal has its own too. While it measures such a server, the client raises its
+own autogroup's weight (`/proc/self/autogroup`, nice -15: measured in benchmarks/machine_pauses.py) when it
+may, and restores it afterwards; when it may not, it says what would help in that layout.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import psutil
 
 AUTOGROUP_SETTING = Path("/proc/sys/kernel/sched_autogroup_enabled")
+OWN_AUTOGROUP = Path("/proc/self/autogroup")
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
-
-
-def split_session_warning(*, autogroup_enabled: bool, server_sessions: set[int], client_session: int) -> str | None:
-    """The warning to print, or None when the server shares the client's session (or autogroups are off)."""
-    others = server_sessions - {client_session}
-    if not autogroup_enabled or not others:
-        return None
-    return (
-        f"warning: the server runs in another session ({', '.join(map(str, sorted(others)))}) than this client "
-        f"({client_session}) and kernel.sched_autogroup_enabled is 1: the two can stall each other for seconds "
-        "(cells come out disturbed). Start the server from the same shell without setsid/nohup-style detaching, "
-        "or let the toolkit start it (python -m toolkit serve, make demo)."
-    )
+# The client's autogroup nice while it measures a server in another session; TOOLKIT_AUTOGROUP_NICE=0 turns the
+# protection off (for diagnosis and the benchmark's unprotected layout).
+DEFAULT_CLIENT_NICE = -15
 
 
 def autogroup_enabled() -> bool:
@@ -61,10 +59,74 @@ def listening_sessions(base_url: str) -> set[int]:
     return sessions
 
 
-def check_server_session(base_url: str) -> str | None:
-    """The split-session warning for a server on this machine at `base_url`, or None."""
-    if urlsplit(base_url).hostname not in LOOPBACK_HOSTS or not autogroup_enabled():
-        return None
-    return split_session_warning(
-        autogroup_enabled=True, server_sessions=listening_sessions(base_url), client_session=os.getsid(0)
+def needs_protection(*, autogroup_enabled: bool, server_sessions: set[int], client_session: int) -> bool:
+    """Whether the server (seen in `server_sessions`) runs in another autogroup than the client."""
+    return autogroup_enabled and bool(server_sessions - {client_session})
+
+
+def split_session_warning(*, server_sessions: set[int], client_session: int, pid: int, target_nice: int) -> str:
+    """The warning when the client may not raise its own weight: what helps in this layout, with the commands."""
+    others = sorted(server_sessions - {client_session})
+    return (
+        f"warning: the server runs in another session ({', '.join(map(str, others))}) than this client "
+        f"({client_session}) and kernel.sched_autogroup_enabled is 1: the two can stall each other for seconds "
+        "(cells come out disturbed), and this process may not raise its scheduler weight (needs root or "
+        f"CAP_SYS_NICE). Run `sudo sh -c 'echo {target_nice} > /proc/{pid}/autogroup'` before measuring, or "
+        'let the toolkit start the server in this session (SERVER = "embedded" in a notebook, a params '
+        "`server:` block, python -m toolkit run/demo)."
     )
+
+
+def parse_autogroup_nice(text: str) -> int:
+    """The nice value from `/proc/PID/autogroup` ("/autogroup-25 nice 0")."""
+    return int(text.split()[-1])
+
+
+def client_nice_setting() -> int:
+    """The nice the client's autogroup takes while measuring (TOOLKIT_AUTOGROUP_NICE, default -15)."""
+    value = os.environ.get("TOOLKIT_AUTOGROUP_NICE", "").strip()
+    return int(value) if value else DEFAULT_CLIENT_NICE
+
+
+def _write_own_nice(nice: int) -> None:
+    """Set this session's autogroup nice; the kernel refuses writes closer than 100 ms apart (EAGAIN) to
+    processes without CAP_SYS_ADMIN, so wait that out once."""
+    for attempt in range(2):
+        try:
+            OWN_AUTOGROUP.write_text(f"{nice}\n")
+            return
+        except OSError as error:
+            if error.errno != errno.EAGAIN or attempt:
+                raise
+            time.sleep(0.11)
+
+
+@contextmanager
+def protected_from_autogroups(base_url: str, say: Callable[[str], None]) -> Iterator[None]:
+    """While measuring a local server in another session: this session's autogroup at a higher weight (restored
+    afterwards), said in one line; or the warning with what helps, when this process may not raise it."""
+    target = client_nice_setting()
+    if not (target < 0 and urlsplit(base_url).hostname in LOOPBACK_HOSTS and autogroup_enabled()):
+        yield
+        return
+    client, servers = os.getsid(0), listening_sessions(base_url)
+    if not needs_protection(autogroup_enabled=True, server_sessions=servers, client_session=client):
+        yield
+        return
+    try:
+        before = parse_autogroup_nice(OWN_AUTOGROUP.read_text())
+        if before > target:
+            _write_own_nice(target)
+    except (OSError, ValueError):
+        say(split_session_warning(server_sessions=servers, client_session=client, pid=os.getpid(), target_nice=target))
+        yield
+        return
+    if before > target:
+        say(f"autogroups: the server runs in another session; this client's scheduler weight raised (autogroup "
+            f"nice {before} -> {target}) while it measures, so the two do not stall each other")  # fmt: skip
+    try:
+        yield
+    finally:
+        if before > target:
+            with suppress(OSError):  # the session keeps the higher weight; nothing measured depends on it
+                _write_own_nice(before)
