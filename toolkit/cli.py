@@ -10,11 +10,6 @@ from typing import NoReturn
 from toolkit.managed import ManagedServer, ServerError, exit_description
 from toolkit.params import ParamsError
 
-# The embedded server of `make demo`: small enough that the matrix shows Requests queued and Over capacity.
-DEMO_MAX_MODEL_LEN = 4096
-DEMO_KV_BLOCKS = 64  # 8,192 tokens
-DEMO_MAX_NUM_SEQS = 2
-
 
 def _serve(args: argparse.Namespace) -> int:
     from toolkit.embedded.server import ServerConfig, serve_forever
@@ -139,21 +134,16 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from toolkit.embedded.server import ServerConfig, embedded_spec, free_port
-    from toolkit.launch import launched_server
+    from toolkit.embedded.server import launched_embedded
     from toolkit.params import load_params
     from toolkit.publish import new_run_dir, run_notebooks
     from toolkit.runner import preflight
 
     params = load_params(args.params)
-    config = ServerConfig(max_model_len=DEMO_MAX_MODEL_LEN, kv_blocks=DEMO_KV_BLOCKS, max_num_seqs=DEMO_MAX_NUM_SEQS)
-    port = free_port()
-    spec = embedded_spec(config, port)  # the embedded vLLM as a server block: launched, recorded, stopped
-    params = params.model_copy(update={"base_url": f"http://127.0.0.1:{port}"})
     out = new_run_dir(args.outputs, params.run_label)
     print("starting the embedded vLLM (about a minute) ...", flush=True)
-    with launched_server(spec, params, out) as server:
-        print(f"server: {server.base_url} (log: {server.log_path})", flush=True)
+    with launched_embedded(params, out) as params:  # launched, recorded and stopped as a server: block would be
+        print(f"server: {params.base_url} (log: {out / 'server.log'})", flush=True)
         preflight(params)
         paths = run_notebooks(params, out)
     print("\nreport:")

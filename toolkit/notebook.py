@@ -5,13 +5,14 @@ Nothing here displays; tables and figures come from :mod:`toolkit.views` and :mo
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from toolkit import runs
-from toolkit.params import RunParams, make_params
+from toolkit.params import ParamsError, RunParams, make_params
 from toolkit.runner import run_matrix
 from toolkit.store import to_dataframe
 
@@ -25,9 +26,21 @@ def params_from(namespace: dict[str, Any]) -> RunParams:
     return make_params(values)
 
 
-def measure(params: RunParams, results_dir: str | Path, phases: list[str]) -> pd.DataFrame:
-    """Run the phases into the shared results folder (continuing it); the measurements of those phases."""
-    measurements = run_matrix(params, results_dir, phases=phases, attach=True)
+def measure(params: RunParams, results_dir: str | Path, phases: list[str], server: str | None = None) -> pd.DataFrame:
+    """Run the phases into the shared results folder (continuing it); the measurements of those phases.
+
+    `server`: None measures `params.base_url`; "embedded" launches the embedded vLLM (CPU, tiny model) for this
+    call, in this kernel's session, and stops it when the measurement ends, fails or is interrupted.
+    """
+    if server not in (None, "embedded"):
+        raise ParamsError(f"SERVER: {server!r}; allowed: None (measure BASE_URL) or 'embedded'")
+    launched: AbstractContextManager[RunParams] = nullcontext(params)
+    if server == "embedded":
+        from toolkit.embedded.server import launched_embedded
+
+        launched = launched_embedded(params, Path(results_dir))
+    with launched as measured:
+        measurements = run_matrix(measured, results_dir, phases=phases, attach=True)
     return to_dataframe([m for m in measurements if m.phase in phases])
 
 

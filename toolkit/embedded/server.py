@@ -11,14 +11,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.managed import ManagedServer, ServerError
 from toolkit.managed import has_live_member as _has_live_member
-from toolkit.params import ServerSpec
+from toolkit.params import RunParams, ServerSpec
 
 __all__ = [
+    "DEMO_CONFIG",
     "EmbeddedServer",
     "ServerConfig",
     "ServerError",
@@ -26,6 +29,7 @@ __all__ = [
     "embedded_spec",
     "ensure_model",
     "free_port",
+    "launched_embedded",
     "vllm_settings",
 ]
 
@@ -66,6 +70,11 @@ class ServerConfig:
             raise ValueError(f"max_num_seqs: {self.max_num_seqs}; allowed: >= 1")
         if self.stream_interval < 1:
             raise ValueError(f"stream_interval: {self.stream_interval}; allowed: >= 1")
+
+
+# `make demo` and a notebook's SERVER = "embedded": small enough that the matrix shows Requests queued and Over
+# capacity (a KV cache of 64 blocks = 8,192 tokens, at most 2 sequences at once).
+DEMO_CONFIG = ServerConfig(max_model_len=4096, kv_blocks=64, max_num_seqs=2)
 
 
 def ensure_model(model_dir: Path = MODEL_DIR) -> Path:
@@ -130,6 +139,20 @@ def embedded_spec(config: ServerConfig, port: int) -> ServerSpec:
     config.check()
     return ServerSpec(command=launch_command(config, port, ensure_model()), env=vllm_settings(config.kv_cache_gib),
                       health_timeout_s=config.startup_timeout_s)  # fmt: skip
+
+
+@contextmanager
+def launched_embedded(params: RunParams, results_dir: Path, config: ServerConfig = DEMO_CONFIG) -> Iterator[RunParams]:
+    """The embedded vLLM launched for one run as a `server:` block would be (recorded in server.json, stopped on
+    exit, error or interrupt); yields the params pointed at it."""
+    from toolkit.launch import launched_server  # launch imports environment and the engine probe: only when used
+
+    port = free_port()
+    spec = embedded_spec(config, port)
+    params = params.model_copy(update={"base_url": f"http://127.0.0.1:{port}"})
+    results_dir.mkdir(parents=True, exist_ok=True)
+    with launched_server(spec, params, results_dir):
+        yield params
 
 
 class EmbeddedServer:
