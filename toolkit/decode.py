@@ -26,7 +26,7 @@ from toolkit.schema import Measurement
 from toolkit.server_api import ServerAPI
 from toolkit.status import decode_status, decode_status_client_only, disturbance
 from toolkit.traces import CellTrace
-from toolkit.window import active_at, longest_silence_s, summarize_window, tokens_between
+from toolkit.window import active_at, longest_silence_s, summarize_window, tokens_between, window_spread
 
 SATURATION_LAG_MS = 20.0  # event-loop lag p99 above this: the client, not the server, set the pace
 SATURATION_CPU_PCT = 90.0
@@ -243,6 +243,8 @@ def judge_window(
     gen = delta(edges.before, edges.after, GENERATION_TOKENS)
     itl = mean_delta(edges.before, edges.after, ITL_SUM, ITL_COUNT)
     ok = status != "Error"
+    spread = window_spread(results, start, end) if ok else None
+    half = lambda x: None if x is None else x.half_width  # noqa: E731
     return {
         "status": status,
         "total_tok_s": window.total_tok_s if ok else None,
@@ -259,6 +261,10 @@ def judge_window(
         "tbt_p90_ms": window.tbt_p90_ms,
         "tbt_p99_ms": window.tbt_p99_ms,
         "per_request_tok_s_p10": window.per_request_tok_s_p10,
+        "total_tok_s_ci": spread and half(spread.total_tok_s),
+        "per_request_tok_s_ci": spread and half(spread.per_request_tok_s),
+        "tbt_ms_ci": spread and half(spread.tbt_ms),
+        "sub_windows": spread and spread.sub_windows,
         "client_avg_active": extras.get("client_avg_active"),
         "concurrency_held": extras.get("concurrency_held"),
         "tokens_per_chunk": window.tokens_per_chunk,

@@ -42,6 +42,12 @@ class Measurement:
     tbt_p90_ms: float | None = None
     tbt_p99_ms: float | None = None
     per_request_tok_s_p10: float | None = None
+    # 95 % half-widths from the kept window's sub-windows (batch means, toolkit.spread); None: no spread (imported,
+    # prefill, too few tokens).
+    total_tok_s_ci: float | None = None
+    per_request_tok_s_ci: float | None = None
+    tbt_ms_ci: float | None = None
+    sub_windows: int | None = None
     client_avg_active: float | None = None
     concurrency_held: float | None = None  # average running (client side: decoding) / N; below 0.9 is flagged
     readiness_queued: bool | None = None  # the readiness gate ended on waiting requests (plateau or timeout)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from toolkit.client import StreamResult
+from toolkit.spread import Interval, batch_means, edges, sub_window_count
 from toolkit.stats import mean, median, percentile
 
 
@@ -102,3 +103,34 @@ def summarize_window(
         tokens_per_chunk=output / chunks if chunks else None,
         client_avg_active=mean([active_at(results, t) for t in sample_times if start <= t <= end]),
     )
+
+
+@dataclass(frozen=True)
+class WindowSpread:
+    """95 % batch-means intervals of a window's total tok/s, per-request tok/s and TBT (ms) over `sub_windows`."""
+
+    sub_windows: int
+    total_tok_s: Interval | None
+    per_request_tok_s: Interval | None
+    tbt_ms: Interval | None
+
+
+def _sub_window_values(results: Sequence[StreamResult], start: float, end: float, k: int) -> list[list[float]]:
+    """Per sub-window: total tok/s, median per-request tok/s, median TBT in ms (the last two where measurable)."""
+    total, per_request, tbt = [], [], []
+    for a, b in edges(start, end, k):
+        total.append(sum(tokens_between(r, a, b) for r in results) / (b - a))
+        tbts = [x for r in results if (x := tbt_in_window_s(r, a, b))]
+        if tbts:
+            per_request.append(median([1.0 / x for x in tbts]) or 0.0)
+            tbt.append((median(tbts) or 0.0) * 1000)
+    return [total, per_request, tbt]
+
+
+def window_spread(results: Sequence[StreamResult], start: float, end: float) -> WindowSpread:
+    """The window's sub-window intervals (docs/METHOD.md, Spread); None where fewer than two values exist."""
+    if end <= start:
+        return WindowSpread(0, None, None, None)
+    k = sub_window_count(lambda n: _sub_window_values(results, start, end, n)[0])
+    total, per_request, tbt = _sub_window_values(results, start, end, k)
+    return WindowSpread(k, batch_means(total), batch_means(per_request), batch_means(tbt))

@@ -56,6 +56,11 @@ def test_two_steady_streams() -> None:
     assert fields["server_output_tokens"] == 400 and fields["server_tbt_ms"] == pytest.approx(10.0)
     assert fields["client_tokens_min"] <= 400 <= fields["client_tokens_max"]
     assert fields["avg_active"] == 2 and fields["concurrency_held"] == 1.0 and fields["status_basis"] == "server"
+    # Perfectly steady streams: 10 sub-windows of 40 tokens each, so no spread at all (floating-point noise aside).
+    assert fields["sub_windows"] == 10
+    assert fields["total_tok_s_ci"] == pytest.approx(0.0, abs=1e-6) and fields["tbt_ms_ci"] == pytest.approx(
+        0.0, abs=1e-6
+    )
 
 
 def test_requests_finished_before_the_window_are_left_out_but_counted_as_started() -> None:
@@ -77,6 +82,7 @@ def test_an_empty_window_is_an_error_that_says_why() -> None:
     results = [stream(8.9, 9.0, 0.01, 10)]  # all tokens before the window
     fields = judge(results, edges(snapshot(0), snapshot(0)), samples(1))
     assert fields["status"] == "Error" and fields["total_tok_s"] is None
+    assert fields["total_tok_s_ci"] is None and fields["sub_windows"] is None
     assert fields["error"] == "no token arrived in the 2 s window (no token for 2.0 s)"
     assert fields["disturbed"] == "no token for 2.0 s"  # so the runner measures it again first
 
