@@ -17,6 +17,9 @@ from toolkit.metrics import (
     PREEMPTIONS,
     PREFIX_HITS,
     PROMPT_TOKENS,
+    SPEC_ACCEPTED_TOKENS,
+    SPEC_DRAFT_TOKENS,
+    SPEC_DRAFTS,
     MetricsSnapshot,
     delta,
     mean_delta,
@@ -193,6 +196,18 @@ class CellTimes:
     cell_wall_s: float
 
 
+def speculation(before: MetricsSnapshot | None, after: MetricsSnapshot | None) -> dict[str, Any]:
+    """Drafts, drafted and accepted tokens between two scrapes, the acceptance rate and mean accepted length;
+    empty when the server exports no speculative-decoding counters (the fields stay None, not zero)."""
+    drafts, drafted = delta(before, after, SPEC_DRAFTS), delta(before, after, SPEC_DRAFT_TOKENS)
+    accepted = delta(before, after, SPEC_ACCEPTED_TOKENS)
+    if drafts is None or drafted is None or accepted is None:
+        return {}
+    return {"spec_drafts": int(drafts), "spec_draft_tokens": int(drafted), "spec_accepted_tokens": int(accepted),
+            "spec_acceptance_rate": accepted / drafted if drafted else None,
+            "spec_mean_accepted_len": 1 + accepted / drafts if drafts else None}  # fmt: skip
+
+
 def judge_window(
     results: list[StreamResult],
     edges: WindowEdges,
@@ -244,6 +259,7 @@ def judge_window(
     itl = mean_delta(edges.before, edges.after, ITL_SUM, ITL_COUNT)
     ok = status != "Error"
     spread = window_spread(results, start, end) if ok else None
+    spec = speculation(edges.before, edges.after)
     half = lambda x: None if x is None else x.half_width  # noqa: E731
     return {
         "status": status,
@@ -274,6 +290,7 @@ def judge_window(
         "client_tokens_min": inner if gen is not None else None,
         "client_tokens_max": outer if gen is not None else None,
         "server_tbt_ms": None if itl is None else itl * 1000,
+        **spec,
         "max_waiting": extras.get("max_waiting"),
         "waiting_fraction": extras.get("waiting_fraction"),
         "status_basis": extras.get("status_basis"),

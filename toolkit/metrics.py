@@ -22,6 +22,10 @@ REQUEST_SUCCESS = ("vllm:request_success_total",)
 # Per engine step and request, on the engine's clock: independent of how outputs are batched into chunks.
 ITL_SUM = ("vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum")
 ITL_COUNT = ("vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count")
+# Speculative decoding (vLLM >= 0.8): drafts proposed, tokens drafted, drafted tokens the target model accepted.
+SPEC_DRAFTS = ("vllm:spec_decode_num_drafts_total",)
+SPEC_DRAFT_TOKENS = ("vllm:spec_decode_num_draft_tokens_total",)
+SPEC_ACCEPTED_TOKENS = ("vllm:spec_decode_num_accepted_tokens_total",)
 CACHE_CONFIG = "vllm:cache_config_info"
 
 

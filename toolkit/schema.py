@@ -58,6 +58,12 @@ class Measurement:
     client_tokens_min: int | None = None  # the server read its counters somewhere inside each scrape: the client's
     client_tokens_max: int | None = None  # tokens between the scrapes' inner and outer edges bracket its count
     server_tbt_ms: float | None = None  # mean inter-token latency on the engine's clock between the same scrapes
+    # Speculative decoding between the same scrapes; None when the server exports no such counters.
+    spec_drafts: int | None = None
+    spec_draft_tokens: int | None = None
+    spec_accepted_tokens: int | None = None
+    spec_acceptance_rate: float | None = None  # accepted / drafted tokens
+    spec_mean_accepted_len: float | None = None  # tokens per draft step: 1 + accepted / drafts
     server_prompt_tokens: int | None = None  # prompt tokens the server counted during the cell
     cached_tokens: int | None = None  # prefix-cache hit tokens (server counter delta)
     max_waiting: int | None = None

@@ -92,3 +92,21 @@ def test_without_metrics_the_client_judges() -> None:
     fields = judge(results, edges(None, None), samples(1), use_metrics=False, readiness_queued=True)
     assert fields["status"] == "Requests queued" and fields["status_basis"] == "client"
     assert fields["server_output_tokens"] is None and fields["client_tokens_min"] is None
+
+
+def test_speculative_decoding_counters_give_acceptance_and_mean_accepted_length() -> None:
+    results = [stream(8.9, 9.0, 0.01, 400)]
+    before, after = snapshot(1000), snapshot(1200)
+    for snap, (drafts, drafted, accepted) in ((before, (10, 30, 15)), (after, (60, 180, 105))):
+        snap.samples["vllm:spec_decode_num_drafts_total"] = [({}, drafts)]
+        snap.samples["vllm:spec_decode_num_draft_tokens_total"] = [({}, drafted)]
+        snap.samples["vllm:spec_decode_num_accepted_tokens_total"] = [({}, accepted)]
+    fields = judge(results, edges(before, after), samples(1))
+    assert (fields["spec_drafts"], fields["spec_draft_tokens"], fields["spec_accepted_tokens"]) == (50, 150, 90)
+    assert fields["spec_acceptance_rate"] == pytest.approx(0.6)
+    assert fields["spec_mean_accepted_len"] == pytest.approx(1 + 90 / 50)
+
+
+def test_without_speculation_counters_the_fields_are_absent_not_zero() -> None:
+    fields = judge([stream(8.9, 9.0, 0.01, 400)], edges(snapshot(1000), snapshot(1200)), samples(1))
+    assert "spec_drafts" not in fields and "spec_acceptance_rate" not in fields
