@@ -6,6 +6,7 @@ Injected either directly (`GpuSampler(FakeNVML())`) or as `sys.modules["pynvml"]
 from __future__ import annotations
 
 import threading
+import time
 import types
 from types import SimpleNamespace
 
@@ -27,6 +28,9 @@ class FakeNVML(types.ModuleType):
         self.power_w = [300.0 + 10 * i for i in range(count)]
         self.temp_c = [60 + i for i in range(count)]
         self.sm_mhz = [1980] * count
+        self.energy = True  # False: a GPU without an energy counter (before Volta)
+        self._energy_mj = [0.0] * count
+        self._energy_at = time.perf_counter()
         self.inits = self.shutdowns = 0
         self.reads: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -78,3 +82,14 @@ class FakeNVML(types.ModuleType):
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: int) -> int:
         return self.reasons[handle]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
+        """Millijoules since 'driver load': every GPU's counter runs at its current power."""
+        if not self.energy:
+            raise NVMLError("Not Supported")
+        with self._lock:
+            now = time.perf_counter()
+            for i in range(self.count):
+                self._energy_mj[i] += self.power_w[i] * (now - self._energy_at) * 1000
+            self._energy_at = now
+            return int(self._energy_mj[handle])

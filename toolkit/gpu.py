@@ -88,6 +88,7 @@ class GpuSample:
     util_pct: float | None
     memory_used_bytes: int | None
     reasons: int | None  # clock event (throttle) reason bits
+    energy_mj: int | None = None  # total energy since the driver loaded (Volta and newer), millijoules
 
 
 def read_gpus(nvml: Any, handles: list[Any], t: float) -> list[GpuSample]:
@@ -110,6 +111,7 @@ def read_gpus(nvml: Any, handles: list[Any], t: float) -> list[GpuSample]:
             util_pct=None if util is None else util.gpu,
             memory_used_bytes=None if memory is None else int(memory.used),
             reasons=_call(reasons_fn, handle),
+            energy_mj=_call(getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None), handle),
         ))  # fmt: skip
     return samples
 
@@ -203,7 +205,8 @@ def window_telemetry(samples: Iterable[GpuSample], start: float, end: float) -> 
     """
     inside = [s for s in samples if start <= s.t <= end]
     if not inside:
-        return {"gpu_power_w": None, "gpu_temp_peak_c": None, "gpu_sm_clock_mhz": None, "gpu_throttled": None}
+        return {"gpu_power_w": None, "gpu_temp_peak_c": None, "gpu_sm_clock_mhz": None, "gpu_throttled": None,
+                "gpu_energy_w": None}  # fmt: skip
     per_gpu_power = [_mean(s.power_w for s in inside if s.gpu == g) for g in sorted({s.gpu for s in inside})]
     temps = [s.temp_c for s in inside if s.temp_c is not None]
     reasons = [s.reasons for s in inside if s.reasons is not None]
@@ -213,4 +216,25 @@ def window_telemetry(samples: Iterable[GpuSample], start: float, end: float) -> 
         "gpu_temp_peak_c": max(temps) if temps else None,
         "gpu_sm_clock_mhz": _mean(s.sm_clock_mhz for s in inside),
         "gpu_throttled": any(r & POWER_OR_HEAT for r in reasons) if reasons else None,
+        "gpu_energy_w": energy_power_w(inside),
     }  # fmt: skip
+
+
+def energy_power_w(inside: list[GpuSample]) -> float | None:
+    """All GPUs' mean draw from their energy counters: each GPU's energy between its first and last reading in
+    the window over the time between them, summed; None when a GPU has no counter or fewer than two readings."""
+    total = 0.0
+    for g in sorted({s.gpu for s in inside}):
+        readings = [s for s in inside if s.gpu == g]
+        first, last = readings[0], readings[-1]
+        if first.energy_mj is None or last.energy_mj is None or last.t <= first.t:
+            return None
+        total += (last.energy_mj - first.energy_mj) / 1000 / (last.t - first.t)
+    return total
+
+
+def energy_per_token(energy_w: float | None, total_tok_s: float | None) -> dict[str, Any]:
+    """Joules per output token and output tokens per joule of a decode cell (None without either number)."""
+    if not energy_w or not total_tok_s:
+        return {"joules_per_token": None, "tokens_per_joule": None}
+    return {"joules_per_token": energy_w / total_tok_s, "tokens_per_joule": total_tok_s / energy_w}

@@ -27,7 +27,7 @@ from toolkit.contexts import check_contexts, decode_contexts, format_context, pr
 from toolkit.decode import CellSpec, drain, measure_decode_cell
 from toolkit.discovery import ServerInfo, discover
 from toolkit.environment import hardware_block, machine_facts, served_here
-from toolkit.gpu import GpuSampler, installed_gpus, telemetry, window_telemetry
+from toolkit.gpu import GpuSampler, energy_per_token, installed_gpus, telemetry, window_telemetry
 from toolkit.heap import frozen_heap
 from toolkit.launch import exit_note, launch_info
 from toolkit.overhead import matrix_overhead, overhead_line
@@ -336,6 +336,7 @@ class _Runner:
             if self.gpu is not None and trace.windows:
                 start, end = trace.windows[-1]
                 m = replace(m, **window_telemetry(self.gpu.samples(start, end), start, end))
+                m = replace(m, **energy_per_token(m.gpu_energy_w, m.total_tok_s))
                 self.gpu.discard_before(end)
             if m.disturbed:
                 tqdm.write(f"{what}: window disturbed ({m.disturbed}); kept and flagged", file=sys.stderr)

@@ -85,6 +85,9 @@ class Measurement:
     gpu_temp_peak_c: float | None = None  # hottest reading of any GPU
     gpu_sm_clock_mhz: float | None = None  # mean SM clock over GPUs and readings
     gpu_throttled: bool | None = None  # a GPU held its clocks down for power or heat
+    gpu_energy_w: float | None = None  # mean draw of all GPUs from their energy counters (not power samples)
+    joules_per_token: float | None = None  # gpu_energy_w / total_tok_s
+    tokens_per_joule: float | None = None
     # Where the cell's wall time went (seconds): readiness ramp, every window, disturbed windows redone, drain.
     cell_wall_s: float | None = None
     readiness_s: float | None = None

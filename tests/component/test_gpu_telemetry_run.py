@@ -51,7 +51,12 @@ def test_a_cell_whose_window_a_gpu_throttled_in_is_flagged(
     assert one.gpu_throttled is False and two.gpu_throttled is True
     for m in (one, two):
         assert m.gpu_power_w == pytest.approx(610) and m.gpu_temp_peak_c == 61 and m.gpu_sm_clock_mhz == 1980
+        # The fake's energy counters run at the same 300 + 310 W: energy per token from them, per cell.
+        assert m.gpu_energy_w == pytest.approx(610, rel=0.02) and m.total_tok_s
+        assert m.joules_per_token == pytest.approx(m.gpu_energy_w / m.total_tok_s)
+        assert m.tokens_per_joule == pytest.approx(m.total_tok_s / m.gpu_energy_w)
     assert cells[("prefill", 64, 1)].gpu_throttled is None  # prefill has no window
+    assert cells[("prefill", 64, 1)].joules_per_token is None
     assert fake.shutdowns == fake.inits  # every NVML session closed
     run = json.loads((tmp_path / RUN_FILE).read_text())
     assert run["hardware"]["GPU"] == "NVIDIA H200" and run["hardware"]["GPU count"] == "2"
@@ -72,7 +77,7 @@ def test_without_nvml_the_run_says_so_once_and_completes(
     assert err.count(NO_TELEMETRY) == 1, err
     decode_cells = [m for m in measured if m.phase == "decode"]
     assert len(decode_cells) == 2 and all(m.status == "Valid" for m in decode_cells)
-    assert all(m.gpu_throttled is None and m.gpu_power_w is None for m in decode_cells)
+    assert all(m.gpu_throttled is None and m.gpu_power_w is None and m.joules_per_token is None for m in decode_cells)
     run = json.loads((tmp_path / RUN_FILE).read_text())
     assert run["hardware"]["GPU"] == "none" and run["environment"]["gpus"]["devices"] == []
     assert run["run"]["Server"] == f"found running at {server.base_url}"

@@ -15,6 +15,7 @@ from toolkit.gpu import (
     SW_POWER_CAP,
     GpuSample,
     GpuSampler,
+    energy_per_token,
     gpu_facts,
     load_nvml,
     telemetry,
@@ -45,7 +46,7 @@ def test_never_set_or_other_reasons_do_not_flag() -> None:
     idle = [sample(t / 4, reasons=GPU_IDLE) for t in range(40)]
     assert window_telemetry(idle, 0, 10)["gpu_throttled"] is False
     assert window_telemetry(quiet, 20, 30) == dict.fromkeys(
-        ("gpu_power_w", "gpu_temp_peak_c", "gpu_sm_clock_mhz", "gpu_throttled")
+        ("gpu_power_w", "gpu_temp_peak_c", "gpu_sm_clock_mhz", "gpu_throttled", "gpu_energy_w")
     )  # no reading inside: unknown, not "not throttled"
 
 
@@ -121,3 +122,17 @@ def test_throttled_cells_are_marked_in_the_matrix_with_a_footnote() -> None:
     assert extras["GPU temperature peak"].tolist() == ["71 °C"] * 2 and extras["GPU SM clock"][0] == "1,755 MHz"
     quiet = frame.assign(gpu_throttled=False)
     assert THROTTLED_NOTE not in footnotes(quiet)
+
+
+def test_energy_comes_from_the_counter_per_gpu_and_gives_joules_per_token() -> None:
+    # GPU 0 draws 400 W by its energy counter while its power samples read 300 W: the counter decides.
+    samples = [GpuSample(t=t, gpu=0, sm_clock_mhz=1980, power_w=300.0, temp_c=60, util_pct=97,
+                         memory_used_bytes=0, reasons=0, energy_mj=int(400_000 * t)) for t in range(5)]  # fmt: skip
+    samples += [GpuSample(t=t + 0.5, gpu=1, sm_clock_mhz=1980, power_w=100.0, temp_c=50, util_pct=97,
+                          memory_used_bytes=0, reasons=0, energy_mj=int(100_000 * t)) for t in range(4)]  # fmt: skip
+    fields = window_telemetry(samples, 0, 4)
+    assert fields["gpu_energy_w"] == pytest.approx(500.0)
+    assert energy_per_token(fields["gpu_energy_w"], 1000.0) == {"joules_per_token": 0.5, "tokens_per_joule": 2.0}
+    assert energy_per_token(None, 1000.0) == {"joules_per_token": None, "tokens_per_joule": None}
+    no_counter = [sample(t / 4) for t in range(40)]  # GPUs before Volta: no energy counter
+    assert window_telemetry(no_counter, 0, 10)["gpu_energy_w"] is None
