@@ -83,7 +83,7 @@ def explore_check(results_dir, context: str, concurrency: int, tmp_path) -> dict
     text = check.outputs[0]["data"]["text/plain"]
     rows = re.findall(r"^(output_tokens|measured_s)\s+([\d.]+)\s+([\d.]+)$", text, flags=re.M)
     assert len(rows) == 2, text
-    assert sum(1 for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})) == 3
+    assert sum(1 for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})) == 4
     return {name: (float(trace), float(results)) for name, trace, results in rows}
 
 
