@@ -1,6 +1,7 @@
 """The fault server as a process of its own, for the managed-server tests: `python -m tests.fake_vllm --port P`.
 
-Like vLLM it takes its key from VLLM_API_KEY, prints start-up lines to its log (stdout) and stops on SIGTERM.
+Like vLLM it takes its key from VLLM_API_KEY, prints start-up lines to its log (stdout) and stops on SIGTERM
+(with `--ignore-sigterm`, only SIGKILL stops it).
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ BANNER = "fake vLLM: serving fault-model"
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ignore-sigterm", action="store_true", help="say so in the log and go on (SIGKILL only)")
     args = parser.parse_args()
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def ignore(*_: object) -> None:
+        print("fake vLLM: SIGTERM ignored", flush=True)
+
+    signal.signal(signal.SIGTERM, ignore if args.ignore_sigterm else lambda *_: stop.set())
     with FaultServer(api_key=os.environ.get("VLLM_API_KEY"), port=args.port) as server:
         print(f"{BANNER} on {server.base_url}", flush=True)
         print("fake vLLM: ready for requests", flush=True)

@@ -95,6 +95,7 @@ def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
     Returns the outcome (state, error, pid, host, times); a failure is an outcome, not an exception.
     """
     from toolkit.publish import run_notebooks
+    from toolkit.run_folder import check_resume, hold
     from toolkit.runner import preflight
 
     started, clock = _now(), time.monotonic()
@@ -104,12 +105,14 @@ def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
     try:
         if not resume and (out / RUN_FILE).exists():
             raise ValueError(f"out: {out} already holds a run; pass --resume to continue it")
-        out.mkdir(parents=True, exist_ok=True)
-        if variant.server is None:
-            preflight(variant.params)  # bad input fails here, before any load is sent
-            run_notebooks(variant.params, out)
-        else:
-            error = _run_launched(variant, out)
+        with hold(out):
+            if variant.server is None:
+                found = preflight(variant.params)  # bad input fails here, before any load is sent
+                if resume:
+                    check_resume(out, variant.params, None, found)
+                run_notebooks(variant.params, out)
+            else:
+                error = _run_launched(variant, out, resume)
     except Exception as exc:
         error = one_line_error(exc, secret)
         out.mkdir(parents=True, exist_ok=True)
@@ -118,19 +121,24 @@ def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
             "started_at": started, "finished_at": _now(), "duration_s": round(time.monotonic() - clock, 1)}  # fmt: skip
 
 
-def _run_launched(variant: Variant, out: Path) -> str | None:
+def _run_launched(variant: Variant, out: Path, resume: bool) -> str | None:
     """Launch the variant's server, measure, stop it; a line when the server ended during the run, else None."""
     from toolkit.launch import check_command, launched_server, log_path
     from toolkit.managed import exit_description
     from toolkit.publish import run_notebooks
+    from toolkit.run_folder import check_resume
     from toolkit.runner import preflight
 
     assert variant.server is not None
     check_command(variant.server, api_key_from_env(variant.params.api_key_env))
+    if resume:
+        check_resume(out, variant.params, variant.server)  # another command: refused before the launch
     print(f"server: launching {variant.server.command[0]} (log: {log_path(variant.server, out)}) ...", flush=True)
     with launched_server(variant.server, variant.params, out) as server:
         print(f"server: {server.base_url} healthy", flush=True)
-        preflight(variant.params)
+        found = preflight(variant.params)
+        if resume:
+            check_resume(out, variant.params, variant.server, found)
         run_notebooks(variant.params, out)
         code = server.exit_code
     if code is None:
@@ -186,11 +194,19 @@ Runner = Callable[[Variant, Path, bool, int], dict[str, Any]]
 def run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bool = False, jobs: int = 1,
               ray_address: str | None = None) -> int:  # fmt: skip
     """Run the batch; write index and compare. 0 when every variant is done, 1 when one failed."""
-    from toolkit.batch_index import write_index
+    from toolkit.run_folder import hold
 
     if jobs < 1:
         raise ParamsError(f"--jobs: {jobs}; allowed: an integer >= 1")
     check_jobs(variants, jobs, ray_address is not None)
+    with hold(out):  # one batch at a time writes into `out`
+        return _run_batch(variants, out, sweep=sweep, resume=resume, jobs=jobs, ray_address=ray_address)
+
+
+def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bool, jobs: int,
+               ray_address: str | None) -> int:  # fmt: skip
+    from toolkit.batch_index import write_index
+
     check_out(out, variants, resume)
     execute: Runner = _local
     ray = None

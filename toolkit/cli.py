@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from toolkit.managed import ManagedServer, ServerError, exit_description
 from toolkit.params import ParamsError
+
+if TYPE_CHECKING:
+    from toolkit.discovery import ServerInfo
+    from toolkit.params import RunParams, ServerSpec
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -28,13 +32,15 @@ def _matrix(args: argparse.Namespace) -> int:
               "endpoint": args.endpoint, "api_key_env": args.api_key_env, "run_label": args.label}  # fmt: skip
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
     from toolkit.report_tables import decode_matrix, prefill_table
+    from toolkit.run_folder import hold
     from toolkit.runner import run_matrix
     from toolkit.store import to_dataframe
 
     out = Path(args.out)
-    measurements = run_matrix(params, out, resume=args.resume)
-    frame = to_dataframe(measurements)
-    frame.to_csv(out / "results.csv", index=False)
+    with hold(out):
+        measurements = run_matrix(params, out, resume=args.resume)
+        frame = to_dataframe(measurements)
+        frame.to_csv(out / "results.csv", index=False)
     print(prefill_table(frame).to_string(index=False))
     print()
     print(decode_matrix(frame).to_string())
@@ -43,22 +49,40 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from toolkit.launch import check_command, launched_server
+    from toolkit.launch import check_command
     from toolkit.params import load_run_file
+    from toolkit.run_folder import hold
     from toolkit.runner import preflight
     from toolkit.secrets import api_key_from_env
 
     params, spec = load_run_file(args.params, base_url=args.base_url)
+    found = None
     if spec is None:
-        preflight(params)  # bad input fails here, before any load is sent
+        found = preflight(params)  # bad input fails here, before any load is sent
     else:
         check_command(spec, api_key_from_env(params.api_key_env))
-    if args.out and not args.resume and (Path(args.out) / "run.json").exists():
-        raise ValueError(f"out: {args.out} already holds a run; pass --resume to continue it or choose another folder")
-    from toolkit.publish import new_run_dir, run_notebooks  # papermill and nbconvert: a second to load
+    if args.out:  # one run at a time writes into a folder: the lock is held until the reports are written
+        with hold(Path(args.out)):
+            return _run_in(Path(args.out), args.resume, params, spec, found)
+    from toolkit.publish import new_run_dir
 
-    out = Path(args.out) if args.out else new_run_dir(args.outputs, params.run_label)
-    out.mkdir(parents=True, exist_ok=True)
+    out = new_run_dir(args.outputs, params.run_label)
+    with hold(out):
+        return _run_in(out, False, params, spec, found)
+
+
+def _run_in(out: Path, resume: bool, params: RunParams, spec: ServerSpec | None, found: ServerInfo | None) -> int:
+    """`toolkit run` into `out`, whose lock is held: a resumed run must continue the same server."""
+    from toolkit.launch import launched_server
+    from toolkit.run_folder import check_resume, open_run
+    from toolkit.runner import preflight
+
+    if resume:  # before a launch: the parameters and the command; without one: the server found too
+        check_resume(out, params, spec, found)
+    else:
+        open_run(out, params, resume=False)  # refuses a folder that holds a run
+    from toolkit.publish import run_notebooks  # papermill and nbconvert: a second to load
+
     if spec is None:
         paths = run_notebooks(params, out)
     else:  # one launch for the whole run: both notebooks measure it, the reports are written after
@@ -66,7 +90,9 @@ def _run(args: argparse.Namespace) -> int:
         with launched_server(spec, params, out) as server:
             print(f"server: {server.base_url} healthy", flush=True)
             try:
-                preflight(params)
+                info = preflight(params)
+                if resume:
+                    check_resume(out, params, spec, info)
                 paths = run_notebooks(params, out)
             except Exception:
                 if died := _server_died(server):  # said before the notebook's own error

@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.environment import engine_facts
-from toolkit.managed import HealthTimeout, ManagedServer, ServerError, exit_description, resolve_executable
+from toolkit.managed import (
+    STOP_SIGNALS,
+    HealthTimeout,
+    ManagedServer,
+    PortTaken,
+    ServerError,
+    exit_description,
+    port_taken,
+    resolve_executable,
+)
 from toolkit.params import ParamsError, RunParams, ServerSpec
 from toolkit.secrets import REDACTED, api_key_from_env, redact
 from toolkit.store import read_json, write_json_atomic
@@ -78,10 +87,13 @@ def _update_record(results_dir: Path, **fields: Any) -> None:
 def launched_server(spec: ServerSpec, params: RunParams, results_dir: Path) -> Iterator[ManagedServer]:
     """Launch the block's server, wait for `/health` on base_url, record it; stop it on exit, error or Ctrl-C.
 
-    SIGTERM to this process stops the server too (it is turned into KeyboardInterrupt while the server runs).
+    SIGTERM or SIGHUP to this process stops the server too (turned into KeyboardInterrupt while the server runs).
+    Refused before anything is written when base_url's port is taken already.
     """
     api_key = api_key_from_env(params.api_key_env)
     check_command(spec, api_key)
+    if taken := port_taken(params.base_url):
+        raise ServerError(f"base_url: {taken}: another server runs there; stop it or choose another port")
     env = server_env(spec, api_key)
     server = ManagedServer(spec.command, base_url=params.base_url, env=env, log_path=log_path(spec, results_dir),
                            health_timeout_s=spec.health_timeout_s,
@@ -100,6 +112,8 @@ def launched_server(spec: ServerSpec, params: RunParams, results_dir: Path) -> I
         started = time.monotonic()
         try:
             server.start()
+        except PortTaken as exc:
+            raise ServerError(f"base_url: {redact(exc.reason, api_key)}") from None
         except ServerError as exc:
             field = "server.health_timeout_s" if isinstance(exc, HealthTimeout) else "server.command"
             last = next((x for x in reversed(exc.log_tail.splitlines()) if x.strip()), "")
@@ -117,7 +131,7 @@ def launched_server(spec: ServerSpec, params: RunParams, results_dir: Path) -> I
 
 
 def _sigterm_as_interrupt() -> Any:
-    """Turn SIGTERM and SIGINT into KeyboardInterrupt (main thread only); returns what restores the old handlers.
+    """Turn SIGTERM, SIGHUP and SIGINT into KeyboardInterrupt (main thread only); returns what restores them.
 
     SIGINT too: with Python's default handler in place, asyncio.Runner (papermill's client runs on one) swaps in
     its own, which only cancels the running task; nbclient can absorb that and go on executing the notebook.
@@ -128,7 +142,7 @@ def _sigterm_as_interrupt() -> Any:
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
     return lambda: [signal.signal(sig, handler) for sig, handler in previous.items()]
 
 

@@ -11,16 +11,21 @@ import ctypes
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
+from toolkit.sessions import listening_pids
+
 TAIL_BYTES = 64 * 1024
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # what stops a run and its launched server
 
 
 class ServerError(RuntimeError):
@@ -33,6 +38,35 @@ class ServerError(RuntimeError):
 
 class HealthTimeout(ServerError):
     """The server ran but did not answer `/health` in time."""
+
+
+class PortTaken(ServerError):
+    """Another process listens on, or answers at, the address the launched server was to serve."""
+
+
+def port_taken(base_url: str) -> str | None:
+    """What already holds `base_url`'s port (a local listener's pid, or an answer), or None when it is free."""
+    url = urlsplit(base_url)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    if pids := sorted(set(listening_pids(base_url))):
+        return f"port {port} is already listened on by pid {', '.join(map(str, pids))}"
+    try:
+        with socket.create_connection((url.hostname or "127.0.0.1", port), timeout=2):
+            return f"{base_url} already answers"
+    except OSError:
+        return None
+
+
+def strangers(base_url: str, pgid: int) -> list[int]:
+    """The local processes listening on `base_url`'s port outside process group `pgid` (none seen: [])."""
+    found = []
+    for pid in sorted(set(listening_pids(base_url))):
+        try:
+            if os.getpgid(pid) != pgid:
+                found.append(pid)
+        except ProcessLookupError:
+            continue
+    return found
 
 
 def resolve_executable(command: Sequence[str], env: Mapping[str, str]) -> str | None:
@@ -117,6 +151,8 @@ class ManagedServer:
         """
         if resolve_executable(self.command, self.env) is None:
             raise ServerError(f"{self.command[0]!r} not found: not an executable path, nor on PATH")
+        if taken := port_taken(self.base_url):
+            raise PortTaken(f"{taken}: another server runs there; stop it or choose another port")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         with open(self.log_path, "ab") as log:
@@ -126,6 +162,11 @@ class ManagedServer:
                 env=self.env, process_group=0, preexec_fn=stop_with_launcher(),
             )  # fmt: skip
         self._wait_healthy()
+        if others := strangers(self.base_url, self.process.pid):
+            self.stop()
+            raise PortTaken(f"pid {', '.join(map(str, others))} answers at {self.base_url}, outside {self.name}'s "
+                            "process group: another server took the port, or the command left the group (it must "
+                            "exec the server); stop it or choose another port")  # fmt: skip
         threading.Thread(target=self._watch, name=f"watch-{self.process.pid}", daemon=True).start()
         return self
 
@@ -165,29 +206,52 @@ class ManagedServer:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """SIGTERM the whole process group (API server and engine cores), SIGKILL what remains."""
+        """SIGTERM the whole process group (API server and engine cores), SIGKILL what remains.
+
+        A Ctrl-C, SIGTERM or SIGHUP while it waits (a second one, after the one that stopped the run) cuts the
+        wait short: SIGKILL at once. A launched process that left its group is killed by itself.
+        """
         if self.process is None:
             return
         self._stopping.set()
         pgid = self.process.pid
-        for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            end = time.monotonic() + wait_s
-            while time.monotonic() < end and group_alive(pgid):
-                self.process.poll()
-                time.sleep(0.2)
-            if not group_alive(pgid):
-                break
-        self.process.poll()
+        with _signals_set_event() as hurry:
+            never = threading.Event()  # SIGKILL's wait is not cut short
+            for sig, wait_s, cut_short in ((signal.SIGTERM, timeout_s, hurry), (signal.SIGKILL, 5.0, never)):
+                try:
+                    os.killpg(pgid, sig)
+                except ProcessLookupError:
+                    break
+                end = time.monotonic() + wait_s
+                while time.monotonic() < end and group_alive(pgid) and not cut_short.wait(0.2):
+                    self.process.poll()
+                if not group_alive(pgid):
+                    break
+        if self.process.poll() is None:  # not in its group any more (setsid)
+            self.process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(5)
 
     def __enter__(self) -> ManagedServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def _signals_set_event() -> Iterator[threading.Event]:
+    """An event that STOP_SIGNALS set while the block runs, instead of their handlers (main thread only)."""
+    event = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+    previous = {sig: signal.signal(sig, lambda *_: event.set()) for sig in STOP_SIGNALS}
+    try:
+        yield event
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def group_alive(pgid: int) -> bool:

@@ -34,6 +34,7 @@ from toolkit.overhead import matrix_overhead, overhead_line
 from toolkit.params import ParamsError, RunParams
 from toolkit.prefill import measure_prefill
 from toolkit.prompts import PromptError, build_prompt, marker
+from toolkit.run_folder import RunRefused, hold, launch_command, open_run
 from toolkit.schema import Measurement
 from toolkit.secrets import api_key_from_env, redact
 from toolkit.server_api import ServerAPI, ServerAPIError
@@ -148,8 +149,7 @@ def run_info(
         "Max output": f"{params.max_output:,} tokens",
     }
     clean = lambda d: {k: str(v) for k, v in d.items() if v not in (None, "")}  # noqa: E731
-    # A launched server's command is shown as it ran (toolkit.launch already put <redacted> where the key was).
-    command = launch["command"] if launched else redact(params.launch_command or "", api_key)
+    command = launch_command(params, launch, api_key)
     return {
         "run_id": run_id,
         "run_label": params.run_label,
@@ -195,25 +195,6 @@ class CellFailure(RuntimeError):
 EXPECTED_FAILURES = (CellFailure, PromptError, ServerAPIError, httpx.HTTPError, OSError, TimeoutError)
 
 
-class RunRefused(ValueError):
-    """An existing results folder does not match this run's parameters."""
-
-
-def _open_run(out_dir: Path, params: RunParams, resume: bool, attach: bool) -> dict[str, Any] | None:
-    """Existing run.json when continuing, None for a fresh run; refuse mismatches clearly."""
-    path = out_dir / RUN_FILE
-    if not path.exists():
-        return None
-    existing = read_json(path)
-    if not (resume or attach):
-        raise RunRefused(f"out: {out_dir} already holds a run; pass --resume to continue it or choose another folder")
-    if existing.get("fingerprint") != params.fingerprint():
-        theirs, ours = existing.get("fingerprint", {}), params.fingerprint()
-        diff = ", ".join(f"{k}: {theirs.get(k)!r} -> {ours[k]!r}" for k in ours if theirs.get(k) != ours[k])
-        raise RunRefused(f"resume: parameters differ from the run in {out_dir} ({diff}); use a new --out")
-    return existing
-
-
 async def run_matrix_async(
     params: RunParams,
     out_dir: str | Path,
@@ -225,15 +206,24 @@ async def run_matrix_async(
 ) -> list[Measurement]:
     """Run (or continue) the matrix; every finished measurement is appended to results.jsonl at once."""
     out = Path(out_dir)
+    with hold(out):  # under `toolkit run`, the lock its process holds
+        return await _run_matrix(params, out, phases=phases, resume=resume, attach=attach, progress=progress)
+
+
+async def _run_matrix(
+    params: RunParams, out: Path, *, phases: Sequence[Phase], resume: bool, attach: bool, progress: bool
+) -> list[Measurement]:
     api_key = api_key_from_env(params.api_key_env)
     store = ResultStore(out)
     async with ServerAPI(params.base_url, api_key=api_key) as api:
         server = await discover_for(api, params)
         plan = make_plan(params, server.max_model_len)
-        existing = _open_run(out, params, resume, attach)
+        launch = launch_info(out)
+        existing = open_run(out, params, resume=resume, attach=attach, server=server,
+                            command=launch_command(params, launch, api_key))  # fmt: skip
         both = "prefill" in phases and "decode" in phases
         info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both,
-                                    launch=launch_info(out))  # fmt: skip
+                                    launch=launch)  # fmt: skip
         if existing is None:
             write_json_atomic(out / RUN_FILE, info)
         earlier = store.load()

@@ -19,16 +19,19 @@ from typing import Any
 
 import httpx
 import nbformat
+import psutil
 import pytest
 import yaml
 
 from tests.fake_vllm import BANNER
+from tests.faultserver import FaultServer
 from tests.processes import assert_group_gone
 from toolkit.embedded.server import free_port
 from toolkit.gpu import NO_TELEMETRY
 from toolkit.launch import LAUNCH_FILE
 from toolkit.managed import has_live_member
 from toolkit.publish import declared_parameters
+from toolkit.run_folder import LOCK_FILE
 from toolkit.store import RESULTS_FILE, RUN_FILE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,6 +112,20 @@ def test_run_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
     assert done.stderr.count(NO_TELEMETRY) == 1, done.stderr[-3000:]
     leaks = [p for p in out.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert leaks == [] and SECRET not in done.stdout + done.stderr
+    assert not (out / LOCK_FILE).exists()  # the folder's lock goes with the run
+
+    # --resume with another server command: refused before the launch, the run left exactly as it was
+    before = snapshot(out)
+    other = fake_params(int(launched["base_url"].rsplit(":", 1)[1]))
+    other["server"]["env"] = {"FAKE_VLLM_SETTING": "off"}
+    line = _one_line_error(run(toolkit_run(tmp_path, other, out, "--resume")), 2, "resume: this launch is not the one")
+    assert "(launch command: 'VLLM_API_KEY=<redacted> FAKE_VLLM_SETTING=on " in line, line
+    assert snapshot(out) == before
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under folder, by relative path, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _one_line_error(done: subprocess.CompletedProcess[str], code: int, prefix: str) -> str:
@@ -151,6 +168,36 @@ def test_a_server_that_never_becomes_healthy_fails_and_leaves_nothing(tmp_path: 
         assert "last log line: fatal: no GPU found" in line
     assert f"(log: {tmp_path / 'out' / 'server.log'})" in line
     assert_group_gone(int(pid_file.read_text()))
+
+
+def test_a_port_another_server_answers_is_refused_and_nothing_measured(tmp_path: Path) -> None:
+    """An old server still on the port would answer the first /health poll and be measured in the new one's name."""
+    with FaultServer() as old:
+        done = run(toolkit_run(tmp_path, fake_params(old.port), tmp_path / "out"))
+        line = _one_line_error(done, 1, f"base_url: port {old.port} is already listened on by pid {os.getpid()}")
+        assert line.endswith("another server runs there; stop it or choose another port")
+        assert old.completion_requests() == []
+    assert not (tmp_path / "out").exists()  # nothing launched, nothing written
+
+
+def test_a_server_that_leaves_the_launched_group_is_refused(tmp_path: Path) -> None:
+    """The listener must be in the launched process group: a wrapper that detaches the server is refused."""
+    port = free_port()
+    detach = ("import os, sys\nif os.fork() == 0:\n    os.setsid()\n"
+              "    os.execv(sys.executable, [sys.executable, '-m', 'tests.fake_vllm', '--port', sys.argv[1]])\n"
+              "os.wait()")  # fmt: skip
+    params = fake_params(port)
+    params["server"]["command"] = [sys.executable, "-c", detach, str(port)]
+    done = run(toolkit_run(tmp_path, params, tmp_path / "out"))
+    pids = psutil.net_connections(kind="tcp")
+    detached = next(c.pid for c in pids if c.status == psutil.CONN_LISTEN and c.laddr.port == port and c.pid)
+    try:
+        line = _one_line_error(done, 1, f"base_url: pid {detached} answers at http://127.0.0.1:{port}, outside the "
+                                        "server's process group")  # fmt: skip
+        assert line.endswith("(it must exec the server); stop it or choose another port")
+        assert not (tmp_path / "out" / RESULTS_FILE).exists()
+    finally:
+        os.kill(detached, signal.SIGKILL)
 
 
 def _wait_for(predicate: Any, timeout_s: float, proc: subprocess.Popen[str], what: str) -> None:
@@ -210,7 +257,7 @@ def test_a_server_killed_mid_cell_makes_it_an_error_and_resume_completes(tmp_pat
     assert (out / "server.log").read_text().count(BANNER) == 2  # one log, both launches
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_ctrl_c_or_sigterm_stops_the_server(tmp_path: Path, sig: signal.Signals) -> None:
     port, out = free_port(), tmp_path / "out"
     params = fake_params(port, duration_s=30)
@@ -257,6 +304,57 @@ def test_a_launcher_killed_by_sigkill_takes_its_server_down_with_it(tmp_path: Pa
         launcher.kill()
         launcher.wait(10)
         assert_group_gone(pgid, timeout_s=10)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait(10)
+        if launcher.stdout is not None:
+            launcher.stdout.close()
+        if pgid is not None and has_live_member(pgid):  # left behind by a failure: not for the next test
+            os.killpg(pgid, signal.SIGKILL)
+
+
+STOPPING = """
+import sys, time
+from pathlib import Path
+from toolkit.launch import launched_server
+from toolkit.params import load_run_file
+params, spec = load_run_file(sys.argv[1])
+with launched_server(spec, params, Path(sys.argv[2])) as server:
+    print(server.pid, flush=True)
+    time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(signal.SIGINT, signal.SIGINT), (signal.SIGTERM, signal.SIGINT), (signal.SIGHUP, signal.SIGTERM)],
+)
+def test_a_second_signal_while_the_server_stops_kills_its_group(
+    tmp_path: Path, first: signal.Signals, second: signal.Signals
+) -> None:
+    """The server ignores SIGTERM: a second signal must not end the wait by leaving it running, but SIGKILL it."""
+    params = fake_params(free_port())
+    params["server"]["command"] += ["--ignore-sigterm"]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    out = tmp_path / "out"
+    launcher = subprocess.Popen([sys.executable, "-c", STOPPING, str(path), str(out)], cwd=REPO, env=env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    pgid = None
+    try:
+        assert launcher.stdout is not None
+        line = launcher.stdout.readline()
+        assert line.strip().isdigit(), f"the launcher did not start the server: {line!r}"
+        pgid = int(line)
+        launcher.send_signal(first)
+        _wait_for(lambda: "SIGTERM ignored" in (out / "server.log").read_text(), 10, launcher, "the server's SIGTERM")
+        asked = time.monotonic()
+        launcher.send_signal(second)
+        launcher.wait(15)
+        assert_group_gone(pgid, timeout_s=2)
+        assert time.monotonic() - asked < 10  # SIGKILL at once, not after the 20 s SIGTERM wait
+        assert record(out)["stopped_at"]
     finally:
         if launcher.poll() is None:
             launcher.kill()

@@ -205,9 +205,10 @@ class EmbeddedServer:
 
 
 def serve_forever(config: ServerConfig) -> int:
-    """Foreground server for `python -m toolkit serve`: print the URL, stop cleanly on Ctrl-C/SIGTERM."""
+    """Foreground server for `python -m toolkit serve`: print the URL, stop cleanly on Ctrl-C, SIGTERM or SIGHUP."""
     server = EmbeddedServer(config)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         server.start()
         print(server.base_url, flush=True)
