@@ -23,7 +23,7 @@ from typing import Any
 from toolkit.batch_progress import BatchProgress
 from toolkit.params import ParamsError
 from toolkit.secrets import api_key_from_env, redact
-from toolkit.store import RUN_FILE, read_json, write_json_atomic
+from toolkit.store import RUN_FILE, check_writable, read_json, write_json_atomic
 from toolkit.sweep import Variant
 
 STATE_FILE = "batch.json"
@@ -206,7 +206,7 @@ def run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: boo
         execute = _on_ray(ray)
     else:
         _check_commands(variants)
-    out.mkdir(parents=True, exist_ok=True)
+    check_writable(out)
     where = f" on the Ray cluster at {ray_address}" if ray_address else ""
     print(f"batch: {len(variants)} variants into {out}{where}", file=sys.stderr, flush=True)
     state = BatchState(out, [v.label for v in variants], sweep, ray_address)

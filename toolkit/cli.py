@@ -61,9 +61,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.out and not args.resume and (Path(args.out) / "run.json").exists():
         raise ValueError(f"out: {args.out} already holds a run; pass --resume to continue it or choose another folder")
     from toolkit.publish import new_run_dir, run_notebooks  # papermill and nbconvert: a second to load
+    from toolkit.store import check_writable
 
     out = Path(args.out) if args.out else new_run_dir(args.outputs, params.run_label)
-    out.mkdir(parents=True, exist_ok=True)
+    check_writable(out)
     if spec is None:
         paths = run_notebooks(params, out)
     else:  # one launch for the whole run: both notebooks measure it, the reports are written after

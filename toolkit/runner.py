@@ -37,7 +37,7 @@ from toolkit.schema import Measurement
 from toolkit.secrets import api_key_from_env, redact
 from toolkit.server_api import ServerAPI, ServerAPIError
 from toolkit.sessions import check_server_session
-from toolkit.store import RUN_FILE, ResultStore, latest_by_key, read_json, write_json_atomic
+from toolkit.store import RUN_FILE, ResultStore, check_writable, latest_by_key, read_json, write_json_atomic
 from toolkit.traces import write_trace
 
 T = TypeVar("T")
@@ -230,6 +230,7 @@ async def run_matrix_async(
         server = await discover_for(api, params)
         plan = make_plan(params, server.max_model_len)
         existing = _open_run(out, params, resume, attach)
+        check_writable(out)  # before any load: a folder we cannot write would lose every measurement
         both = "prefill" in phases and "decode" in phases
         info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both,
                                     launch=launch_info(out))  # fmt: skip

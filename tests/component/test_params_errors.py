@@ -177,3 +177,11 @@ def test_yaml_overrides_win_and_good_file_loads(tmp_path: Path) -> None:
     params = load_params(write(tmp_path, "contexts: [1K, 2048]\nconcurrency: '4,1,2'\nduration_s: 5\n"), duration_s=2)
     assert isinstance(params, RunParams)
     assert params.contexts == [1024, 2048] and params.concurrency == [1, 2, 4] and params.duration_s == 2
+
+
+def test_an_unwritable_out_folder_is_one_line_before_any_load(server: FaultServer, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    before = len(server.log)
+    done = run_cli(server.base_url, tmp_path / "file" / "out")
+    assert_one_line_error(done, "out", r"/file/out is not writable: Not a directory$")
+    assert not [e for e in server.log[before:] if e["path"].startswith("/v1/") and e["method"] == "POST"]
