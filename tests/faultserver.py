@@ -1,19 +1,22 @@
 """A small fault-injecting OpenAI-compatible server that mimics vLLM enough for the toolkit's runner.
 
 It stands in only for the faults a real vLLM cannot be made to show: HTTP 5xx, 401 mid-run, a stream
-cut mid-way, malformed SSE, a stalled stream, `/metrics` gone. Everything else is tested against the
+cut mid-way, malformed SSE (bad JSON, fields of the wrong type, an event without its end), a stalled stream,
+`/metrics` gone or NaN, other endpoints answering 200 with what vLLM never sends. Everything else is tested against the
 embedded vLLM.
 
     with FaultServer() as server:             # aiohttp in a background thread, free 127.0.0.1 port
         server.set_fault("500", after=1)      # the 2nd completion request from now on fails, and all later
         server.set_fault("cut", after=1, times=1)  # only the 2nd one is cut
-        server.set_metrics_fault("404")       # /metrics answers 404 ("drop": connection closed, no answer)
+        server.set_metrics_fault("404")       # /metrics answers 404 ("drop": connection closed, no answer;
+                                              # "nan": the running gauge reads NaN)
         server.set_metrics_fault("drop", after=3)  # ... once 3 more streamed requests have started
         server.clear_fault()
+        server.set_reply("/version", "<html>gateway</html>", "text/html")  # a canned 200 reply for a path
         server.completion_requests()          # the request log, filtered
 
 The same controls are reachable over HTTP: `POST /_fault {"kind": ..., "after": K, "times": M}`,
-`POST /_metrics_fault {"kind": "404"|"drop"|null, "after": K}`, `GET /_log`.
+`POST /_metrics_fault {"kind": "404"|"drop"|"nan"|null, "after": K}`, `GET /_log`.
 
 Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
 the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
@@ -36,8 +39,17 @@ from aiohttp import web
 
 MODEL = "fault-model"
 TEMPLATE_TOKENS = 8
-FAULT_KINDS = ("500", "401", "cut", "malformed", "stall")
-METRICS_FAULTS = ("404", "drop")
+FAULT_KINDS = ("500", "401", "cut", "malformed", "stall", "usage-not-object", "choices-object", "string-count",
+               "unterminated")  # fmt: skip
+# Events of the wrong-typed stream faults, sent after two good tokens.
+WRONG_EVENTS = {
+    "usage-not-object": {"choices": [{"index": 0, "delta": {"content": " x"}}], "usage": "many"},
+    "choices-object": {"choices": {"index": 0, "delta": {"content": " x"}}, "usage": None},
+    "string-count": {"choices": [{"index": 0, "delta": {"content": " x"}}],
+                     "usage": {"prompt_tokens": 9, "completion_tokens": "3"}},
+}  # fmt: skip
+UNTERMINATED_BYTES = 4 * 1024 * 1024  # sent as one event without its blank line, then nothing
+METRICS_FAULTS = ("404", "drop", "nan")
 
 
 @dataclass
@@ -106,6 +118,7 @@ class FaultServer:
         self.state = ServerState()
         self.fault: Fault | None = None
         self.metrics_fault: str | None = None
+        self.replies: dict[str, tuple[str, str]] = {}  # path -> (body, content type) of a canned 200 reply
         self._metrics_fault_from = 0
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -129,8 +142,15 @@ class FaultServer:
         with self._lock:
             self.fault = None
 
+    def set_reply(self, path: str, body: str | None, content_type: str = "application/json") -> None:
+        """Answer every request for `path` with 200 and `body` (None: the normal handler again)."""
+        if body is None:
+            self.replies.pop(path, None)
+        else:
+            self.replies[path] = (body, content_type)
+
     def set_metrics_fault(self, kind: str | None, *, after: int = 0) -> None:
-        """Make `/metrics` fail ("404" or "drop"), from `after` completion requests on; None heals it."""
+        """Make `/metrics` fail ("404", "drop" or "nan"), from `after` completion requests on; None heals it."""
         if kind is not None and kind not in METRICS_FAULTS:
             raise ValueError(f"metrics fault {kind!r}; allowed: {', '.join(METRICS_FAULTS)} or None")
         self._metrics_fault_from = self.state.requests_total + after
@@ -227,6 +247,9 @@ class FaultServer:
         if self.api_key and request.path.startswith("/v1") and not authorized:
             entry["status"] = 401
             return web.json_response({"error": "Unauthorized"}, status=401)
+        if (canned := self.replies.get(request.path)) is not None:
+            entry["status"] = 200
+            return web.Response(text=canned[0], content_type=canned[1])
         response = await handler(request)
         entry["status"] = response.status
         return response
@@ -259,7 +282,7 @@ class FaultServer:
         lines = [
             "# HELP vllm:num_requests_running Number of requests in model execution batches.",
             "# TYPE vllm:num_requests_running gauge",
-            f"vllm:num_requests_running{labels} {float(s.running)}",
+            f"vllm:num_requests_running{labels} {'NaN' if failing == 'nan' else float(s.running)}",
             "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
             "# TYPE vllm:num_requests_waiting gauge",
             f"vllm:num_requests_waiting{labels} 0.0",
@@ -384,6 +407,16 @@ class FaultServer:
             assert request.transport is not None
             request.transport.abort()
             raise asyncio.CancelledError
+        elif fault in WRONG_EVENTS:
+            await response.write(b"data: " + json.dumps(WRONG_EVENTS[fault]).encode() + b"\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        elif fault == "unterminated":
+            await response.write(b'data: {"choices": "')
+            for _ in range(UNTERMINATED_BYTES // 65536):
+                await response.write(b"x" * 65536)
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(3600)
         elif fault == "stall":
             await asyncio.sleep(3600)  # keeps the connection open, sends nothing; cancelled on disconnect
 

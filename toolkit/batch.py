@@ -23,7 +23,7 @@ from typing import Any
 from toolkit.batch_progress import BatchProgress
 from toolkit.params import ParamsError
 from toolkit.secrets import api_key_from_env, redact
-from toolkit.store import RUN_FILE, read_json, write_json_atomic
+from toolkit.store import RUN_FILE, check_writable, read_json, write_json_atomic
 from toolkit.sweep import Variant
 
 STATE_FILE = "batch.json"
@@ -222,7 +222,7 @@ def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bo
         execute = _on_ray(ray)
     else:
         _check_commands(variants)
-    out.mkdir(parents=True, exist_ok=True)
+    check_writable(out)
     where = f" on the Ray cluster at {ray_address}" if ray_address else ""
     print(f"batch: {len(variants)} variants into {out}{where}", file=sys.stderr, flush=True)
     state = BatchState(out, [v.label for v in variants], sweep, ray_address)
@@ -335,13 +335,20 @@ def _on_ray(ray: Any) -> Runner:
 
     def execute(variant: Variant, folder: Path, resume: bool, slot: int) -> dict[str, Any]:
         started, clock = _now(), time.monotonic()
+
+        def failed(what: str, exc: Exception) -> dict[str, Any]:
+            error = f"{what}: {one_line_error(exc, api_key_from_env(variant.params.api_key_env))}"
+            return {"state": FAILED, "error": error, "started_at": started, "finished_at": _now(),
+                    "duration_s": round(time.monotonic() - clock, 1), "ray": True}  # fmt: skip
+
         try:
             outcome, archive = ray.get(batch_ray.submit(ray, variant, batch_ray.pack(folder), resume))
         except Exception as exc:  # the task could not run (worker died, cluster gone): the batch goes on
-            error = f"Ray task failed: {one_line_error(exc, api_key_from_env(variant.params.api_key_env))}"
-            return {"state": FAILED, "error": error, "started_at": started, "finished_at": _now(),
-                    "duration_s": round(time.monotonic() - clock, 1), "ray": True}  # fmt: skip
-        batch_ray.unpack(archive, folder)
+            return failed("Ray task failed", exc)
+        try:
+            batch_ray.unpack(archive, folder)
+        except Exception as exc:  # a damaged archive or a full disk here: this variant's failure, not the batch's
+            return failed("cannot unpack the variant's folder from the Ray worker", exc)
         return {**outcome, "ray": True}
 
     return execute

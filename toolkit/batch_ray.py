@@ -91,14 +91,19 @@ def pack(folder: Path) -> bytes | None:
 
 
 def unpack(data: bytes, folder: Path) -> None:
-    """Replace `folder` with the archive's contents (unpacked beside it first, then swapped in)."""
+    """Replace `folder` with the archive's contents (unpacked beside it first, then swapped in); on failure
+    (tarfile.TarError, OSError, ...) `folder` is left as it was."""
     incoming = folder.with_name(f".{folder.name}.incoming")
     old = folder.with_name(f".{folder.name}.old")
     for stale in (incoming, old):
         shutil.rmtree(stale, ignore_errors=True)
     incoming.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        archive.extractall(incoming, filter="data")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            archive.extractall(incoming, filter="data")
+    except BaseException:  # a damaged archive, a full disk: the old folder stands, nothing is left beside it
+        shutil.rmtree(incoming, ignore_errors=True)
+        raise
     if folder.exists():
         folder.rename(old)
     incoming.rename(folder)

@@ -82,6 +82,9 @@ def _run_in(out: Path, resume: bool, params: RunParams, spec: ServerSpec | None,
     else:
         open_run(out, params, resume=False)  # refuses a folder that holds a run
     from toolkit.publish import run_notebooks  # papermill and nbconvert: a second to load
+    from toolkit.store import check_writable
+
+    check_writable(out)  # before any load: a folder we cannot write would lose every measurement
 
     if spec is None:
         paths = run_notebooks(params, out)

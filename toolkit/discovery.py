@@ -60,16 +60,23 @@ async def discover(
     max_len = max_model_len or entry.get("max_model_len")
     if not max_len:
         raise DiscoveryError("max_model_len: the server does not report it; give it as a parameter")
+    if type(max_len) is not int or max_len < 1:
+        raise DiscoveryError(f"max_model_len: {api.base_url}/v1/models reports {str(max_len)[:40]!r}, not a "
+                             "positive whole number; give it as a parameter")  # fmt: skip
     snapshot: MetricsSnapshot | None = await api.metrics_or_none()
     config = cache_config(snapshot) if snapshot else None
+    try:
+        version = await api.version()
+    except ServerAPIError as exc:
+        raise DiscoveryError(f"base_url: {exc}") from None
     budget, source = (
         (kv_budget_tokens, "parameter") if kv_budget_tokens else (config.budget_tokens if config else (None, "unknown"))
     )
     return ServerInfo(
         base_url=api.base_url,
         model=model,
-        max_model_len=int(max_len),
-        version=await api.version(),
+        max_model_len=max_len,
+        version=version,
         kv_budget_tokens=budget,
         kv_budget_source=source,
         block_size=config.block_size if config else None,

@@ -5,6 +5,7 @@ Pure: parsing uses prometheus_client's text parser; fetching lives in `server_ap
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -73,11 +74,17 @@ def used_lines(text: str, families: tuple[str, ...] = USED_FAMILIES) -> str:
 
 
 def parse_metrics(text: str) -> MetricsSnapshot:
-    """Samples of the families in `USED_FAMILIES` (a family's other samples are not read)."""
+    """Samples of the families in `USED_FAMILIES` (a family's other samples are not read).
+
+    ValueError when the text is not Prometheus metrics or a sample read is NaN or infinite.
+    """
     samples: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(used_lines(text)):
         for sample in family.samples:
-            samples.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
+            value = float(sample.value)
+            if not math.isfinite(value):
+                raise ValueError(f"sample {sample.name} is {value}")
+            samples.setdefault(sample.name, []).append((dict(sample.labels), value))
     return MetricsSnapshot(samples)
 
 

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 MISSING = "—"
 UNITS: tuple[str, ...] = ("ms", "s", "tokens")
+MAX_NUMBER_CHARS = 40  # longer than any number a report displays ("1,234,567.8901 tokens" is 21)
 
 _NUMBER = re.compile(r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?P<k>K)?(?:\s*(?P<unit>[a-z]+))?")
 
@@ -20,12 +21,12 @@ def parse_number(text: str, unit: str | None = None) -> float | None:
     stripped = text.strip()
     if stripped == MISSING:
         return None
-    match = _NUMBER.fullmatch(stripped)
+    match = _NUMBER.fullmatch(stripped) if len(stripped) <= MAX_NUMBER_CHARS else None
     found = match["unit"] if match else None
     if match is None or (found is not None and found not in UNITS):
-        raise ValueError(f"{text!r} is not a displayed number (like 17.7K, 8,828.0, 1,036 ms, 29.9 s or —)")
+        raise ValueError(f"{_shown(text)!r} is not a displayed number (like 17.7K, 8,828.0, 1,036 ms, 29.9 s or —)")
     if unit is not None and found != unit:
-        raise ValueError(f"{text!r} is not a number in {unit} (like 1,036 {unit})")
+        raise ValueError(f"{_shown(text)!r} is not a number in {unit} (like 1,036 {unit})")
     value = Decimal(match["num"].replace(",", ""))
     return float(value * 1000 if match["k"] else value)
 
@@ -36,5 +37,10 @@ def parse_int(text: str, unit: str | None = None) -> int | None:
     if value is None:
         return None
     if not value.is_integer():
-        raise ValueError(f"{text!r} is not a whole number")
+        raise ValueError(f"{_shown(text)!r} is not a whole number")
     return int(value)
+
+
+def _shown(text: str) -> str:
+    """`text` for an error message: a long one cut (a report's cell can be any length)."""
+    return text if len(text) <= MAX_NUMBER_CHARS else text[: MAX_NUMBER_CHARS - 3] + "..."

@@ -13,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from toolkit.contexts import parse_contexts
 
 DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64, 128]
+MAX_LABEL = 150  # a run label or a batch variant's label is a folder name
+MAX_SECONDS = 24 * 3600.0  # the longest duration or timeout a parameter may ask for
+NUMBER_FIELDS = ("duration_s", "max_output", "max_model_len", "kv_budget_tokens", "readiness_timeout_s",
+                 "read_timeout_s", "disturbed_retries", "gpu_count")  # fmt: skip
 _SECRET_PART = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -24,24 +28,24 @@ class ParamsError(ValueError):
 class RunParams(BaseModel):
     """Everything a matrix run needs; the API key is not here (read from `api_key_env`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     base_url: str = "http://127.0.0.1:8000"
     model: str | None = None
     contexts: list[int] | None = None
     prefill_only_contexts: list[int] | None = None
     concurrency: list[int] = Field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
-    duration_s: float = Field(30.0, gt=0)
+    duration_s: float = Field(30.0, gt=0, le=MAX_SECONDS)
     max_output: int = Field(4096, gt=0)
     endpoint: Literal["chat", "completions"] = "chat"
-    run_label: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    run_label: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_LABEL)
     api_key_env: str = "VLLM_API_KEY"
     max_model_len: int | None = Field(None, gt=0)
     kv_budget_tokens: int | None = Field(None, gt=0)
     per_stream_prompts: bool = False
-    readiness_timeout_s: float = Field(120.0, gt=0)
-    read_timeout_s: float = Field(300.0, gt=0)
-    disturbed_retries: int = Field(2, ge=0)  # re-measure a decode window that a pause disturbed
+    readiness_timeout_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
+    read_timeout_s: float = Field(300.0, gt=0, le=MAX_SECONDS)
+    disturbed_retries: int = Field(2, ge=0, le=10)  # re-measure a decode window that a pause disturbed
     # Descriptive fields of the report.
     title: str | None = None
     hardware_type: str | None = None
@@ -69,13 +73,21 @@ class RunParams(BaseModel):
     @classmethod
     def _concurrency(cls, value: Any) -> list[int]:
         items = value.split(",") if isinstance(value, str) else value
-        try:
-            levels = [int(x) for x in items]
-        except (TypeError, ValueError):
-            raise ValueError(f"{value!r} is not a list of integers; allowed: e.g. [1, 2, 4]") from None
+        whole = isinstance(items, list) and all(type(x) is int or (isinstance(x, str) and x.strip().isdigit())
+                                                for x in items)  # fmt: skip
+        if not whole:
+            raise ValueError(f"{value!r} is not a list of integers; allowed: e.g. [1, 2, 4]")
+        levels = [int(x) for x in items]
         if not levels or any(n < 1 for n in levels):
             raise ValueError(f"{levels} has a level below 1; allowed: integers >= 1")
         return sorted(set(levels))
+
+    @field_validator(*NUMBER_FIELDS, mode="before")
+    @classmethod
+    def _not_a_boolean(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("is true or false; allowed: a number")
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -103,11 +115,11 @@ class ServerSpec(BaseModel):
     The API key is not here either: when `api_key_env` is set, the server gets it as VLLM_API_KEY.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     command: list[str]
     env: dict[str, str] = Field(default_factory=dict)  # extra variables that are not secrets
-    health_timeout_s: float = Field(600.0, gt=0)
+    health_timeout_s: float = Field(600.0, gt=0, le=MAX_SECONDS)
     log_file: str | None = None  # default: server.log in the results folder
 
     @field_validator("command", mode="before")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from toolkit.server_api import ServerAPI
 
 _SYLLABLES = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
+MAX_TOKENIZE_CALLS = 64  # a build takes about a dozen; far more means the counts do not follow the words
 
 
 class PromptError(ValueError):
@@ -43,13 +44,21 @@ class Prompt:
 async def build_prompt(api: ServerAPI, model: str, target_tokens: int, prefix: str, *, chat: bool) -> Prompt:
     """Grow or shrink filler after `prefix` until the server counts `target_tokens` (within tolerance).
 
-    Secant steps on the word count, then word-by-word; tokenize calls are cheap next to a measurement.
+    Secant steps on the word count, then word-by-word; tokenize calls are cheap next to a measurement, but at
+    most `MAX_TOKENIZE_CALLS` of them: counts that stop rising (a tokenizer that truncates) end in PromptError.
     """
+    counts: list[int] = []
 
     async def count(n: int) -> int:
-        return await api.count_tokens(model, prefix + filler(n, prefix), chat=chat)
+        if len(counts) == MAX_TOKENIZE_CALLS:
+            raise PromptError(f"contexts: could not build a prompt of {target_tokens} tokens: /tokenize counts did "
+                              f"not reach it in {MAX_TOKENIZE_CALLS} calls (last {counts[-1]}, highest "
+                              f"{max(counts)})")  # fmt: skip
+        counts.append(await api.count_tokens(model, prefix + filler(n, prefix), chat=chat))
+        return counts[-1]
 
     base = await count(0)
+    most_words = 2 * target_tokens + 16  # a word is at least half a token (the secant's own assumption)
     words = max(0, (target_tokens - base) // 2)
     tokens = await count(words)
     for _ in range(8):
@@ -59,13 +68,13 @@ async def build_prompt(api: ServerAPI, model: str, target_tokens: int, prefix: s
         step = round((target_tokens - tokens) / per_word)
         if step == 0:
             break
-        words = max(0, words + step)
+        words = min(max(0, words + step), most_words)
         tokens = await count(words)
     # Finish by single words from below, so we end at or just under the target.
     while tokens > target_tokens and words > 0:
         words -= 1
         tokens = await count(words)
-    while words >= 0:
+    while words < most_words:
         nxt = await count(words + 1)
         if nxt > target_tokens:
             break

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from toolkit.contexts import MARGIN, format_context, parse_context
-from toolkit.numbers import parse_int, parse_number
+from toolkit.numbers import MAX_NUMBER_CHARS, parse_int, parse_number
 from toolkit.schema import PHASE_TITLES, STATUSES, Measurement, Phase, Status
 
 TITLE = "Speed test matrix"
 BLOCKS = ("Hardware", "Engine", "Run")
 HEADINGS = frozenset((TITLE, *BLOCKS, "Launch command", "Prefill", "Sustained decode", "All measurements"))
 PREFILL_INTRO = "prompt tok/s by context length"
+MAX_REPORT_BYTES = 1024 * 1024  # the published reports are about 8 KB
 _NUMBER_COLUMNS: tuple[tuple[str, str, Callable[[str], float | int | None]], ...] = (
     ("Total tok/s", "total_tok_s", parse_number),
     ("Per request tok/s", "per_request_tok_s", parse_number),
@@ -191,12 +192,13 @@ def _measurement(cur: _Cursor, number: int, cells: list[str], max_model_len: int
 
 def _shows(cell: str, m: Measurement) -> bool:
     """Whether a cell like "24.3136 ms TTFT", "1,113.1Requests queued417 ms TTFT" or "Over capacity"
-    shows the status, tok/s and TTFT of ``m`` (the numbers are glued, so try every split)."""
+    shows the status, tok/s and TTFT of ``m`` (the numbers are glued, so try every split up to the longest
+    number: linear in the cell's length)."""
     status = next((s for s in STATUSES if s != "Valid" and s in cell), "Valid")
     body = cell.replace(status, "") if status != "Valid" else cell
     if status != m.status or not body:
         return status == m.status and status != "Valid"
-    for i in range(1, len(body.removesuffix(" ms TTFT"))):
+    for i in range(1, min(len(body.removesuffix(" ms TTFT")), MAX_NUMBER_CHARS + 1)):  # a number is short
         try:
             shown = (parse_number(body[:i]), parse_number(body[i:].removesuffix(" TTFT"), "ms"))
         except ValueError:
@@ -208,7 +210,7 @@ def _shows(cell: str, m: Measurement) -> bool:
 
 def _mismatch(cur: _Cursor, number: int, where: str, cell: str, m: Measurement) -> ReportFormatError:
     got = f"{m.status}, {m.total_tok_s} tok/s, {m.ttft_ms} ms TTFT"
-    return cur.error(f"{where} shows {cell!r} but All measurements has {got}", number)
+    return cur.error(f"{where} shows {_short(cell)!r} but All measurements has {got}", number)
 
 
 def _check_prefill(cur: _Cursor, entries: list[tuple[int, str, str]], rows: list[Measurement]) -> None:
@@ -282,8 +284,12 @@ def parse_report(text: str, source: str = "<text>") -> ImportedReport:
 
 
 def import_report_file(path: str | Path) -> ImportedReport:
-    """Read and parse one report file; error messages start with the path."""
-    return parse_report(Path(path).read_text(encoding="utf-8"), source=str(path))
+    """Read (at most `MAX_REPORT_BYTES`) and parse one report file; error messages start with the path."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_REPORT_BYTES + 1)
+    if len(data) > MAX_REPORT_BYTES:
+        raise ReportFormatError(f"{path}: larger than {MAX_REPORT_BYTES:,} bytes, which no speed test matrix report is")
+    return parse_report(data.decode("utf-8"), source=str(path))
 
 
 def _matrix_summary(line: str, engine: dict[str, str]) -> str:

@@ -40,9 +40,12 @@ def hold(folder: Path) -> Iterator[None]:
     then runs under that lock. `folder` is created if missing, and removed again if the block left it empty.
     """
     created = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_FILE
-    fd = _lock(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = _lock(path)
+    except OSError as exc:  # before any load: a folder we cannot write would lose every measurement
+        raise RunRefused(f"out: {folder} is not writable: {exc.strerror or exc}") from None
     try:
         yield
     finally:

@@ -39,7 +39,7 @@ from toolkit.schema import Measurement
 from toolkit.secrets import api_key_from_env, redact
 from toolkit.server_api import ServerAPI, ServerAPIError
 from toolkit.sessions import protected_from_autogroups
-from toolkit.store import RUN_FILE, ResultStore, latest_by_key, read_json, write_json_atomic
+from toolkit.store import RUN_FILE, ResultStore, check_writable, latest_by_key, read_json, write_json_atomic
 from toolkit.traces import write_trace
 
 T = TypeVar("T")
@@ -221,6 +221,7 @@ async def _run_matrix(
         launch = launch_info(out)
         existing = open_run(out, params, resume=resume, attach=attach, server=server,
                             command=launch_command(params, launch, api_key))  # fmt: skip
+        check_writable(out)  # before any load: a folder we cannot write would lose every measurement
         both = "prefill" in phases and "decode" in phases
         info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both,
                                     launch=launch)  # fmt: skip

@@ -56,7 +56,10 @@ class Sampler:
     async def __aexit__(self, *exc: object) -> None:
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        outcomes = await asyncio.gather(*self._tasks, return_exceptions=True)
+        died = [o for o in outcomes if isinstance(o, Exception)]
+        if died and exc[0] is None:  # a sampler that died mid-cell is a bug to see, not a silent stale sample
+            raise died[0]
 
     async def _probe_loop(self, expected: float) -> None:
         while True:

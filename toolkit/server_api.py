@@ -43,23 +43,53 @@ class ServerAPI:
             raise ServerAPIError(f"{self.base_url}{path} answered HTTP {response.status_code}", response.status_code)
         return response
 
+    def _object(self, path: str, response: httpx.Response) -> dict[str, Any]:
+        """A 200 reply's JSON object; ServerAPIError (status 200) when it is not one (e.g. a gateway's HTML page)."""
+        try:
+            data = response.json()
+        except ValueError:  # not JSON, or not UTF-8
+            data = None
+        if not isinstance(data, dict):
+            kind = response.headers.get("content-type") or "no content type"
+            raise ServerAPIError(f"{self.base_url}{path} answered 200 but not with a JSON object ({kind}: "
+                                 f"{response.text[:80]!r})", 200)  # fmt: skip
+        return data
+
+    def _malformed(self, path: str, what: str, value: Any) -> ServerAPIError:
+        return ServerAPIError(f"{self.base_url}{path} answered 200 with {what} (got {str(value)[:80]!r})", 200)
+
     async def models(self) -> list[dict[str, Any]]:
-        return (await self._get("/v1/models")).json().get("data", [])
+        """The served models' cards (`data` of `/v1/models`)."""
+        data = self._object("/v1/models", await self._get("/v1/models")).get("data", [])
+        if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+            raise self._malformed("/v1/models", "`data` that is not a list of objects", data)
+        return data
 
     async def version(self) -> str | None:
+        """The server's version; None when `/version` is missing or unreachable (a malformed 200 raises)."""
         try:
-            return (await self._get("/version")).json().get("version")
-        except ServerAPIError:
+            version = self._object("/version", await self._get("/version")).get("version")
+        except ServerAPIError as exc:
+            if exc.status == 200:
+                raise
             return None
+        if version is not None and not isinstance(version, str):
+            raise self._malformed("/version", "a version that is not a string", version)
+        return version
 
     async def metrics(self) -> MetricsSnapshot:
-        return parse_metrics((await self._get("/metrics")).text)
+        """One scrape; ServerAPIError when unreachable or not Prometheus text with finite samples."""
+        response = await self._get("/metrics")
+        try:
+            return parse_metrics(response.text)
+        except ValueError as exc:
+            raise self._malformed("/metrics", "text that is not Prometheus metrics", exc) from None
 
     async def metrics_or_none(self) -> MetricsSnapshot | None:
-        """One scrape, or None when `/metrics` is unreachable (callers fall back to client-side rules)."""
+        """One scrape, or None when `/metrics` is unreachable or malformed (callers fall back to client-side rules)."""
         try:
             return await self.metrics()
-        except (ServerAPIError, ValueError):
+        except ServerAPIError:
             return None
 
     async def running_waiting(self) -> tuple[int, int] | None:
@@ -83,4 +113,7 @@ class ServerAPI:
             detail = response.text[:200]
             raise ServerAPIError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {detail}",
                                  response.status_code)  # fmt: skip
-        return int(response.json()["count"])
+        count = self._object("/tokenize", response).get("count")
+        if type(count) is not int or count < 0:
+            raise self._malformed("/tokenize", "no token count", count)
+        return count

@@ -6,6 +6,13 @@ see benchmarks/README.md) or unmaintained; this one only has to split events and
 
 from __future__ import annotations
 
+# One vLLM chunk is a few hundred bytes; an event this long without its blank line is not a stream we can follow.
+MAX_EVENT_BYTES = 1024 * 1024
+
+
+class SSEError(ValueError):
+    """The bytes cannot be an event stream (an event longer than `MAX_EVENT_BYTES` without its terminator)."""
+
 
 class SSEDecoder:
     """Feed raw bytes, get the complete events' data payloads (one bytes object per event)."""
@@ -16,11 +23,16 @@ class SSEDecoder:
         self._buffer = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """Add bytes from the socket; return the data of every event completed by them."""
+        """Add bytes from the socket; return the data of every event completed by them.
+
+        Raises `SSEError` when the unterminated rest grows past `MAX_EVENT_BYTES`.
+        """
         buffer = self._buffer + chunk if self._buffer else chunk
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")
         *complete, self._buffer = buffer.split(b"\n\n")
+        if len(self._buffer) > MAX_EVENT_BYTES:
+            raise SSEError(f"an SSE event longer than {MAX_EVENT_BYTES:,} bytes without its terminating blank line")
         payloads = []
         for event in complete:
             if event.startswith(b"data:") and b"\n" not in event:  # the usual event: one data line

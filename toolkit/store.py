@@ -1,10 +1,13 @@
-"""Persistence: results appended one JSON line at a time (fsync'd), run.json written atomically."""
+"""Persistence: results appended one JSON line at a time (fsync'd), run.json written atomically; a folder that
+cannot be written is a one-line StoreError."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,25 +20,64 @@ RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
 
 
+class StoreError(ValueError):
+    """The results folder cannot be written (full disk, no permission): one line naming the path; what was
+    written before stays whole."""
+
+
 class ResultStore:
-    """The JSONL file of one run. A crash loses at most the line being written."""
+    """The JSONL file of one run. A crash or a failed write loses at most the line being written."""
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.path = self.directory / RESULTS_FILE
 
     def append(self, measurement: Measurement) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        _drop_partial_tail(self.path)
         record = {k: _finite(v) for k, v in measurement.to_dict().items()}
-        line = json.dumps(record, allow_nan=False) + "\n"
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        line = (json.dumps(record, allow_nan=False) + "\n").encode("utf-8")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _drop_partial_tail(self.path)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                end = os.lseek(fd, 0, os.SEEK_END)
+                try:
+                    _write_all(fd, line)
+                    os.fsync(fd)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, end)  # no partial line left behind
+                    raise
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StoreError(f"out: cannot write {self.path}: {exc.strerror or exc}; the records written before "
+                             "are kept (rerun with --resume once it can be written)") from None  # fmt: skip
 
     def load(self) -> list[Measurement]:
         return load_measurements(self.path)
+
+
+def check_writable(directory: str | Path) -> None:
+    """Create `directory` if needed and write a probe file in it: StoreError (one line) before any load if not."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=directory)
+        try:
+            _write_all(fd, b"x")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        raise StoreError(f"out: {directory} is not writable: {exc.strerror or exc}") from None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _finite(value: Any) -> Any:
@@ -45,21 +87,38 @@ def _finite(value: Any) -> Any:
 def _drop_partial_tail(path: Path) -> None:
     """Cut an unterminated last line (left by a kill mid-write) so the next append starts clean.
 
-    A last line that lacks only its newline is a whole record (`load` counted it as finished): it is
-    terminated, not cut.
+    The file is truncated in place (nothing before the cut is rewritten, so a full disk cannot lose it). A last
+    line that lacks only its newline is a whole record (`load` counted it as finished): it is terminated, not cut.
     """
-    if not path.exists() or path.stat().st_size == 0:
+    if not path.exists():
         return
-    data = path.read_bytes()
-    if not data.endswith(b"\n"):
-        keep = data.rfind(b"\n") + 1
+    with open(path, "r+b", buffering=0) as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        keep = size
+        while keep > 0:  # back to the start of the last line, a block at a time
+            start = max(0, keep - _TAIL_BLOCK)
+            f.seek(start)
+            block = f.read(keep - start)
+            if keep == size and block.endswith(b"\n"):
+                return
+            at = block.rfind(b"\n")
+            if at >= 0:
+                keep = start + at + 1
+                break
+            keep = start
+        f.seek(keep)
         try:
-            json.loads(data[keep:])
+            json.loads(f.read())
         except ValueError:
-            path.write_bytes(data[:keep])
+            f.truncate(keep)
         else:
-            with open(path, "ab") as f:
-                f.write(b"\n")
+            _write_all(f.fileno(), b"\n")
+        os.fsync(f.fileno())
+
+
+_TAIL_BLOCK = 64 * 1024
 
 
 def load_measurements(path: str | Path) -> list[Measurement]:
@@ -98,11 +157,34 @@ def to_dataframe(measurements: list[Measurement]) -> pd.DataFrame:
 
 
 def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
+    """Write `data` to a unique temporary file beside `path`, fsync it, rename it over `path`, fsync the folder.
+
+    StoreError (one line) when it cannot be written; the old file is then untouched and no temporary file is left.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    text = (json.dumps(data, indent=2, default=str) + "\n").encode("utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            try:
+                os.fchmod(fd, 0o644)  # as open() would make it, not mkstemp's 0o600
+                _write_all(fd, text)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except OSError as exc:
+        raise StoreError(f"out: cannot write {path}: {exc.strerror or exc}") from None
 
 
 def read_json(path: str | Path) -> dict[str, Any]:

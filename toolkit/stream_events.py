@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import orjson
 
-from toolkit.sse import SSEDecoder
+from toolkit.sse import SSEDecoder, SSEError
 
 Endpoint = Literal["chat", "completions"]
 ENDPOINT_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -84,7 +84,12 @@ class StreamAccount:
         result = self.result
         if result.done or result.error is not None:
             return
-        for event in self.decoder.feed(body):
+        try:
+            events = self.decoder.feed(body)
+        except SSEError as exc:
+            result.error = str(exc)
+            return
+        for event in events:
             if event == b"[DONE]":
                 result.done = True
                 return
@@ -103,6 +108,8 @@ def has_text(choice: dict[str, Any]) -> bool:
     """Whether a chunk's choice printed text (content or reasoning, chat or completions)."""
     delta = choice.get("delta")
     if delta is not None:
+        if not isinstance(delta, dict):
+            raise _Malformed("a choice's delta is not an object")
         return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
     return bool(choice.get("text"))
 
@@ -112,19 +119,27 @@ def apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
 
     Once the first text has arrived, only the usage matters: when `"usage"` is the chunk's last key (as vLLM
     writes it), just that object is parsed (inside a JSON string the quotes would be escaped, so the match
-    is the key). Any other shape takes the full parse.
+    is the key). Any other shape takes the full parse. A field of the wrong type fails the stream.
     """
-    if result.first_token_at is not None:
-        at = data.rfind(b'"usage":')
-        if at > 0:
-            try:
-                usage = orjson.loads(data[at + 8 : -1])
-            except orjson.JSONDecodeError:
-                usage = None
-            if type(usage) is dict:
-                result.chunks += 1
-                apply_usage(usage, now, result)
-                return True
+    try:
+        if result.first_token_at is not None:
+            at = data.rfind(b'"usage":')
+            if at > 0:
+                try:
+                    usage = orjson.loads(data[at + 8 : -1])
+                except orjson.JSONDecodeError:
+                    usage = None
+                if type(usage) is dict:
+                    apply_usage(usage, now, result)
+                    result.chunks += 1
+                    return True
+        return _apply_parsed(data, now, result)
+    except _Malformed as exc:
+        result.error = f"malformed SSE data: {exc}: {data[:80]!r}"
+        return False
+
+
+def _apply_parsed(data: bytes, now: float, result: StreamResult) -> bool:
     try:
         chunk = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -134,24 +149,47 @@ def apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
         return False
     if "error" in chunk:
         err = chunk["error"]
-        result.error = f"server error in stream: {err.get('message', err) if isinstance(err, dict) else err}"
+        text = err.get("message", err) if isinstance(err, dict) else err
+        result.error = f"server error in stream: {str(text)[:300]}"
         return False
-    result.chunks += 1
-    if result.first_token_at is None and any(has_text(c) for c in chunk.get("choices") or ()):
+    choices = chunk.get("choices") or ()
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise _Malformed("choices is not a list of objects")
+    if result.first_token_at is None and any([has_text(c) for c in choices]):
         result.first_token_at = now
     usage = chunk.get("usage")
-    if usage:
+    if usage is not None:
         apply_usage(usage, now, result)
+    result.chunks += 1
     return True
 
 
-def apply_usage(usage: dict[str, Any], now: float, result: StreamResult) -> None:
-    """Prompt and cached tokens, and a token event when the completion count rose."""
-    result.prompt_tokens = usage.get("prompt_tokens", result.prompt_tokens)
+def apply_usage(usage: Any, now: float, result: StreamResult) -> None:
+    """Prompt and cached tokens, and a token event when the completion count rose (`_Malformed` on wrong types)."""
+    if not isinstance(usage, dict):
+        raise _Malformed("usage is not an object")
+    prompt = _count(usage, "prompt_tokens")
     details = usage.get("prompt_tokens_details")
-    if details and details.get("cached_tokens") is not None:
-        result.cached_tokens = details["cached_tokens"]
-    count = usage.get("completion_tokens") or 0
+    if details is not None and not isinstance(details, dict):
+        raise _Malformed("usage.prompt_tokens_details is not an object")
+    cached = _count(details, "prompt_tokens_details.cached_tokens") if details else None
+    count = _count(usage, "completion_tokens") or 0
+    if prompt is not None:
+        result.prompt_tokens = prompt
+    if cached is not None:
+        result.cached_tokens = cached
     if count > result.completion_tokens:
         result.completion_tokens = count
         result.token_events.append((now, count))
+
+
+def _count(fields: dict[str, Any], name: str) -> int | None:
+    """A token count (`name`: its path under usage; the last part is the key): absent/null, or a whole number >= 0."""
+    value = fields.get(name.rpartition(".")[2])
+    if value is None or (type(value) is int and value >= 0):
+        return value
+    raise _Malformed(f"usage.{name} is not a token count ({str(value)[:40]!r})")
+
+
+class _Malformed(ValueError):
+    """A field of a stream's event has the wrong type or value."""

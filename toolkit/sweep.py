@@ -22,16 +22,23 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from toolkit.params import ParamsError, RunParams, ServerSpec, make_params, make_server_spec, read_yaml_mapping
+from toolkit.params import (
+    MAX_LABEL,
+    ParamsError,
+    RunParams,
+    ServerSpec,
+    make_params,
+    make_server_spec,
+    read_yaml_mapping,
+)
 
 RUN_KEYS: tuple[str, ...] = (*RunParams.model_fields, "server")
 LABEL_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.,=+-]*$"
-MAX_LABEL = 150
 RESERVED_LABELS = frozenset({"compare"})  # <out>/compare/ holds the comparison
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _UNSAFE_LABEL = re.compile(r"[^A-Za-z0-9_.+-]")
 
-Resources = dict[str, Annotated[float, Field(ge=0)]]
+Resources = dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]]
 _ANY_RUN_FIELD: dict[str, Any] = {name: (Any, None) for name in RUN_KEYS}
 _FORBID = ConfigDict(extra="forbid")
 _SweepFile = create_model("_SweepFile", __config__=_FORBID, variants=(list[Any] | None, None),
@@ -82,9 +89,6 @@ def expand(data: dict[str, Any]) -> list[Variant]:
     variants = [_variant(common, base, point, top.resources or {}) for base in bases for point in points]
     seen: dict[str, int] = {}
     for number, variant in enumerate(variants, 1):
-        if len(variant.label) > MAX_LABEL:
-            raise SweepError(f"sweep: variant {variant.label}: label: longer than {MAX_LABEL} characters (a folder "
-                             "name); give the variants shorter labels or grid keys")  # fmt: skip
         if variant.label in seen:
             raise SweepError(f"sweep: duplicate label {variant.label!r} (variants {seen[variant.label]} and {number});"
                              " each variant needs its own label")  # fmt: skip
@@ -147,6 +151,9 @@ def _variant(common: dict[str, Any], entry: dict[str, Any], point: dict[str, Any
     """Merge common ← variant ← grid point, fill placeholders, validate (RunParams, server block)."""
     named = [entry["label"]] if "label" in entry else []
     label = ",".join(named + [f"{k}={_label_text(v)}" for k, v in point.items()])
+    if len(label) > MAX_LABEL:
+        raise SweepError(f"sweep: variant {label[:60]}...: label: longer than {MAX_LABEL} characters (a folder "
+                         "name); give the variants shorter labels or grid keys")  # fmt: skip
     fields = {**common, **{k: v for k, v in entry.items() if k in RUN_KEYS}}
     if isinstance(common.get("server"), dict) and isinstance(entry.get("server"), dict):
         fields["server"] = {**common["server"], **entry["server"]}  # a variant changes keys of the common block
@@ -205,4 +212,4 @@ def _label_text(value: Any) -> str:
 def _run_label(label: str) -> str:
     """A variant's run_label when the sweep sets none: its label with `=` and `,` made safe."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", label)
-    return safe if safe[0].isalnum() else f"v{safe}"
+    return safe if safe[0].isalnum() else f"v{safe}"[:MAX_LABEL]

@@ -142,7 +142,7 @@ def test_persistent_5xx_fails_every_later_cell_and_resume_redoes_them(server: Fa
     assert not [e for e in server.log[before:] if e["path"] in COMPLETION_PATHS]
 
 
-@pytest.mark.parametrize("kind", ["404", "drop"])
+@pytest.mark.parametrize("kind", ["404", "drop", "nan"])
 @pytest.mark.parametrize("after", [0, 2], ids=["from-start", "mid-run"])
 def test_metrics_unreachable_run_goes_on_with_client_side_status(
     kind: str, after: int, server: FaultServer, tmp_path: Path

@@ -149,6 +149,16 @@ def test_yaml_unknown_key_is_named_with_the_allowed_ones(tmp_path: Path) -> None
         ("endpoint: grpc\n", r"^endpoint: .*'chat' or 'completions'"),
         ("- just\n- a list\n", r"^params file: .* must hold a mapping"),
         ("duration_s: [unclosed\n", r"^params file: .* is not valid YAML"),
+        ("duration_s: .inf\n", r"^duration_s: Input should be a finite number \(got inf\)$"),
+        ("read_timeout_s: .nan\n", r"^read_timeout_s: Input should be a finite number \(got nan\)$"),
+        ("readiness_timeout_s: 1e300\n", r"^readiness_timeout_s: .*less than or equal to 86400"),
+        ("concurrency: [1.5, true]\n", r"^concurrency: \[1\.5, True\] is not a list of integers"),
+        ("concurrency: [1, 2.0]\n", r"^concurrency: .*is not a list of integers"),
+        ("max_output: true\n", r"^max_output: is true or false; allowed: a number"),
+        ("duration_s: true\n", r"^duration_s: is true or false; allowed: a number"),
+        ("disturbed_retries: 1000000\n", r"^disturbed_retries: .*less than or equal to 10 "),
+        (f"run_label: {'r' * 151}\n", r"^run_label: String should have at most 150 characters"),
+        ("server: {command: x, health_timeout_s: .inf}\n", r"^server\.health_timeout_s: .*finite number"),
     ],
 )
 def test_yaml_bad_values_are_one_line(tmp_path: Path, text: str, expected: str) -> None:
@@ -167,3 +177,11 @@ def test_yaml_overrides_win_and_good_file_loads(tmp_path: Path) -> None:
     params = load_params(write(tmp_path, "contexts: [1K, 2048]\nconcurrency: '4,1,2'\nduration_s: 5\n"), duration_s=2)
     assert isinstance(params, RunParams)
     assert params.contexts == [1024, 2048] and params.concurrency == [1, 2, 4] and params.duration_s == 2
+
+
+def test_an_unwritable_out_folder_is_one_line_before_any_load(server: FaultServer, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    before = len(server.log)
+    done = run_cli(server.base_url, tmp_path / "file" / "out")
+    assert_one_line_error(done, "out", r"/file/out is not writable: Not a directory$")
+    assert not [e for e in server.log[before:] if e["path"].startswith("/v1/") and e["method"] == "POST"]

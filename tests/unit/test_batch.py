@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from toolkit import batch_ray
-from toolkit.batch import check_jobs, check_out, one_line_error
+from toolkit.batch import _on_ray, check_jobs, check_out, one_line_error
 from toolkit.batch_index import headline, index_html, index_markdown
 from toolkit.batch_progress import BatchProgress
 from toolkit.schema import COLUMNS
@@ -143,6 +143,37 @@ def test_a_folder_travels_as_an_archive_and_replaces_the_old_one(tmp_path: Path)
         "results.jsonl", "traces", "traces/decode-64x1.parquet"]  # fmt: skip
     assert (target / "traces" / "decode-64x1.parquet").read_bytes() == b"\x00\x01"
     assert sorted(p.name for p in target.parent.iterdir()) == ["a"]  # nothing left beside it
+
+
+class FakeRay:
+    """`ray.remote(f).options(...).remote(...)` gives a ref, `ray.get(ref)` the task's canned reply."""
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+
+    def remote(self, *args: Any) -> FakeRay:
+        return self
+
+    def options(self, **options: Any) -> FakeRay:
+        return self
+
+    def get(self, ref: Any) -> Any:
+        return self.reply
+
+
+@pytest.mark.parametrize("archive", [b"not a gzip archive", b"\x1f\x8b\x08\x00"], ids=["garbage", "cut"])
+def test_an_archive_that_cannot_be_unpacked_is_the_variants_failure(archive: bytes, tmp_path: Path) -> None:
+    folder = tmp_path / "batch" / "a"
+    folder.mkdir(parents=True)
+    (folder / "results.jsonl").write_text('{"x": 1}\n')
+    (variant,) = expand({"variants": [{"label": "a"}]})
+    execute = _on_ray(FakeRay(({"state": "done", "error": None}, archive)))
+    outcome = execute(variant, folder, False, 0)
+    assert outcome["state"] == "failed" and outcome["ray"] is True
+    assert re.fullmatch(r"cannot unpack the variant's folder from the Ray worker: \w+: .+", outcome["error"])
+    assert "\n" not in outcome["error"]
+    assert (folder / "results.jsonl").read_text() == '{"x": 1}\n'  # what the batch held for it stands
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["a"]  # nothing half-unpacked beside it
 
 
 def test_one_line_errors() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from toolkit.metrics import (
     GENERATION_TOKENS,
     KV_USAGE,
@@ -80,3 +82,11 @@ def test_mean_inter_token_latency_between_two_scrapes() -> None:
     assert mean_delta(before, after, ITL_SUM, ITL_COUNT) == 3.2 / 400
     assert mean_delta(before, before, ITL_SUM, ITL_COUNT) is None  # no observation in between
     assert mean_delta(None, after, ITL_SUM, ITL_COUNT) is None
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf"])
+def test_a_sample_that_is_not_finite_is_refused(value: str) -> None:
+    with pytest.raises(ValueError, match=rf"sample vllm:num_requests_running is {value.lower().lstrip('+')}"):
+        parse_metrics(TEXT.replace("} 3.0", f"}} {value}"))
+    # a histogram's le="+Inf" bucket is a label, not a value, and is not read anyway
+    assert parse_metrics(TEXT.replace('le="0.001"', 'le="+Inf"')).value(RUNNING) == 3.0

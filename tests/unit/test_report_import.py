@@ -1,11 +1,19 @@
 """Importer for published speed test matrix reports, on the two reference reports."""
 
 import hashlib
+import re
+import time
 from pathlib import Path
 
 import pytest
 
-from toolkit.report_import import ImportedReport, ReportFormatError, import_report_file, parse_report
+from toolkit.report_import import (
+    MAX_REPORT_BYTES,
+    ImportedReport,
+    ReportFormatError,
+    import_report_file,
+    parse_report,
+)
 from toolkit.schema import Measurement
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "reference-reports"
@@ -350,3 +358,42 @@ def test_truncated_report() -> None:
     number = line_of(kimi_text(), "Sustained decode")
     text = "\n".join(lines[: number + 1])  # matrix header, then nothing
     assert error_of(text).startswith(f"<text>:{number + 1}: expected the decode matrix table separator")
+
+
+# --- hostile sizes -------------------------------------------------------------------------------------
+
+
+BIG = 64 * 1024
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("| 959.947 ms TTFT |", f"| {'9' * BIG} ms TTFT |",
+         r"^<text>:55: decode matrix 8K × 1 shows '9{57}\.\.\.' but All measurements has Valid, 959\.9 tok/s"),
+        ("| Valid | 959.9 | 972.0 |", f"| Valid | 959.9 | {'1' * BIG} |",
+         r"^<text>:71: Per request tok/s: '1{37}\.\.\.' is not a displayed number"),
+    ],
+    ids=["matrix-digits", "table-digits"],
+)  # fmt: skip
+def test_a_64_kb_cell_is_refused_in_linear_time(old: str, new: str, message: str) -> None:
+    text = lfm_text()
+    assert old in text
+    started = time.perf_counter()
+    error = error_of(text.replace(old, new, 1))
+    assert time.perf_counter() - started < 1.0  # quadratic before: about a minute for the matrix cells
+    assert re.match(message, error) and len(error) < 300, error[:300]
+
+
+def test_a_64_kb_cell_padded_with_spaces_parses_in_linear_time(lfm: ImportedReport) -> None:
+    text = lfm_text().replace("| 959.947 ms TTFT |", f"| 959.9{' ' * BIG}47 ms TTFT |", 1)
+    started = time.perf_counter()
+    assert parse_report(text) == lfm  # the cell still shows 959.9 tok/s and 47 ms TTFT
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_file_larger_than_any_report_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "huge.txt"
+    path.write_bytes(LFM.read_bytes() + b"\n" + b"x" * MAX_REPORT_BYTES)
+    with pytest.raises(ReportFormatError, match=rf"^{path}: larger than 1,048,576 bytes, which no speed test"):
+        import_report_file(path)

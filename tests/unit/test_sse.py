@@ -2,7 +2,7 @@
 
 import pytest
 
-from toolkit.sse import SSEDecoder
+from toolkit.sse import MAX_EVENT_BYTES, SSEDecoder, SSEError
 
 
 def feed_all(pieces: list[bytes]) -> tuple[list[bytes], bytes]:
@@ -73,3 +73,10 @@ def test_pending_after_a_cut_between_lines_of_an_event() -> None:
 
 def test_malformed_payload_is_passed_through_for_the_caller_to_reject() -> None:
     assert feed_all([b"data: {not json\n\n"]) == ([b"{not json"], b"")
+
+
+def test_an_event_without_its_terminator_is_capped() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: " + b"x" * (MAX_EVENT_BYTES - 6)) == []  # up to the cap it may still end
+    with pytest.raises(SSEError, match=r"longer than 1,048,576 bytes without its terminating blank line"):
+        decoder.feed(b"x")

@@ -1,7 +1,13 @@
 """`toolkit.store`: results appended a line at a time, a kill's partial line survived, latest per key."""
 
+import contextlib
 import json
 import math
+import os
+import re
+import resource
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +16,8 @@ from toolkit.schema import Measurement
 from toolkit.store import (
     RESULTS_FILE,
     ResultStore,
+    StoreError,
+    check_writable,
     latest_by_key,
     load_measurements,
     read_json,
@@ -131,3 +139,71 @@ def test_write_json_atomic(tmp_path: Path) -> None:
     write_json_atomic(path, {"a": 2})
     assert read_json(path) == {"a": 2}
     assert [p.name for p in path.parent.iterdir()] == ["run.json"]  # no temporary file left
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """Writes past `limit` bytes fail with EFBIG, as on a full disk (a real kernel limit, not a mock)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an error from write(), not a killed process
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+def test_a_failed_append_is_one_line_and_loses_no_record(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.append(m(n=1))
+    store.append(m(n=2))
+    before = store.path.read_bytes()
+    with file_size_limit(len(before) + 100), pytest.raises(StoreError) as info:  # part of the next line fits
+        store.append(m(n=4, error="x" * 400))
+    assert re.fullmatch(rf"out: cannot write {re.escape(str(store.path))}: File too large; the records written "
+                        r"before are kept \(rerun with --resume once it can be written\)", str(info.value))  # fmt: skip
+    assert store.path.read_bytes() == before  # no partial line left behind
+    store.append(m(n=4))
+    assert [r.concurrency for r in store.load()] == [1, 2, 4]
+
+
+def test_a_partial_tail_is_cut_in_place_even_on_a_full_disk(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.append(m(n=1))
+    store.append(m(n=2))
+    whole = store.path.read_bytes()
+    store.path.write_bytes(whole + b'{"phase": "dec')
+    with file_size_limit(10), pytest.raises(StoreError):  # the cut needs no write; the new line cannot be written
+        store.append(m(n=4))
+    assert store.path.read_bytes() == whole  # rewriting the file would have lost both records
+
+
+def test_write_json_atomic_on_a_full_disk_keeps_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    write_json_atomic(path, {"a": 1})
+    with file_size_limit(20), pytest.raises(StoreError, match=r"^out: cannot write .*run\.json: File too large$"):
+        write_json_atomic(path, {"a": 2, "b": "x" * 100})
+    assert read_json(path) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
+def test_write_json_atomic_uses_a_unique_temporary_and_fsyncs_file_and_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.json"
+    (tmp_path / "run.json.tmp").mkdir()  # another writer's fixed temporary name is in the way
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
+    write_json_atomic(path, {"a": 1})
+    assert read_json(path) == {"a": 1}
+    assert synced[-1] == str(tmp_path) and synced[-2].startswith(str(tmp_path / ".run.json."))
+
+
+def test_check_writable_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StoreError, match=r"^out: .*/file/out is not writable: Not a directory$"):
+        check_writable(tmp_path / "file" / "out")
+    check_writable(tmp_path / "new" / "out")
+    assert list((tmp_path / "new" / "out").iterdir()) == []  # the probe is gone

@@ -114,6 +114,17 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"variants": [{"label": "a", "resources": {"GPU": -1}}]}, r"^sweep: variant a: resources\.GPU: .*greater than"),
     ({"variants": [{"label": "a", "resources": [1]}]}, r"^sweep: variant 1 \(a\): resources: .*valid dict"),
     ({"grid": {"server": [1]}}, r"^sweep: grid\.server: cannot be a grid key"),
+    (
+        {"variants": [{"label": "a", "resources": {"GPU": float("inf")}}]},
+        r"^sweep: variant a: resources\.GPU: .*finite",
+    ),
+    ({"variants": [{"label": "a", "duration_s": float("inf")}]}, r"^sweep: variant a: duration_s: .*finite number"),
+    (
+        {"variants": [{"label": "a", "concurrency": [1.5, True]}]},
+        r"^sweep: variant a: concurrency: .*not a list of int",
+    ),
+    ({"grid": {"concurrency": [[2, 1.5]]}}, r"^sweep: variant concurrency=2\+1\.5: concurrency: .*not a list of int"),
+    ({"variants": [{"label": "_" + "x" * 150}]}, r"^sweep: variant _x{59}\.\.\.: label: longer than 150 characters"),
 ]
 
 
