@@ -152,7 +152,8 @@ def _apply_parsed(data: bytes, now: float, result: StreamResult) -> bool:
         text = err.get("message", err) if isinstance(err, dict) else err
         result.error = f"server error in stream: {str(text)[:300]}"
         return False
-    choices = chunk.get("choices") or ()
+    choices = chunk.get("choices")
+    choices = [] if choices is None else choices
     if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
         raise _Malformed("choices is not a list of objects")
     if result.first_token_at is None and any([has_text(c) for c in choices]):

@@ -188,3 +188,27 @@ def test_build_request() -> None:
     assert (body["max_tokens"], body["ignore_eos"], body["temperature"], body["stream"]) == (16, True, 0.0, True)
     path, body = build_request("completions", "m", "hi", 4, ignore_eos=False)
     assert path == "/v1/completions" and body["prompt"] == "hi" and body["ignore_eos"] is False
+
+
+def test_real_vllm_chat_stream_shapes_are_accepted() -> None:
+    """Events as vLLM 0.32 (CPU) sends them: a role chunk, text chunks, then `"choices": []` with the usage. When
+    no text came before the usage (byte-level BPE holds back a partial UTF-8 character: common for a one-token
+    prefill request), the usage event takes the full parse; its empty choices once failed every real prefill as
+    "choices is not a list of objects"."""
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "tiny-llama"}
+    role = {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+    text = {**head, "choices": [{"index": 0, "delta": {"content": " ab"}, "finish_reason": None}]}
+    held_back = {**head, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "length"}]}
+    usage = {
+        **head,
+        "choices": [],
+        "usage": {"prompt_tokens": 7, "total_tokens": 9, "completion_tokens": 2, "prompt_tokens_details": None},
+    }
+    for events in ([role, text, held_back, usage], [role, held_back, usage]):
+        result = StreamResult(started=0.0)
+        account = StreamAccount(result)
+        for t, event in enumerate(events):
+            account.feed(b"data: " + orjson.dumps(event) + b"\n\n", float(t))
+        account.feed(b"data: [DONE]\n\n", 9.0)
+        assert result.error is None, result.error
+        assert result.completion_tokens == 2 and result.prompt_tokens == 7 and result.done
