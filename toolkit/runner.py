@@ -30,6 +30,7 @@ from toolkit.environment import hardware_block, machine_facts, served_here
 from toolkit.gpu import GpuSampler, installed_gpus, telemetry, window_telemetry
 from toolkit.heap import frozen_heap
 from toolkit.launch import exit_note, launch_info
+from toolkit.local_paths import public_paths
 from toolkit.overhead import matrix_overhead, overhead_line
 from toolkit.params import ParamsError, RunParams
 from toolkit.prefill import measure_prefill
@@ -148,8 +149,9 @@ def run_info(
         "Max output": f"{params.max_output:,} tokens",
     }
     clean = lambda d: {k: str(v) for k, v in d.items() if v not in (None, "")}  # noqa: E731
-    # A launched server's command is shown as it ran (toolkit.launch already put <redacted> where the key was).
-    command = launch["command"] if launched else redact(params.launch_command or "", api_key)
+    # A launched server's command is shown as it ran (toolkit.launch already put <redacted> where the key was and
+    # took the local paths out); a given one gets the same treatment.
+    command = launch["command"] if launched else public_paths(redact(params.launch_command or "", api_key))
     return {
         "run_id": run_id,
         "run_label": params.run_label,
