@@ -5,7 +5,7 @@ VENV_VLLM := .venv-vllm
 TK := $(VENV)/bin/python
 MODEL := .cache/tiny-llama/toolkit-tiny-model.json
 
-.PHONY: install vllm model demo test test-fast lint format clean-outputs
+.PHONY: install vllm model chromium demo test test-fast lint format clean-outputs
 
 install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -31,9 +31,24 @@ demo: install model
 # component files, the slowest, are collected first.
 FAST_TESTS := $(TK) -m pytest -n 3 --dist worksteal tests/component tests/unit
 
+# The report screenshot tests drive Debian's chromium: installed when missing and permitted (root, apt-get), else
+# `make test` stops at once, before any install, with one line saying what to run.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the report screenshot tests ..."; \
+		export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq chromium >/dev/null \
+		|| { echo "error: apt-get install chromium failed (see above); install it, then run make test again" >&2; \
+		exit 1; }; \
+	else \
+		echo "error: the report screenshot tests need chromium: run 'sudo apt-get install chromium' (Debian)," \
+			"or make test as root, then make test again" >&2; \
+		exit 1; \
+	fi
+
 # All tests: the fast tier, then the tests against real engines (vLLM, a Ray cluster) one at a time, since two
 # loads at once on a small machine disturb each other's windows. Both tiers always run; either failing fails.
-test: install model
+test: chromium install model
 	$(FAST_TESTS); fast=$$?; $(TK) -m pytest tests/integration && exit $$fast
 
 test-fast: install

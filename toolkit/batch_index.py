@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from toolkit.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.formatting import MISSING, as_number, format_tok_s
 from toolkit.report_tables import markdown_table
 from toolkit.runs import load_run
@@ -20,15 +21,22 @@ from toolkit.sweep import Variant
 INDEX_TITLE = "Speed test matrix batch"
 COLUMNS = ("Variant", "State", "Prefill tok/s", "Best total tok/s", "Statuses", "Note")
 HEADLINE_CAPTION = ("Prefill tok/s: at the largest context measured. Best total tok/s: the highest of the Valid "
-                    "decode cells, at context × requests at once. Statuses: all measurements of the run.")  # fmt: skip
+                    "decode cells, at context × requests at once. Statuses: all measurements of the run, and how "
+                    "many stayed disturbed after their retries (a pause of the machine): their numbers are left "
+                    "out of both figures.")  # fmt: skip
 
 
 def headline(frame: pd.DataFrame) -> dict[str, Any]:
     """Headline numbers of one run: prefill tok/s at its largest context, best Valid decode total tok/s and where,
-    and how many measurements have each status (pure: the run's results in, numbers out)."""
-    prefill = frame[(frame["phase"] == "prefill") & (frame["status"] == "Valid")]
+    how many measurements have each status and how many stayed disturbed (pure: the run's results in, numbers out).
+
+    A measurement still disturbed after its retries gives neither headline number.
+    """
+    disturbed = disturbed_mask(frame)
+    usable = frame[(frame["status"] == "Valid") & ~disturbed]
+    prefill = usable[usable["phase"] == "prefill"]
     top = prefill.sort_values("context_tokens").tail(1).to_dict("records")
-    decode = frame[(frame["phase"] == "decode") & (frame["status"] == "Valid")]
+    decode = usable[usable["phase"] == "decode"]
     totals = [as_number(v) for v in decode["total_tok_s"]]
     ranked = [(t, i) for i, t in enumerate(totals) if t is not None]
     best = decode.iloc[max(ranked)[1]] if ranked else None
@@ -40,6 +48,7 @@ def headline(frame: pd.DataFrame) -> dict[str, Any]:
         "best_context": None if best is None else str(best["context"]),
         "best_concurrency": None if best is None else int(best["concurrency"]),
         "statuses": {status: int(counts.get(status, 0)) for status in STATUSES if counts.get(status, 0)},
+        "disturbed": int(disturbed.sum()),
     }
 
 
@@ -75,6 +84,8 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
     if head.get("best_context"):
         best += f" at {head['best_context']} × {head['best_concurrency']}"
     statuses = " · ".join(f"{status} {count}" for status, count in (head.get("statuses") or {}).items())
+    if head.get("disturbed"):
+        statuses += f" · {head['disturbed']} {DISTURBED_MARK}"
     state = str(row["state"]) + (f" ({row['duration_s']:g} s)" if row.get("duration_s") is not None else "")
     return [state, prefill, best, statuses or MISSING, row["error"] or ""]
 

@@ -31,7 +31,7 @@ def _matrix(args: argparse.Namespace) -> int:
               "concurrency": args.concurrency, "duration_s": args.duration, "max_output": args.max_output,
               "endpoint": args.endpoint, "api_key_env": args.api_key_env, "run_label": args.label}  # fmt: skip
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
-    from toolkit.report_tables import decode_matrix, prefill_table
+    from toolkit.report_tables import decode_matrix, prefill_table, summary_line
     from toolkit.run_folder import hold
     from toolkit.runner import run_matrix
     from toolkit.store import to_dataframe
@@ -44,7 +44,8 @@ def _matrix(args: argparse.Namespace) -> int:
     print(prefill_table(frame).to_string(index=False))
     print()
     print(decode_matrix(frame).to_string())
-    print(f"\nresults: {out / 'results.jsonl'}, {out / 'results.csv'}, {out / 'run.json'}")
+    print(f"\n{summary_line(frame)}")  # with how many measurements stayed disturbed, if any
+    print(f"results: {out / 'results.jsonl'}, {out / 'results.csv'}, {out / 'run.json'}")
     return 0
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.formatting import MISSING, as_number, format_ms, format_tok_s
 from toolkit.report_tables import markdown_table, summary_line
 from toolkit.schema import PHASE_TITLES
@@ -60,16 +61,23 @@ def ratio_table(frame: pd.DataFrame, baseline: str, other: str,
                 quantities: Sequence[str] = tuple(RATIO_QUANTITIES)) -> pd.DataFrame:  # fmt: skip
     """Cells present in both runs with B / A of each quantity (default total tok/s, per-request tok/s, TTFT).
 
-    Columns: the cell (phase, context_tokens, context, concurrency), ``status_a``, ``status_b``, then per
-    quantity ``<q>_a``, ``<q>_b`` and ``<q>_ratio`` (NaN when either value is missing or A is zero).
+    Columns: the cell (phase, context_tokens, context, concurrency), ``status_a``, ``status_b``,
+    ``disturbed_a``, ``disturbed_b`` (still disturbed after the retries), then per quantity ``<q>_a``, ``<q>_b``
+    and ``<q>_ratio`` (NaN when either value is missing, A is zero, or either cell is disturbed).
     """
     columns = [*CELL_COLUMNS, "status", *quantities]
-    a, b = _run(frame, baseline)[columns], _run(frame, other)[columns].drop(columns="context")
+
+    def cells(label: str) -> pd.DataFrame:
+        mine = _run(frame, label)
+        return mine[columns].assign(disturbed=disturbed_mask(mine))
+
+    a, b = cells(baseline), cells(other).drop(columns="context")
     merged = a.merge(b, on=list(KEY), how="inner", suffixes=("_a", "_b"))
+    unusable = merged["disturbed_a"] | merged["disturbed_b"]
     for quantity in quantities:
-        pairs = zip(merged[f"{quantity}_b"], merged[f"{quantity}_a"], strict=True)
-        merged[f"{quantity}_ratio"] = [_ratio(vb, va) for vb, va in pairs]
-    ordered = [*CELL_COLUMNS, "status_a", "status_b"]
+        pairs = zip(merged[f"{quantity}_b"], merged[f"{quantity}_a"], unusable, strict=True)
+        merged[f"{quantity}_ratio"] = [math.nan if bad else _ratio(vb, va) for vb, va, bad in pairs]
+    ordered = [*CELL_COLUMNS, "status_a", "status_b", "disturbed_a", "disturbed_b"]
     ordered += [f"{q}_{s}" for q in quantities for s in ("a", "b", "ratio")]
     return _sorted(merged[ordered]).reset_index(drop=True)
 
@@ -110,8 +118,8 @@ def pareto_mask(x: Sequence[float], y: Sequence[float]) -> list[bool]:
 
 
 def tradeoff_points(frame: pd.DataFrame) -> pd.DataFrame:
-    """Decode cells that ran, with per-request and total tok/s, and ``on_frontier`` within their run."""
-    decode = frame[(frame["phase"] == "decode") & frame["status"].isin(RAN)]
+    """Decode cells that ran undisturbed, with per-request and total tok/s, and ``on_frontier`` within their run."""
+    decode = frame[(frame["phase"] == "decode") & frame["status"].isin(RAN) & ~disturbed_mask(frame)]
     points = pd.DataFrame({
         "run": decode["run"], "context": decode["context"], "context_tokens": decode["context_tokens"],
         "concurrency": decode["concurrency"], "status": decode["status"],
@@ -150,24 +158,36 @@ def _phase_title(phase: Any) -> str:
     return PHASE_TITLES.get(str(phase), str(phase))
 
 
+def _disturbed_in(row: Mapping[str, Any]) -> str | None:
+    """``A``, ``B`` or ``A and B``: the runs whose cell stayed disturbed after its retries; None if neither."""
+    runs = [name for name in ("a", "b") if row.get(f"disturbed_{name}")]
+    return " and ".join(name.upper() for name in runs) or None
+
+
 def _ratio_cell(row: Mapping[str, Any], quantity: str) -> str:
     a, b = row[f"{quantity}_a"], row[f"{quantity}_b"]
     if as_number(a) is None and as_number(b) is None:
         return MISSING
+    if _disturbed_in(row):
+        return DISTURBED_MARK
     fmt = _FORMATS[quantity]
     return f"{format_ratio(row[f'{quantity}_ratio'])} ({fmt(a)} → {fmt(b)})"
 
 
 def ratio_display(table: pd.DataFrame) -> pd.DataFrame:
-    """Display strings of a :func:`ratio_table`; cells with no ratio and an unchanged status are left out."""
+    """Display strings of a :func:`ratio_table`; cells with no ratio and an unchanged status are left out.
+
+    A cell disturbed in either run shows ``disturbed`` instead of its ratios, and its status says in which run.
+    """
     data = []
     for record in table.to_dict("records"):
         row = {str(k): v for k, v in record.items()}
         ratios = [as_number(row[f"{q}_ratio"]) for q in RATIO_QUANTITIES]
-        same = row["status_a"] == row["status_b"]
-        if same and all(r is None for r in ratios):
+        same, disturbed = row["status_a"] == row["status_b"], _disturbed_in(row)
+        if same and not disturbed and all(r is None for r in ratios):
             continue
         status = str(row["status_a"]) if same else f"{row['status_a']} → {row['status_b']}"
+        status += f" · {DISTURBED_MARK} in {disturbed}" if disturbed else ""
         head = [_phase_title(row["phase"]), row["context"], f"{int(row['concurrency']):,}", status]
         data.append(head + [_ratio_cell(row, q) for q in RATIO_QUANTITIES])
     columns = ["Phase", "Context", "Requests at once", "Status", *RATIO_QUANTITIES.values()]

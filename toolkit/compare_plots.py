@@ -17,6 +17,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from toolkit import compare
+from toolkit.disturbed import DISTURBED_MARK
 from toolkit.formatting import format_tok_s
 from toolkit.plots import ERROR_LABEL, LOG_SCALE_RATIO, OVER_LABEL, QUEUED_MARK, metric_title, note_figure
 
@@ -77,7 +78,9 @@ def prefill_comparison(frame: pd.DataFrame, *, log_scale: bool | None = None) ->
     return fig
 
 
-def _cell_text(ratio: float, status_a: object, status_b: object) -> str:
+def _cell_text(ratio: float, status_a: object, status_b: object, disturbed: bool = False) -> str:
+    if disturbed:  # no ratio of a number a pause made: say so
+        return DISTURBED_MARK
     if math.isfinite(ratio):
         queued = "Requests queued" in (status_a, status_b)
         return compare.format_ratio(ratio) + (f" {QUEUED_MARK}" if queued else "")
@@ -92,7 +95,8 @@ def _ratio_heatmap(ax: Axes, table: pd.DataFrame, quantity: str, title: str, cma
     ratios = ratios.reindex(index=contexts.index, columns=levels).astype(float)
     texts = pd.DataFrame("", index=contexts.index, columns=levels, dtype=object)
     for row in table.to_dict("records"):
-        text = _cell_text(float(row[f"{quantity}_ratio"]), row["status_a"], row["status_b"])
+        disturbed = bool(row["disturbed_a"] or row["disturbed_b"])
+        text = _cell_text(float(row[f"{quantity}_ratio"]), row["status_a"], row["status_b"], disturbed)
         texts.loc[row["context_tokens"], row["concurrency"]] = text
     logs = pd.DataFrame(np.log2(ratios.where(ratios > 0)))
     annotations = texts.where(np.isfinite(logs), "")  # seaborn writes only the coloured cells
@@ -108,9 +112,11 @@ def _ratio_heatmap(ax: Axes, table: pd.DataFrame, quantity: str, title: str, cma
         colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compare.format_ratio(2.0**v)))
         colorbar.ax.yaxis.set_minor_formatter(NullFormatter())
     for (i, j), text in np.ndenumerate(texts.to_numpy()):
-        if text in (OVER_LABEL, ERROR_LABEL):  # in both runs, but no ratio: say why, as plots.py does
-            ax.add_patch(Rectangle((j, i), 1, 1, facecolor="0.9", edgecolor="0.7", hatch="///", lw=0))
-            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8, color="0.3")
+        if text in (OVER_LABEL, ERROR_LABEL, DISTURBED_MARK):  # in both runs, but no ratio: say why, as plots.py does
+            hatch = "\\\\\\" if text == DISTURBED_MARK else "///"
+            ax.add_patch(Rectangle((j, i), 1, 1, facecolor="0.9", edgecolor="0.7", hatch=hatch, lw=0))
+            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7 if text == DISTURBED_MARK else 8,
+                    color="0.3")  # fmt: skip
     ax.tick_params(axis="y", labelrotation=0)
     ax.set_title(title)
     ax.set_xlabel("Simultaneous requests")
@@ -123,7 +129,7 @@ def ratio_heatmaps(frame: pd.DataFrame, baseline: str, other: str,
 
     Diverging colours centred on 1, blue is better (for quantities in ms: lower). Rows and columns are
     the union of both runs' decode cells; cells missing in either run are blank, cells over capacity in
-    either run say "Over".
+    either run say "Over", cells still disturbed after their retries in either run say "disturbed".
     """
     decode = frame[(frame["phase"] == "decode") & frame["run"].isin([baseline, other])]
     table = compare.ratio_table(frame, baseline, other, quantities)

@@ -1,8 +1,9 @@
 """A params file's `server:` block for one run: launch, record what ran, stop; and how the server ended.
 
 The launching process (`toolkit run`) writes server.json into the results folder: the command that ran (the
-key shown as `<redacted>`), the engine found in the server's own Python environment, and, if the server dies
-before it is stopped, its exit status and log tail. The notebook kernels that measure read it from there.
+key shown as `<redacted>`, paths as toolkit.local_paths shows them), the engine found in the server's own Python
+environment, and, if the server dies before it is stopped, its exit status and log tail. The notebook kernels
+that measure read it from there.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.environment import engine_facts
+from toolkit.local_paths import public_paths
 from toolkit.managed import (
     STOP_SIGNALS,
     HealthTimeout,
@@ -48,12 +50,15 @@ def server_env(spec: ServerSpec, api_key: str | None) -> dict[str, str]:
 
 
 def shown_command(command: Sequence[str], extra_env: Mapping[str, str], api_key: str | None) -> str:
-    """The command line as it ran, with the variables the toolkit set in front; the key is `<redacted>`."""
+    """The command line as it ran, with the variables the toolkit set in front; the key is `<redacted>`.
+
+    Paths are shown as a published report may show them: relative inside the repository, `~` for the home.
+    """
     assignments = [f"VLLM_API_KEY={REDACTED}"] if api_key else []
     # The names were checked (ServerSpec: no keys, tokens, passwords); the key's value is hidden all the same.
     assignments += [redact(f"{name}={shlex.quote(value)}", api_key) if api_key and api_key in value
                     else f"{name}={shlex.quote(value)}" for name, value in extra_env.items()]  # fmt: skip
-    return " ".join([*assignments, redact(shlex.join(command), api_key)])
+    return public_paths(" ".join([*assignments, redact(shlex.join(command), api_key)]))
 
 
 def log_path(spec: ServerSpec, results_dir: Path) -> Path:

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
+from toolkit.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.formatting import as_number, format_tok_s
 
 OVER_LABEL = "Over"
@@ -81,6 +82,7 @@ def prefill_figure(df: pd.DataFrame, *, log_scale: bool | None = None) -> Figure
     speed = np.array([_number(v) for v in prefill["total_tok_s"]])
     ttft = np.array([_number(v) for v in prefill["ttft_ms"]])
     failed = [str(s) if s not in _RUN_STATUSES else "" for s in prefill["status"]]
+    disturbed = disturbed_mask(prefill).tolist()
     fig = Figure(figsize=(11, 4), layout="constrained")
     axes = fig.subplots(1, 2)
     panels = (
@@ -89,8 +91,10 @@ def prefill_figure(df: pd.DataFrame, *, log_scale: bool | None = None) -> Figure
     )
     for ax, values, title, fmt, color in panels:
         heights = np.nan_to_num(values, nan=0.0)
-        bars = ax.bar(labels, heights, color=sns.color_palette("deep")[color])
-        texts = [fmt(v) if np.isfinite(v) else (bad or "—") for v, bad in zip(values, failed, strict=True)]
+        colors = ["0.8" if d else sns.color_palette("deep")[color] for d in disturbed]
+        bars = ax.bar(labels, heights, color=colors, hatch=["\\\\" if d else "" for d in disturbed])
+        texts = [(fmt(v) + (f"\n{DISTURBED_MARK}" if d else "")) if np.isfinite(v) else (bad or "—")
+                 for v, bad, d in zip(values, failed, disturbed, strict=True)]  # fmt: skip
         ax.bar_label(bars, labels=texts, padding=2, fontsize=9)
         ax.set_title(title)
         ax.set_xlabel("Context length")
@@ -109,9 +113,19 @@ def _grid(decode: pd.DataFrame, column: str) -> pd.DataFrame:
     return grid.reindex(index=sorted(decode["context_tokens"].unique()), columns=sorted(decode["concurrency"].unique()))
 
 
+def _flag_grid(decode: pd.DataFrame, flags: pd.Series, shape_like: pd.DataFrame) -> pd.DataFrame:
+    """Contexts × concurrency of a boolean Series on ``decode``'s index (False where it has no cell)."""
+    grid = decode.assign(flag=flags.reindex(decode.index, fill_value=False).astype(bool))
+    grid = grid.pivot(index="context_tokens", columns="concurrency", values="flag")
+    return grid.reindex(index=shape_like.index, columns=shape_like.columns).eq(True)
+
+
 def _status_grid(decode: pd.DataFrame, shape_like: pd.DataFrame) -> pd.DataFrame:
+    """Statuses by cell; a cell that ran but stayed disturbed after its retries says ``disturbed`` instead."""
     status = decode.pivot(index="context_tokens", columns="concurrency", values="status")
-    return status.reindex(index=shape_like.index, columns=shape_like.columns)
+    status = status.reindex(index=shape_like.index, columns=shape_like.columns)
+    disturbed = _flag_grid(decode, disturbed_mask(decode), shape_like) & status.isin(_RUN_STATUSES)
+    return status.mask(disturbed, DISTURBED_MARK)
 
 
 def _annotation(value: float, status: Any, fmt: Callable[[float], str]) -> str:
@@ -131,6 +145,7 @@ def _heatmap(
     log_scale: bool | None = None,
     marked: pd.DataFrame | None = None,
 ) -> None:
+    grid = grid.mask(status == DISTURBED_MARK)  # not a usable number: neither coloured nor on the scale
     values, statuses = grid.to_numpy(dtype=float), status.to_numpy()
     finite = values[np.isfinite(values)]
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -157,6 +172,9 @@ def _heatmap(
             elif cell == "Error":
                 ax.add_patch(Rectangle((j, i), 1, 1, facecolor="#f4c7c3", edgecolor="none"))
                 ax.text(j + 0.5, i + 0.5, ERROR_LABEL, ha="center", va="center", fontsize=8, color="#8b0000")
+            elif cell == DISTURBED_MARK:
+                ax.add_patch(Rectangle((j, i), 1, 1, facecolor="0.94", edgecolor="0.7", hatch="\\\\\\", lw=0))
+                ax.text(j + 0.5, i + 0.5, DISTURBED_MARK, ha="center", va="center", fontsize=7, color="0.35")
             elif cell == "Requests queued":
                 ax.add_patch(Rectangle((j, i), 1, 1, fill=False, edgecolor="black", lw=2))
     if marked is not None and marked.to_numpy(dtype=bool).any():
@@ -179,9 +197,10 @@ def decode_heatmaps(
     """One heatmap per metric (default: total tok/s, per-request tok/s, TTFT ms): rows contexts, columns concurrency.
 
     Over-capacity cells are grey and hatched ("Over"), errors are red ("Err"), queued cells are
-    outlined and marked "Q". Colours go logarithmic for values spanning 20× (``log_scale`` None) or
-    as ``log_scale`` says. ``marked``, a boolean Series on ``df``'s index, puts a gold star in its cells;
-    ``title`` heads the figure.
+    outlined and marked "Q"; a cell still disturbed after its retries is hatched the other way and says
+    "disturbed" instead of a number (its value sets no colour). Colours go logarithmic for values
+    spanning 20× (``log_scale`` None) or as ``log_scale`` says. ``marked``, a boolean Series on ``df``'s
+    index, puts a gold star in its cells; ``title`` heads the figure.
     """
     for metric in metrics:
         _check_metric(df, metric)
@@ -190,11 +209,7 @@ def decode_heatmaps(
         return note_figure("No sustained-decode measurements")
     labels = list(decode.drop_duplicates("context_tokens")["context"])
     status = _status_grid(decode, _grid(decode, "total_tok_s"))
-    marks = None
-    if marked is not None:
-        flags = decode.assign(mark=marked.reindex(decode.index, fill_value=False).astype(bool))
-        marks = flags.pivot(index="context_tokens", columns="concurrency", values="mark")
-        marks = marks.reindex(index=status.index, columns=status.columns).eq(True)
+    marks = None if marked is None else _flag_grid(decode, marked, status)
     width = max(7.0, 0.9 * status.shape[1] + 2.5)
     fig = Figure(figsize=(width, len(metrics) * (0.45 * status.shape[0] + 1.2)), layout="constrained")
     for ax, metric in zip(np.atleast_1d(fig.subplots(len(metrics), 1)), metrics, strict=True):
@@ -208,12 +223,12 @@ def decode_heatmaps(
 def scaling_figure(df: pd.DataFrame, metric: str = "total_tok_s", *, log_scale: bool | None = None) -> Figure:
     """``metric`` (default total tok/s) against simultaneous requests (log2 axis), one line per context.
 
-    Queued cells are drawn with hollow markers; over-capacity and failed cells are left out. The y axis
-    starts at 0, or is logarithmic with ``log_scale``.
+    Queued cells are drawn with hollow markers; over-capacity, failed and disturbed cells are left out. The
+    y axis starts at 0, or is logarithmic with ``log_scale``.
     """
     _check_metric(df, metric)
     decode = _phase(df, "decode")
-    decode = decode[decode["status"].isin(_RUN_STATUSES)]
+    decode = decode[decode["status"].isin(_RUN_STATUSES) & ~disturbed_mask(decode)]
     decode = decode.assign(total=[_number(v) for v in decode[metric]]).dropna(subset=["total"])
     if decode.empty:
         what = "throughput" if metric == "total_tok_s" else metric_title(metric)

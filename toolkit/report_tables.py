@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.disturbed import DISTURBED_MARK, disturbed_count_text, is_disturbed
 from toolkit.formatting import (
     MISSING,
     as_number,
@@ -42,11 +43,11 @@ SATURATED_NOTE = (
     "client saturated: the load generator fell behind (event-loop lag p99 over 20 ms or its CPU over 90 %), "
     "so the cell may measure the client as much as the server."
 )
-DISTURBED_MARK = "disturbed"
 DISTURBED_NOTE = (
     "disturbed: a pause of the machine (no token from any stream for over a second, the client's event loop "
     "blocked, or no server sample) hit every attempt at this measurement, retries included; its numbers "
-    "understate the server."
+    "understate the server. They are greyed in the matrix and left out of service levels, best-of figures and "
+    "comparisons."
 )
 NOT_HELD_MARK = "concurrency not held"
 NOT_HELD_NOTE = (
@@ -64,6 +65,7 @@ CLIENT_BASIS_NOTE = (
 )
 TTFT_NOTE = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
 STATUS_CLASSES = dict(zip(STATUSES, ("status-valid", "status-queued", "status-over", "status-error"), strict=True))
+DISTURBED_CLASS = "status-disturbed"
 ALL_COLUMNS: tuple[str, ...] = (
     "Phase", "Context", "Requests at once", "Status", "Total tok/s", "Per request tok/s", "TTFT",
     "Time between tokens", "Average active requests", "Completed requests", "Output tokens", "Measured for",
@@ -80,6 +82,7 @@ table.speed-matrix caption { caption-side: top; text-align: left; color: #555; }
 .status-queued { background: #fff4d6; }
 .status-over { color: #777; background: repeating-linear-gradient(45deg, #f4f4f4 0 4px, #e8e8e8 4px 8px); }
 .status-error { color: #a00000; background: #fde2e2; }
+.status-disturbed { color: #888; background: repeating-linear-gradient(-45deg, #fafafa 0 4px, #e4e4e4 4px 8px); }
 </style>"""
 
 Row = dict[str, Any]
@@ -175,7 +178,7 @@ def _matrix_cell(row: Row | None) -> str:
         parts.append(f"{format_ms(row['ttft_ms'])} TTFT")
     if _saturated(row):
         parts.append(SATURATED_MARK)
-    if row.get("disturbed"):
+    if is_disturbed(row.get("disturbed")):
         parts.append(DISTURBED_MARK)
     if _not_held(row):
         parts.append(NOT_HELD_MARK)
@@ -195,7 +198,7 @@ def _not_held(row: Row) -> bool:
 
 def _saturated(row: Row) -> bool:
     """Saturated and not disturbed: a pause of the machine also lags the loop, so it cannot be told apart."""
-    return bool(row.get("client_saturated")) and not row.get("disturbed")
+    return bool(row.get("client_saturated")) and not is_disturbed(row.get("disturbed"))
 
 
 def decode_matrix(df: pd.DataFrame) -> pd.DataFrame:
@@ -218,7 +221,7 @@ def prefill_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _marked(text: str, row: Row) -> str:
-    return f"{text} · {DISTURBED_MARK}" if row.get("disturbed") else text
+    return f"{text} · {DISTURBED_MARK}" if is_disturbed(row.get("disturbed")) else text
 
 
 def _measurement_cells(row: Row) -> list[str]:
@@ -253,7 +256,7 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
     decode_rows = _rows(df, "decode")
     if any(_saturated(r) for r in decode_rows):
         notes.append(SATURATED_NOTE)
-    if any(r.get("disturbed") for r in _rows(df)):
+    if any(is_disturbed(r.get("disturbed")) for r in _rows(df)):
         notes.append(DISTURBED_NOTE)
     if any(_not_held(r) for r in decode_rows):
         notes.append(NOT_HELD_NOTE)
@@ -295,7 +298,8 @@ def _plural(count: int, noun: str) -> str:
 
 
 def summary_line(df: pd.DataFrame) -> str:
-    """``6 contexts (8K–251K) × 8 concurrency levels (1–128) · prefill at 8K, …`` from the results."""
+    """``6 contexts (8K–251K) × 8 concurrency levels (1–128) · prefill at 8K, …`` from the results, then how many
+    measurements stayed disturbed after their retries (``· 2 of 14 measurements disturbed``), if any."""
     contexts, levels, _ = _decode_grid(df)
     parts = []
     if contexts:
@@ -306,7 +310,8 @@ def summary_line(df: pd.DataFrame) -> str:
     prefill = _unique(r["context"] for r in _rows(df, "prefill"))
     if prefill:
         parts.append("prefill at " + ", ".join(prefill))
-    return " · ".join(parts)
+    disturbed = disturbed_count_text(df["disturbed"]) if "disturbed" in df.columns else None
+    return " · ".join([*parts, *([disturbed] if disturbed else [])])
 
 
 def engine_line(run_info: Mapping[str, Any]) -> str:
@@ -386,11 +391,16 @@ def _esc(value: Any) -> str:
 
 
 def status_class(cell: str) -> str:
-    """CSS class of a displayed status or matrix cell (``status-over`` for "Over capacity", …)."""
+    """CSS class of a displayed status or matrix cell (``status-over`` for "Over capacity", …).
+
+    A cell marked disturbed is greyed whatever its status: its numbers are not to be used.
+    """
     if cell in STATUS_CLASSES:
         return STATUS_CLASSES[cell]
     if cell == MISSING:
         return ""
+    if any(part.startswith(DISTURBED_MARK) for part in cell.split(" · ")):  # "disturbed", "disturbed in B"
+        return DISTURBED_CLASS
     return STATUS_CLASSES["Requests queued" if "Requests queued" in cell else "Valid"]
 
 

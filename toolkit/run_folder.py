@@ -21,6 +21,7 @@ import psutil
 
 from toolkit.discovery import ServerInfo
 from toolkit.launch import shown_command
+from toolkit.local_paths import public_paths
 from toolkit.params import RunParams, ServerSpec
 from toolkit.secrets import api_key_from_env, redact
 from toolkit.store import RUN_FILE, read_json
@@ -145,7 +146,7 @@ def launch_command(params: RunParams, launch: dict[str, Any], api_key: str | Non
     else the params' `launch_command` with the key redacted."""
     if launch.get("launched_by_toolkit"):
         return str(launch.get("command") or "")
-    return redact(params.launch_command or "", api_key)
+    return public_paths(redact(params.launch_command or "", api_key))
 
 
 _PORT = re.compile(r"(--port[= ])\d+")

@@ -26,6 +26,7 @@ from toolkit.client import StreamClient, build_request
 from toolkit.contexts import check_contexts, decode_contexts, format_context, prefill_only_context
 from toolkit.decode import CellSpec, drain, measure_decode_cell
 from toolkit.discovery import ServerInfo, discover
+from toolkit.disturbed import disturbed_count_text
 from toolkit.environment import hardware_block, machine_facts, served_here
 from toolkit.gpu import GpuSampler, energy_per_token, installed_gpus, telemetry, window_telemetry
 from toolkit.heap import frozen_heap
@@ -251,6 +252,9 @@ async def _run_matrix(
         write_json_atomic(out / RUN_FILE, {**read_json(out / RUN_FILE), "overhead": spent})
         if progress:
             tqdm.write(f"overhead: {overhead_line(spent)}", file=sys.stderr)
+    if disturbed := disturbed_count_text(m.disturbed for m in latest):  # said as each cell's warning is
+        tqdm.write(f"{disturbed} after their retries: flagged in the reports, their numbers left out of service "
+                   "levels, best-of figures and comparisons", file=sys.stderr)  # fmt: skip
     return latest
 
 

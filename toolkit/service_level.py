@@ -1,25 +1,28 @@
 """Service level: per context, the most simultaneous requests whose decode cell meets a TTFT and a speed limit.
 
 Pure: a results DataFrame (schema columns, and a ``run`` column when it holds several runs) in, a boolean
-Series or a DataFrame out. A limit given as None is not applied; with no limit at all nothing is judged.
+Series or a DataFrame out. A limit given as None is not applied; with no limit at all nothing is judged. A cell
+still disturbed after its retries (:mod:`toolkit.disturbed`) never meets a limit: its numbers are not usable.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from toolkit.disturbed import disturbed_mask
 from toolkit.runs import RUN_COLUMN
 
 COLUMNS: tuple[str, ...] = ("context_tokens", "context", "concurrency", "total_tok_s", "ttft_ms", "per_request_tok_s")
 
 
 def meets(frame: pd.DataFrame, ttft_ms: float | None = None, per_request_tok_s: float | None = None) -> pd.Series:
-    """True for each Valid decode row with ttft_ms <= ``ttft_ms`` and per_request_tok_s >= ``per_request_tok_s``.
+    """True for each Valid, undisturbed decode row with ttft_ms <= ``ttft_ms`` and per_request_tok_s >=
+    ``per_request_tok_s``.
 
     A missing limit is not applied; with neither limit every row is False (nothing to meet). A missing
     value fails the limit it would be held to.
     """
-    ok = (frame["phase"] == "decode") & (frame["status"] == "Valid")
+    ok = (frame["phase"] == "decode") & (frame["status"] == "Valid") & ~disturbed_mask(frame)
     if ttft_ms is None and per_request_tok_s is None:
         return pd.Series(False, index=frame.index)
     if ttft_ms is not None:

@@ -3,7 +3,8 @@
 Nothing here displays anything; a notebook cell shows what these return (its last expression). The
 tables hold the display strings of :mod:`toolkit.report_tables` and :mod:`toolkit.compare`, so the
 notebooks, report.html and report.md show the same numbers; status cells carry the CSS classes
-``status-valid``, ``status-queued``, ``status-over`` and ``status-error``.
+``status-valid``, ``status-queued``, ``status-over`` and ``status-error``, and a cell still disturbed after
+its retries ``status-disturbed``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ _TABLE_CSS: list[CSSDict] = [
     {"selector": "td.status-over",
      "props": "color: #777; background: repeating-linear-gradient(45deg, #f4f4f4 0 4px, #e8e8e8 4px 8px);"},
     {"selector": "td.status-error", "props": "color: #a00000; background: #fde2e2;"},
+    {"selector": "td.status-disturbed",
+     "props": "color: #888; background: repeating-linear-gradient(-45deg, #fafafa 0 4px, #e4e4e4 4px 8px);"},
 ]  # fmt: skip
 
 
@@ -104,7 +107,7 @@ def service_levels(levels: pd.DataFrame | None, ttft_ms: float | None = None,
         "Per request tok/s": [format_tok_s(v) for v in levels["per_request_tok_s"]],
     })  # fmt: skip
     caption = (f"Service level {service_level.limits_text(ttft_ms, per_request_tok_s)}: the most simultaneous "
-               f"requests per context whose Valid cell meets it ({MISSING}: none does)")  # fmt: skip
+               f"requests per context whose Valid, undisturbed cell meets it ({MISSING}: none does)")  # fmt: skip
     return table(shown, caption=caption)
 
 

@@ -29,6 +29,7 @@ from tests.processes import assert_group_gone
 from toolkit.embedded.server import free_port
 from toolkit.gpu import NO_TELEMETRY
 from toolkit.launch import LAUNCH_FILE
+from toolkit.local_paths import public_paths
 from toolkit.managed import has_live_member
 from toolkit.publish import declared_parameters
 from toolkit.run_folder import LOCK_FILE
@@ -90,7 +91,8 @@ def test_run_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
     assert launched["exit_code"] is None and launched["stopped_at"] and launched["pid"]
     assert_group_gone(launched["pid"])  # its own group (pgid = pid), stopped after the reports
     assert os.getpgid(0) != launched["pid"]
-    shown = (f"VLLM_API_KEY=<redacted> FAKE_VLLM_SETTING=on {sys.executable} -m tests.fake_vllm --port "
+    python = public_paths(sys.executable)  # .venv/bin/python when the virtualenv is inside the checkout
+    shown = (f"VLLM_API_KEY=<redacted> FAKE_VLLM_SETTING=on {python} -m tests.fake_vllm --port "
              f"{launched['base_url'].rsplit(':', 1)[1]}")  # fmt: skip
     assert launched["command"] == shown
     run_json = json.loads((out / RUN_FILE).read_text())

@@ -73,10 +73,12 @@ def test_a_paused_prefill_is_measured_again_cold_and_decode_uses_that_prompt(
 
 
 def test_a_prefill_paused_on_every_attempt_is_kept_and_flagged(
-    server: FaultServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    server: FaultServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     _pause_prefills(monkeypatch, how_many=2)
     prefill, _ = _run(server, tmp_path, retries=1)
     assert prefill["status"] == "Valid" and prefill["attempts"] == 2
     assert prefill["disturbed"].startswith("client event loop blocked")
     assert prefill["ttft_ms"] >= BLOCK_S * 1000 * 0.9
+    # The run ends by counting it.
+    assert "1 of 2 measurements disturbed after their retries" in capfd.readouterr().err

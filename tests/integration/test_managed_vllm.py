@@ -26,6 +26,7 @@ from tests.processes import assert_group_gone
 from toolkit.embedded.server import VLLM_PYTHON, ensure_model, free_port
 from toolkit.gpu import NO_TELEMETRY
 from toolkit.launch import LAUNCH_FILE
+from toolkit.local_paths import REPO_ROOT, public_paths
 from toolkit.metrics import RUNNING, parse_metrics
 from toolkit.store import RESULTS_FILE, RUN_FILE
 
@@ -77,9 +78,11 @@ def test_params_server_block_runs_the_real_vllm_end_to_end(tmp_path: Path) -> No
     assert launched["stopped_at"] and launched["exit_code"] is None
     shown = ("VLLM_API_KEY=<redacted> VLLM_CPU_KVCACHE_SPACE=1 VLLM_HOST_IP=127.0.0.1 VLLM_TARGET_DEVICE=cpu "
              "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 "
-             "TOKENIZERS_PARALLELISM=false " + shlex.join(command))  # fmt: skip
+             "TOKENIZERS_PARALLELISM=false " + public_paths(shlex.join(command)))  # fmt: skip
     assert launched["command"] == shown
-    assert html.escape(shown, quote=False) in (out / "report.html").read_text()  # the exact command that ran
+    page = (out / "report.html").read_text()
+    assert html.escape(shown, quote=False) in page  # the exact command that ran, paths relative to the checkout
+    assert f"{REPO_ROOT}/" not in page
     report = (out / "report.md").read_text()
     assert f"```\n{shown}\n```" in report
 

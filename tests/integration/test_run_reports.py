@@ -95,7 +95,7 @@ def test_outputs_never_contain_the_api_key(run_dir: Path) -> None:
 
 def test_html_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "Debian's chromium is needed (.ci/run installs it)"
+    assert chromium, "Debian's chromium is needed (make test installs it as root)"
     html = (run_dir / "report.html").read_text()
     # Anything the page would fetch: src/href attributes, CSS url(), JS imports and URL strings in scripts.
     fetched = r"""(?:src|href)=["']https?://|url\(["']?https?://|import\s*\(?\s*["']https?://|=\s*["']https?://"""

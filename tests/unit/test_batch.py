@@ -43,9 +43,23 @@ def test_headline_numbers_of_a_run() -> None:
     assert headline(RESULTS) == {
         "prefill_context": "4K", "prefill_tok_s": 1200.0,  # the largest context
         "best_total_tok_s": 180.0, "best_context": "1K", "best_concurrency": 4,  # Valid cells only
-        "statuses": {"Valid": 4, "Requests queued": 1, "Over capacity": 1},
+        "statuses": {"Valid": 4, "Requests queued": 1, "Over capacity": 1}, "disturbed": 0,
     }  # fmt: skip
     assert headline(RESULTS[RESULTS["phase"] == "prefill"])["best_total_tok_s"] is None
+
+
+def test_disturbed_measurements_give_no_headline_number_and_are_counted() -> None:
+    paused = RESULTS.astype({"disturbed": object})
+    paused.loc[(paused["phase"] == "decode") & (paused["concurrency"] == 4), "disturbed"] = "no token for 2.1 s"
+    paused.loc[(paused["phase"] == "prefill") & (paused["context_tokens"] == 4096), "disturbed"] = "no token for 1.5 s"
+    head = headline(paused)
+    assert (head["prefill_context"], head["prefill_tok_s"]) == ("1K", 900.0)  # the largest undisturbed context
+    assert (head["best_total_tok_s"], head["best_concurrency"]) == (50.0, 1)  # 180 at ×4 was disturbed
+    assert head["disturbed"] == 2 and head["statuses"]["Valid"] == 4  # statuses unchanged, disturbed counted
+    row = {"label": "v", "state": "done", "error": None, "headline": head, "report": True, "duration_s": None}
+    assert "| 900 at 1K | 50.0 at 1K × 1 | Valid 4 · Requests queued 1 · Over capacity 1 · 2 disturbed |" in (
+        index_markdown([row], None, "s")
+    )
 
 
 def test_the_index_links_reports_and_says_why_a_variant_failed() -> None:

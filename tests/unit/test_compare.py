@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -11,7 +12,7 @@ import pytest
 from matplotlib.collections import QuadMesh
 from matplotlib.figure import Figure
 
-from toolkit import compare, compare_plots
+from toolkit import compare, compare_plots, views
 from toolkit.schema import COLUMNS, Measurement
 
 
@@ -255,3 +256,42 @@ def test_ratio_heatmaps_of_chosen_quantities_and_forced_scales(frame: pd.DataFra
     (ax,) = compare_plots.tradeoff_figure(frame, log_scale=True).axes
     assert ax.get_xscale() == ax.get_yscale() == "log"
     assert {ax.get_yscale() for ax in compare_plots.prefill_comparison(frame, log_scale=True).axes} == {"log"}
+
+
+# ---- cells still disturbed after their retries -------------------------------------------------------
+
+
+def paused(measurements: list[Measurement], *keys: tuple[str, int, int]) -> list[Measurement]:
+    return [replace(m, disturbed="no token for 2.3 s") if m.key in keys else m for m in measurements]
+
+
+def test_a_cell_disturbed_in_either_run_has_no_ratio_and_says_disturbed() -> None:
+    frame = runs(A=paused(A, ("decode", 8192, 1)), B=paused(B, ("decode", 16384, 1)))
+    table = compare.ratio_table(frame, "A", "B")
+    for ctx in ("8K", "16K"):
+        one = cell(table, "decode", ctx, 1)
+        assert math.isnan(one["total_tok_s_ratio"]) and math.isnan(one["ttft_ms_ratio"]), ctx
+    assert cell(table, "decode", "8K", 1)[["disturbed_a", "disturbed_b"]].tolist() == [True, False]
+    assert cell(table, "decode", "8K", 2)["total_tok_s_ratio"] == pytest.approx(200 / 180)  # undisturbed: kept
+    rows = {(r[1], r[2]): r[3:] for r in compare.ratio_display(table).values.tolist() if r[0] == "Sustained decode"}
+    assert rows[("8K", "1")] == ["Valid · disturbed in A", "disturbed", "disturbed", "disturbed"]
+    assert rows[("16K", "1")] == ["Valid · disturbed in B", "disturbed", "disturbed", "disturbed"]
+    page = views.ratios(frame, "A", "B").to_html()
+    assert 'status-disturbed" >Valid · disturbed in A</td>' in page
+    assert "| Sustained decode | 8K | 1 | Valid · disturbed in A | disturbed | disturbed | disturbed |" in (
+        compare.compare_markdown(frame)
+    )
+
+
+def test_ratio_heatmaps_hatch_a_disturbed_cell_and_the_frontier_leaves_it_out() -> None:
+    frame = runs(A=A, B=paused(B, ("decode", 8192, 2)))
+    fig = compare_plots.ratio_heatmaps(frame, "A", "B", ["total_tok_s"])
+    render(fig)
+    (total,) = [ax for ax in fig.axes if ax.get_title()]
+    values = np.ma.filled(next(c for c in total.collections if isinstance(c, QuadMesh)).get_array(), np.nan)
+    assert np.isnan(values.reshape(3, 3)[0, 1])  # 8K × 2: no colour
+    label = next(t for t in total.texts if t.get_text() == "disturbed")
+    assert label.get_position() == (1.5, 0.5)
+    assert "1.11× Q" not in {t.get_text() for t in total.texts}
+    frontier = compare.pareto_frontier(frame, "B")  # 8K × 2 (70, 200) was on it; 8K × 1 dominates the rest
+    assert list(zip(frontier["context"], frontier["concurrency"], strict=True)) == [("8K", 1)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -11,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
+from toolkit.disturbed import DISTURBED_MARK
 from toolkit.plots import MARKED_NOTE, decode_heatmaps, prefill_figure, scaling_figure
 from toolkit.schema import COLUMNS, Measurement
 
@@ -167,3 +169,31 @@ def test_scaling_figure_of_another_metric() -> None:
     buffer = io.BytesIO()
     note.savefig(buffer, format="png")
     assert buffer.getvalue().startswith(b"\x89PNG")  # a note figure renders
+
+
+def test_a_disturbed_cell_is_hatched_and_says_so_instead_of_a_number() -> None:
+    """32K × 2 stayed disturbed after its retries: no number, no colour, no say in the colour scale."""
+    paused = [replace(m, disturbed="no token for 2.3 s", total_tok_s=900.0) if m.key == ("decode", 32768, 2) else m
+              for m in CELLS]  # fmt: skip
+    df = frame(paused)
+    fig = decode_heatmaps(df, ["total_tok_s"])
+    render(fig)
+    (ax,) = heatmap_axes(fig)
+    assert sorted(texts(ax)) == sorted(["24.3", "47.9 Q", "Err", "23.9", DISTURBED_MARK, *["Over"] * 4])
+    label = next(t for t in ax.texts if t.get_text() == DISTURBED_MARK)
+    assert label.get_position() == (1.5, 1.5)  # column 2, row 32K
+    assert [(p.get_x(), p.get_y()) for p in ax.patches if p.get_hatch() == "\\\\\\"] == [(1, 1)]
+    values = ax.collections[0].get_array()
+    assert values.filled(-1).tolist()[1] == [23.9, -1, -1]  # its 900 tok/s is not drawn
+    assert ax.collections[0].norm.vmax == 47.9  # nor does it stretch the colours
+
+
+def test_disturbed_cells_are_left_out_of_the_scaling_figure_and_greyed_in_prefill() -> None:
+    paused = [replace(m, disturbed="no token for 2.3 s") if m.key in (("decode", 32768, 2), ("prefill", 8192, 1))
+              else m for m in CELLS]  # fmt: skip
+    (ax,) = scaling_figure(frame(paused)).axes
+    lines = {line.get_label(): line.get_xydata().tolist() for line in ax.get_lines()}
+    assert lines == {"8K": [[1.0, 24.3], [2.0, 47.9]], "32K": [[1.0, 23.9]]}
+    speed, _ = prefill_figure(frame(paused)).axes
+    assert texts(speed) == [f"17.7K\n{DISTURBED_MARK}", "8,828", "Error"]
+    assert [p.get_hatch() for p in speed.patches][:2] == ["\\\\", ""]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -94,3 +95,10 @@ def test_runs_keep_their_order_and_the_display_says_none() -> None:
     shown = views.service_levels(table, 200).data
     assert shown.columns[0] == "Run" and shown["Most requests at once"].tolist() == ["1", "—", "4", "—"]
     assert limits_text(200, 20) == "TTFT ≤ 200 ms and ≥ 20 tok/s per request" and limits_text(None, 2.5).startswith("≥")
+
+
+def test_a_disturbed_cell_meets_no_limit() -> None:
+    """8K × 4 meets ≥ 25 tok/s per request, but a pause hit all its windows: 8K × 1 is the highest usable cell."""
+    df = frame([replace(m, disturbed="no token for 2.3 s") if m.key == ("decode", 8192, 4) else m for m in CELLS])
+    assert meets(df, per_request_tok_s=25).tolist() == [False, True, False, False, False, False]
+    assert levels(highest_concurrency(df, per_request_tok_s=25)) == [1, None]
