@@ -16,6 +16,7 @@ from toolkit.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.formatting import MISSING, as_number, format_ms, format_tok_s
 from toolkit.report_tables import markdown_table, summary_line
 from toolkit.schema import PHASE_TITLES
+from toolkit.spread import Interval, ratio_interval, significant
 
 KEY: tuple[str, ...] = ("phase", "context_tokens", "concurrency")
 CELL_COLUMNS: tuple[str, ...] = ("phase", "context_tokens", "context", "concurrency")
@@ -23,7 +24,11 @@ RATIO_QUANTITIES: dict[str, str] = {"total_tok_s": "Total tok/s", "per_request_t
                                     "ttft_ms": "TTFT"}  # fmt: skip
 RAN = ("Valid", "Requests queued")
 COMPARE_TITLE = "Speed test matrix comparison"
-RATIO_CAPTION = "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B."
+RATIO_CAPTION = (
+    "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B. ± is the ratio's "
+    "95 % interval from both cells' sub-window spreads; n.s.: no significant difference (the interval holds 1)."
+)
+NOT_SIGNIFICANT = "n.s."
 STATUS_CAPTION = "Cells whose status differs between runs (— : not measured in that run)."
 PREFILL_CAPTION = "Prompt tok/s and cold TTFT by context length, runs side by side."
 TRADEOFF_CAPTION = "Pareto frontier of each run: no other cell of that run is faster both per request and in total."
@@ -57,28 +62,50 @@ def _ratio(b: Any, a: Any) -> float:
     return num / den if num is not None and den else math.nan
 
 
+def _interval(value: Any, half_width: Any) -> Interval | None:
+    number, width = as_number(value), as_number(half_width)
+    return None if number is None or width is None or not number else Interval(number, width, 0)
+
+
+def _ratio_spread(a: Any, a_hw: Any, b: Any, b_hw: Any) -> tuple[float, bool | None]:
+    """The ratio's 95 % half-width and whether it is significant; (NaN, None) without both cells' spreads."""
+    base, other = _interval(a, a_hw), _interval(b, b_hw)
+    if base is None or other is None:
+        return math.nan, None
+    ratio = ratio_interval(base, other)
+    return ratio.half_width, significant(ratio)
+
+
 def ratio_table(frame: pd.DataFrame, baseline: str, other: str,
                 quantities: Sequence[str] = tuple(RATIO_QUANTITIES)) -> pd.DataFrame:  # fmt: skip
     """Cells present in both runs with B / A of each quantity (default total tok/s, per-request tok/s, TTFT).
 
     Columns: the cell (phase, context_tokens, context, concurrency), ``status_a``, ``status_b``,
-    ``disturbed_a``, ``disturbed_b`` (still disturbed after the retries), then per quantity ``<q>_a``, ``<q>_b``
-    and ``<q>_ratio`` (NaN when either value is missing, A is zero, or either cell is disturbed).
+    ``disturbed_a``, ``disturbed_b`` (still disturbed after the retries), then per quantity ``<q>_a``, ``<q>_b``,
+    ``<q>_ratio`` (NaN when either value is missing, A is zero, or either cell is disturbed), ``<q>_ratio_hw``
+    (the ratio's 95 % half-width from the cells' ``<q>_ci``; NaN without them) and ``<q>_significant`` (whether
+    that interval leaves out 1; None without it).
     """
-    columns = [*CELL_COLUMNS, "status", *quantities]
+    spreads = [f"{q}_ci" for q in quantities]
+    columns = [*CELL_COLUMNS, "status", *quantities, *spreads]
 
     def cells(label: str) -> pd.DataFrame:
-        mine = _run(frame, label)
+        mine = _run(frame, label).reindex(columns=list(dict.fromkeys([*frame.columns, *spreads])))
         return mine[columns].assign(disturbed=disturbed_mask(mine))
 
     a, b = cells(baseline), cells(other).drop(columns="context")
     merged = a.merge(b, on=list(KEY), how="inner", suffixes=("_a", "_b"))
     unusable = merged["disturbed_a"] | merged["disturbed_b"]
-    for quantity in quantities:
-        pairs = zip(merged[f"{quantity}_b"], merged[f"{quantity}_a"], unusable, strict=True)
-        merged[f"{quantity}_ratio"] = [math.nan if bad else _ratio(vb, va) for vb, va, bad in pairs]
+    for q in quantities:
+        pairs = zip(merged[f"{q}_b"], merged[f"{q}_a"], unusable, strict=True)
+        merged[f"{q}_ratio"] = [math.nan if bad else _ratio(vb, va) for vb, va, bad in pairs]
+        spread = [_ratio_spread(*cell) if not bad else (math.nan, None) for *cell, bad in
+                  zip(merged[f"{q}_a"], merged[f"{q}_ci_a"], merged[f"{q}_b"], merged[f"{q}_ci_b"], unusable,
+                      strict=True)]  # fmt: skip
+        merged[f"{q}_ratio_hw"] = [hw for hw, _ in spread]
+        merged[f"{q}_significant"] = pd.Series([sig for _, sig in spread], index=merged.index, dtype=object)
     ordered = [*CELL_COLUMNS, "status_a", "status_b", "disturbed_a", "disturbed_b"]
-    ordered += [f"{q}_{s}" for q in quantities for s in ("a", "b", "ratio")]
+    ordered += [f"{q}_{s}" for q in quantities for s in ("a", "b", "ratio", "ratio_hw", "significant")]
     return _sorted(merged[ordered]).reset_index(drop=True)
 
 
@@ -170,8 +197,11 @@ def _ratio_cell(row: Mapping[str, Any], quantity: str) -> str:
         return MISSING
     if _disturbed_in(row):
         return DISTURBED_MARK
-    fmt = _FORMATS[quantity]
-    return f"{format_ratio(row[f'{quantity}_ratio'])} ({fmt(a)} → {fmt(b)})"
+    fmt, ratio = _FORMATS[quantity], format_ratio(row[f"{quantity}_ratio"])
+    half_width = as_number(row.get(f"{quantity}_ratio_hw"))
+    if half_width is not None and ratio != MISSING:
+        ratio += f" ±{half_width:.2f}" + (f" {NOT_SIGNIFICANT}" if row.get(f"{quantity}_significant") is False else "")
+    return f"{ratio} ({fmt(a)} → {fmt(b)})"
 
 
 def ratio_display(table: pd.DataFrame) -> pd.DataFrame:

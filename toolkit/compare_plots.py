@@ -78,12 +78,14 @@ def prefill_comparison(frame: pd.DataFrame, *, log_scale: bool | None = None) ->
     return fig
 
 
-def _cell_text(ratio: float, status_a: object, status_b: object, disturbed: bool = False) -> str:
+def _cell_text(ratio: float, status_a: object, status_b: object, disturbed: bool = False,
+               not_significant: bool = False) -> str:  # fmt: skip
     if disturbed:  # no ratio of a number a pause made: say so
         return DISTURBED_MARK
     if math.isfinite(ratio):
         queued = "Requests queued" in (status_a, status_b)
-        return compare.format_ratio(ratio) + (f" {QUEUED_MARK}" if queued else "")
+        marks = [QUEUED_MARK] * queued + [compare.NOT_SIGNIFICANT] * not_significant
+        return " ".join([compare.format_ratio(ratio), *marks])
     if "Over capacity" in (status_a, status_b):
         return OVER_LABEL
     return ERROR_LABEL if "Error" in (status_a, status_b) else ""
@@ -94,11 +96,15 @@ def _ratio_heatmap(ax: Axes, table: pd.DataFrame, quantity: str, title: str, cma
     ratios = table.pivot(index="context_tokens", columns="concurrency", values=f"{quantity}_ratio")
     ratios = ratios.reindex(index=contexts.index, columns=levels).astype(float)
     texts = pd.DataFrame("", index=contexts.index, columns=levels, dtype=object)
+    neutral = pd.DataFrame(False, index=contexts.index, columns=levels)
     for row in table.to_dict("records"):
         disturbed = bool(row["disturbed_a"] or row["disturbed_b"])
-        text = _cell_text(float(row[f"{quantity}_ratio"]), row["status_a"], row["status_b"], disturbed)
+        not_significant = row.get(f"{quantity}_significant") is False
+        text = _cell_text(float(row[f"{quantity}_ratio"]), row["status_a"], row["status_b"], disturbed,
+                          not_significant)  # fmt: skip
         texts.loc[row["context_tokens"], row["concurrency"]] = text
-    logs = pd.DataFrame(np.log2(ratios.where(ratios > 0)))
+        neutral.loc[row["context_tokens"], row["concurrency"]] = not_significant
+    logs = pd.DataFrame(np.log2(ratios.where(ratios > 0))).mask(neutral & ratios.gt(0), 0.0)  # n.s.: the centre colour
     annotations = texts.where(np.isfinite(logs), "")  # seaborn writes only the coloured cells
     finite = logs.to_numpy()[np.isfinite(logs.to_numpy())]
     span = max(float(np.abs(finite).max()) if finite.size else 0.0, math.log2(MIN_RATIO_SPAN))
@@ -129,7 +135,8 @@ def ratio_heatmaps(frame: pd.DataFrame, baseline: str, other: str,
 
     Diverging colours centred on 1, blue is better (for quantities in ms: lower). Rows and columns are
     the union of both runs' decode cells; cells missing in either run are blank, cells over capacity in
-    either run say "Over", cells still disturbed after their retries in either run say "disturbed".
+    either run say "Over", cells still disturbed after their retries in either run say "disturbed". A ratio
+    whose 95 % interval holds 1 (no significant difference) gets the neutral centre colour and "n.s.".
     """
     decode = frame[(frame["phase"] == "decode") & frame["run"].isin([baseline, other])]
     table = compare.ratio_table(frame, baseline, other, quantities)

@@ -25,10 +25,14 @@ from toolkit.formatting import as_number, format_tok_s
 OVER_LABEL = "Over"
 ERROR_LABEL = "Err"
 QUEUED_MARK = "Q"
+WIDE_MARK = "±"
+WIDE_SPREAD_PCT = 5.0  # a cell whose 95 % interval is wider than this share of its value gets WIDE_MARK
 LOG_SCALE_RATIO = 20.0  # heatmap colours go logarithmic when max / min reaches this
 HEATMAP_METRICS = ("total_tok_s", "per_request_tok_s", "ttft_ms")
 METRIC_TITLES = {"total_tok_s": "Total tok/s", "per_request_tok_s": "Per request tok/s", "ttft_ms": "TTFT (ms)",
-                 "tbt_ms": "Time between tokens (ms)", "avg_active": "Average active requests"}  # fmt: skip
+                 "tbt_ms": "Time between tokens (ms)", "avg_active": "Average active requests",
+                 "joules_per_token": "Energy per output token (J)",
+                 "tokens_per_joule": "Output tokens per joule"}  # fmt: skip
 MARKED_NOTE = "gold star: meets the service level"
 _RUN_STATUSES = ("Valid", "Requests queued")
 
@@ -128,10 +132,21 @@ def _status_grid(decode: pd.DataFrame, shape_like: pd.DataFrame) -> pd.DataFrame
     return status.mask(disturbed, DISTURBED_MARK)
 
 
-def _annotation(value: float, status: Any, fmt: Callable[[float], str]) -> str:
+def _annotation(value: float, status: Any, fmt: Callable[[float], str], wide: bool = False) -> str:
     if not np.isfinite(value):
         return ""
-    return fmt(value) + (f" {QUEUED_MARK}" if status == "Requests queued" else "")
+    return fmt(value) + (f" {QUEUED_MARK}" if status == "Requests queued" else "") + (f" {WIDE_MARK}" if wide else "")
+
+
+def wide_spread(decode: pd.DataFrame, metric: str, pct: float | None) -> pd.Series:
+    """Cells whose 95 % interval of `metric` (its ``<metric>_ci`` column) is wider than `pct` % of the value."""
+    column = f"{metric}_ci"
+    if pct is None or column not in decode.columns:
+        return pd.Series(False, index=decode.index)
+    values = [_number(v) for v in decode[metric]]
+    widths = [_number(v) for v in decode[column]]
+    flags = [bool(v and np.isfinite(w) and w / abs(v) * 100 > pct) for v, w in zip(values, widths, strict=True)]
+    return pd.Series(flags, index=decode.index)
 
 
 def _heatmap(
@@ -144,6 +159,7 @@ def _heatmap(
     cmap: str,
     log_scale: bool | None = None,
     marked: pd.DataFrame | None = None,
+    wide: pd.DataFrame | None = None,
 ) -> None:
     grid = grid.mask(status == DISTURBED_MARK)  # not a usable number: neither coloured nor on the scale
     values, statuses = grid.to_numpy(dtype=float), status.to_numpy()
@@ -152,8 +168,10 @@ def _heatmap(
     if log_scale is None:
         log_scale = vmin > 0 and vmax / vmin >= LOG_SCALE_RATIO  # wide ranges
     norm = LogNorm(vmin, vmax) if log_scale and vmin > 0 else None
+    flags = np.zeros(values.shape, dtype=bool) if wide is None else wide.to_numpy(dtype=bool)
     annot = [
-        [_annotation(v, s, fmt) for v, s in zip(*pair, strict=True)] for pair in zip(values, statuses, strict=True)
+        [_annotation(v, s, fmt, w) for v, s, w in zip(*row, strict=True)]
+        for row in zip(values, statuses, flags, strict=True)
     ]
     sns.heatmap(
         grid.astype(float), ax=ax, annot=np.array(annot, dtype=object), fmt="", cmap=cmap, norm=norm,
@@ -193,6 +211,7 @@ def decode_heatmaps(
     log_scale: bool | None = None,
     marked: pd.Series | None = None,
     title: str = "Sustained decode · rows are context length, columns are simultaneous requests",
+    wide_pct: float | None = WIDE_SPREAD_PCT,
 ) -> Figure:
     """One heatmap per metric (default: total tok/s, per-request tok/s, TTFT ms): rows contexts, columns concurrency.
 
@@ -200,7 +219,8 @@ def decode_heatmaps(
     outlined and marked "Q"; a cell still disturbed after its retries is hatched the other way and says
     "disturbed" instead of a number (its value sets no colour). Colours go logarithmic for values
     spanning 20× (``log_scale`` None) or as ``log_scale`` says. ``marked``, a boolean Series on ``df``'s
-    index, puts a gold star in its cells; ``title`` heads the figure.
+    index, puts a gold star in its cells; ``title`` heads the figure. A value whose 95 % interval (from the
+    window's sub-windows) is wider than ``wide_pct`` % of it is marked "±" (None: no marks).
     """
     for metric in metrics:
         _check_metric(df, metric)
@@ -212,11 +232,16 @@ def decode_heatmaps(
     marks = None if marked is None else _flag_grid(decode, marked, status)
     width = max(7.0, 0.9 * status.shape[1] + 2.5)
     fig = Figure(figsize=(width, len(metrics) * (0.45 * status.shape[0] + 1.2)), layout="constrained")
+    any_wide = False
     for ax, metric in zip(np.atleast_1d(fig.subplots(len(metrics), 1)), metrics, strict=True):
         cmap = "rocket_r" if metric.endswith("_ms") else "viridis"  # lower is better for times
+        wide = _flag_grid(decode, wide_spread(decode, metric, wide_pct), status)
         _heatmap(ax, _grid(decode, metric), status, labels, metric_title(metric), _metric_format(metric), cmap,
-                 log_scale, marks)  # fmt: skip
-    fig.suptitle(title + (f"\n{MARKED_NOTE}" if marks is not None and marks.to_numpy().any() else ""))
+                 log_scale, marks, wide)  # fmt: skip
+        any_wide = any_wide or bool(wide.to_numpy().any())
+    notes = [MARKED_NOTE] * (marks is not None and bool(marks.to_numpy().any()))
+    notes += [f"{WIDE_MARK}: 95 % interval wider than {wide_pct:g} % of the value"] * any_wide
+    fig.suptitle("\n".join([title, *notes]))
     return fig
 
 

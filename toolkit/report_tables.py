@@ -49,6 +49,10 @@ DISTURBED_NOTE = (
     "understate the server. They are greyed in the matrix and left out of service levels, best-of figures and "
     "comparisons."
 )
+SPREAD_NOTE = (
+    "±: the 95 % interval of total tok/s from the kept window's sub-windows (docs/METHOD.md, Spread). It covers "
+    "the noise inside the window, not the machine changing speed between windows or runs."
+)
 NOT_HELD_MARK = "concurrency not held"
 NOT_HELD_NOTE = (
     "concurrency not held: on average fewer than 90 % of the requests were running during the window (the time "
@@ -106,6 +110,14 @@ def _unit(unit: str) -> Callable[[Any], str]:
     return whole
 
 
+def _digits(places: int, unit: str = "") -> Callable[[Any], str]:
+    def fixed(value: Any) -> str:
+        number = as_number(value)
+        return MISSING if number is None else f"{number:,.{places}f}{unit}"
+
+    return fixed
+
+
 # Extras beyond the published reports: (key, column title, formatter).
 _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("prompt_tokens", "Prompt tokens", format_count),
@@ -117,6 +129,11 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("tbt_p99_ms", "Time between tokens p99", format_tbt_ms),
     ("server_tbt_ms", "Server time between tokens", format_tbt_ms),
     ("per_request_tok_s_p10", "Per request tok/s p10", format_tok_s),
+    ("per_request_tok_s_ci", "Per request tok/s ±", format_tok_s),
+    ("tbt_ms_ci", "Time between tokens ±", format_tbt_ms),
+    ("sub_windows", "Sub-windows", format_count),
+    ("spec_acceptance_rate", "Draft acceptance", format_percent),
+    ("spec_mean_accepted_len", "Mean accepted length", _digits(2)),
     ("client_avg_active", "Client average active", format_active),
     ("requests_started", "Requests started", format_count),
     ("cached_tokens", "Cached tokens", format_count),
@@ -136,6 +153,9 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("gpu_temp_peak_c", "GPU temperature peak", _unit("°C")),
     ("gpu_sm_clock_mhz", "GPU SM clock", _unit("MHz")),
     ("gpu_throttled", "GPU throttled", _yes_no),
+    ("gpu_energy_w", "GPU power (energy counter)", _unit("W")),
+    ("joules_per_token", "Energy per token", _digits(3, " J")),
+    ("tokens_per_joule", "Tokens per joule", _digits(2)),
     ("concurrency_held", "Concurrency held", _whole_percent),
     ("cell_wall_s", "Cell wall time", format_seconds),
     ("error", "Error", str),
@@ -171,7 +191,8 @@ def _matrix_cell(row: Row | None) -> str:
         return MISSING
     if row["status"] in ("Over capacity", "Error"):
         return str(row["status"])
-    parts = [format_tok_s(row["total_tok_s"])]
+    half_width = as_number(row.get("total_tok_s_ci"))
+    parts = [format_tok_s(row["total_tok_s"]) + ("" if half_width is None else f" ± {format_tok_s(half_width)}")]
     if row["status"] != "Valid":
         parts.append(str(row["status"]))
     if as_number(row["ttft_ms"]) is not None:
@@ -258,6 +279,8 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
         notes.append(SATURATED_NOTE)
     if any(is_disturbed(r.get("disturbed")) for r in _rows(df)):
         notes.append(DISTURBED_NOTE)
+    if any(as_number(r.get("total_tok_s_ci")) is not None for r in decode_rows):
+        notes.append(SPREAD_NOTE)
     if any(_not_held(r) for r in decode_rows):
         notes.append(NOT_HELD_NOTE)
     if any(_throttled(r) for r in decode_rows):

@@ -251,8 +251,8 @@ def test_ratio_heatmaps_of_chosen_quantities_and_forced_scales(frame: pd.DataFra
     render(fig)
     (ttft,) = [ax for ax in fig.axes if ax.get_title()]
     assert ttft.get_title() == "TTFT (lower is better)" and ttft.collections[0].colorbar.cmap.name == "RdBu_r"
-    assert list(compare.ratio_table(frame, "A", "B", ["ttft_ms"]).columns[-3:]) == ["ttft_ms_a", "ttft_ms_b",
-                                                                                   "ttft_ms_ratio"]  # fmt: skip
+    assert list(compare.ratio_table(frame, "A", "B", ["ttft_ms"]).columns[-5:]) == [
+        "ttft_ms_a", "ttft_ms_b", "ttft_ms_ratio", "ttft_ms_ratio_hw", "ttft_ms_significant"]  # fmt: skip
     (ax,) = compare_plots.tradeoff_figure(frame, log_scale=True).axes
     assert ax.get_xscale() == ax.get_yscale() == "log"
     assert {ax.get_yscale() for ax in compare_plots.prefill_comparison(frame, log_scale=True).axes} == {"log"}
@@ -295,3 +295,48 @@ def test_ratio_heatmaps_hatch_a_disturbed_cell_and_the_frontier_leaves_it_out() 
     assert "1.11× Q" not in {t.get_text() for t in total.texts}
     frontier = compare.pareto_frontier(frame, "B")  # 8K × 2 (70, 200) was on it; 8K × 1 dominates the rest
     assert list(zip(frontier["context"], frontier["concurrency"], strict=True)) == [("8K", 1)]
+
+
+# ---- significance from the cells' sub-window spreads ------------------------------------------------
+
+
+def _spread(ctx: str, n: int, total: float, half_width: float) -> Measurement:
+    return replace(dec(ctx, n, total=total, per=total / n, ttft=50.0), total_tok_s_ci=half_width,
+                   per_request_tok_s_ci=half_width / n)  # fmt: skip
+
+
+def test_a_run_compared_with_itself_has_no_significant_ratio() -> None:
+    cells = [_spread("1K", 1, 341.0, 4.0), _spread("1K", 2, 610.0, 9.0), _spread("2K", 2, 520.0, 30.0)]
+    table = compare.ratio_table(runs(A=cells, B=cells), "A", "B")
+    assert list(table["total_tok_s_significant"]) == [False, False, False]
+    assert list(table["per_request_tok_s_significant"]) == [False, False, False]
+    assert all(text.startswith("1.00× ±") and " n.s. (" in text for text in compare.ratio_display(table)["Total tok/s"])
+
+
+def test_runs_twenty_percent_apart_with_tight_intervals_are_significant() -> None:
+    a = [_spread("1K", 1, 300.0, 3.0), _spread("1K", 2, 500.0, 5.0)]
+    b = [_spread("1K", 1, 360.0, 4.0), _spread("1K", 2, 600.0, 6.0)]
+    table = compare.ratio_table(runs(A=a, B=b), "A", "B")
+    assert list(table["total_tok_s_ratio"]) == pytest.approx([1.2, 1.2])
+    assert list(table["total_tok_s_significant"]) == [True, True]
+    shown = list(compare.ratio_display(table)["Total tok/s"])
+    assert shown[0].startswith("1.20× ±0.02 (") and "n.s." not in shown[0]
+
+
+def test_without_spreads_ratios_show_no_interval() -> None:
+    cells = [dec("1K", 1, total=300.0, per=300.0, ttft=50.0)]
+    table = compare.ratio_table(runs(A=cells, B=cells), "A", "B")
+    assert table["total_tok_s_significant"].tolist() == [None] and math.isnan(table["total_tok_s_ratio_hw"][0])
+    assert compare.ratio_display(table)["Total tok/s"].tolist() == ["1.00× (300.0 → 300.0)"]
+
+
+def test_ratio_heatmap_gives_no_significant_difference_the_neutral_colour() -> None:
+    a = [_spread("1K", 1, 300.0, 3.0), _spread("1K", 2, 500.0, 60.0)]
+    b = [_spread("1K", 1, 360.0, 4.0), _spread("1K", 2, 520.0, 60.0)]
+    fig = compare_plots.ratio_heatmaps(runs(A=a, B=b), "A", "B", ["total_tok_s"])
+    render(fig)
+    (ax,) = [ax for ax in fig.axes if ax.get_title()]
+    texts = [t.get_text() for t in ax.texts]
+    assert "1.20×" in texts and "1.04× n.s." in texts
+    colours = np.ravel(ax.collections[0].get_array())
+    assert colours[1] == 0.0 and colours[0] == pytest.approx(math.log2(1.2))  # n.s.: the centre of the scale

@@ -197,3 +197,20 @@ def test_disturbed_cells_are_left_out_of_the_scaling_figure_and_greyed_in_prefil
     speed, _ = prefill_figure(frame(paused)).axes
     assert texts(speed) == [f"17.7K\n{DISTURBED_MARK}", "8,828", "Error"]
     assert [p.get_hatch() for p in speed.patches][:2] == ["\\\\", ""]
+
+
+def test_cells_with_a_wide_interval_are_marked_and_the_mark_explained() -> None:
+    cells = [
+        Measurement("decode", 1024, "1K", 1, "Valid", total_tok_s=300.0, per_request_tok_s=300.0, ttft_ms=40.0,
+                    total_tok_s_ci=3.0),  # 1 %: not marked
+        Measurement("decode", 1024, "1K", 2, "Valid", total_tok_s=500.0, per_request_tok_s=250.0, ttft_ms=50.0,
+                    total_tok_s_ci=40.0),  # 8 %: marked at the default 5 %, not at 10 %
+    ]  # fmt: skip
+    fig = decode_heatmaps(frame(cells), ["total_tok_s"])
+    render(fig)
+    (ax,) = heatmap_axes(fig)
+    assert "300.0" in texts(ax) and "500.0 ±" in texts(ax)
+    assert "±: 95 % interval wider than 5 % of the value" in fig.get_suptitle()
+    loose = decode_heatmaps(frame(cells), ["total_tok_s"], wide_pct=10)
+    render(loose)
+    assert "500.0" in texts(heatmap_axes(loose)[0]) and "±" not in loose.get_suptitle()

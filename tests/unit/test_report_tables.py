@@ -282,3 +282,19 @@ def test_concurrency_not_held_marks_valid_cells_only() -> None:
     assert NOT_HELD_MARK not in matrix.loc["1K", 4] and NOT_HELD_MARK not in matrix.loc["1K", 1]
     assert NOT_HELD_NOTE in footnotes(frame)
     assert NOT_HELD_NOTE not in footnotes(frame[frame.concurrency != 2])
+
+
+def test_the_matrix_shows_the_spread_and_extras_show_speculation_and_energy() -> None:
+    cell = Measurement("decode", 1024, "1K", 2, "Valid", total_tok_s=341.0, per_request_tok_s=170.0, ttft_ms=40.0,
+                       total_tok_s_ci=4.2, per_request_tok_s_ci=2.0, sub_windows=10, spec_acceptance_rate=0.6,
+                       spec_mean_accepted_len=2.8, gpu_energy_w=600.0, joules_per_token=1.76,
+                       tokens_per_joule=0.568)  # fmt: skip
+    df = frame([cell])
+    assert decode_matrix(df).loc["1K", 2].startswith("341.0 ± 4.2 · ")
+    assert any(note.startswith("±: the 95 % interval") for note in footnotes(df))
+    extras = extras_table(df).iloc[0]
+    assert extras["Draft acceptance"] == "60.0%" and extras["Mean accepted length"] == "2.80"
+    assert extras["Energy per token"] == "1.760 J" and extras["Sub-windows"] == "10"
+    bare = frame([Measurement("decode", 1024, "1K", 2, "Valid", total_tok_s=341.0, ttft_ms=40.0)])
+    assert "±" not in decode_matrix(bare).loc["1K", 2]
+    assert "Draft acceptance" not in extras_table(bare).columns
