@@ -1,8 +1,8 @@
 """A small fault-injecting OpenAI-compatible server that mimics vLLM enough for the toolkit's runner.
 
 It stands in only for the faults a real vLLM cannot be made to show: HTTP 5xx, 401 mid-run, a stream
-cut mid-way, malformed SSE, a stalled stream, `/metrics` gone. Everything else is tested against the
-embedded vLLM.
+cut mid-way, malformed SSE, a stalled stream, an error event in the stream, `/metrics` gone. Everything else
+is tested against the embedded vLLM.
 
     with FaultServer() as server:             # aiohttp in a background thread, free 127.0.0.1 port
         server.set_fault("500", after=1)      # the 2nd completion request from now on fails, and all later
@@ -36,7 +36,7 @@ from aiohttp import web
 
 MODEL = "fault-model"
 TEMPLATE_TOKENS = 8
-FAULT_KINDS = ("500", "401", "cut", "malformed", "stall")
+FAULT_KINDS = ("500", "401", "cut", "malformed", "stall", "error-event")
 METRICS_FAULTS = ("404", "drop")
 
 
@@ -386,6 +386,12 @@ class FaultServer:
             raise asyncio.CancelledError
         elif fault == "stall":
             await asyncio.sleep(3600)  # keeps the connection open, sends nothing; cancelled on disconnect
+        elif fault == "error-event":  # an error inside the stream, echoing the key presented like the 401 fault
+            presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            event = {"error": {"message": f"engine failed for key {presented}", "code": 500}}
+            await response.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
 
     # ---- control endpoints -----------------------------------------------------------------------
 

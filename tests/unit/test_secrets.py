@@ -227,3 +227,34 @@ def test_redact_takes_linear_time_on_long_text() -> None:
     started = time.perf_counter()
     assert redact(text, KEY) == text
     assert time.perf_counter() - started < 1.0  # 0.03 s here; 5 s with a scheme pattern that rescans
+
+
+def test_server_api_errors_do_not_carry_the_key() -> None:
+    """A `/tokenize` error body echoing the key, and h11 refusing a header (it shows the value bytes-escaped)."""
+    import asyncio
+
+    import httpx
+
+    from toolkit.server_api import ServerAPI, ServerAPIError
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        header = request.headers["Authorization"]
+        if request.url.path == "/v1/models":
+            raise httpx.LocalProtocolError(f"Illegal header value {(header + chr(13)).encode()!r}")
+        return httpx.Response(400, text=f"bad request from {header}")
+
+    async def errors() -> list[str]:
+        found = []
+        async with ServerAPI("http://127.0.0.1:9", api_key=KEY) as api:
+            api._client = httpx.AsyncClient(base_url=api.base_url, headers=api._client.headers,
+                                            transport=httpx.MockTransport(reply))  # fmt: skip
+            for call in (api.count_tokens("m", "text", chat=False), api.models()):
+                with pytest.raises(ServerAPIError) as info:
+                    await call
+                found.append(str(info.value))
+        return found
+
+    tokenize, models = asyncio.run(errors())
+    assert tokenize == "http://127.0.0.1:9/tokenize answered HTTP 400: bad request from Bearer <redacted>"
+    assert models == ("cannot reach http://127.0.0.1:9/v1/models: LocalProtocolError: Illegal header value "
+                      "b'Bearer <redacted>\\r'")  # fmt: skip
