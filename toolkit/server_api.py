@@ -26,7 +26,8 @@ class ServerAPI:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.has_key = bool(api_key)
         self._key = api_key
-        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s)
+        # trust_env=False: no HTTP(S)_PROXY from the environment sees the key (the streams go direct too).
+        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s, trust_env=False)
 
     async def __aenter__(self) -> ServerAPI:
         return self
