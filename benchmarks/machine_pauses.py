@@ -100,7 +100,7 @@ class Server:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             try:
-                if httpx.get(self.base_url + "/health", timeout=2).status_code == 200:
+                if httpx.get(self.base_url + "/health", timeout=2, trust_env=False).status_code == 200:
                     time.sleep(2)
                     return self
             except httpx.HTTPError:

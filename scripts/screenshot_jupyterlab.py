@@ -61,7 +61,8 @@ def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0)
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                if httpx.get(f"{base}/api/status", params={"token": token}, timeout=2).status_code == 200:
+                status = httpx.get(f"{base}/api/status", params={"token": token}, timeout=2, trust_env=False)
+                if status.status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

@@ -2,8 +2,8 @@
 
 It stands in only for the faults a real vLLM cannot be made to show: HTTP 5xx, 401 mid-run, a stream
 cut mid-way, malformed SSE (bad JSON, fields of the wrong type, an event without its end), a stalled stream,
-`/metrics` gone or NaN, other endpoints answering 200 with what vLLM never sends. Everything else is tested against the
-embedded vLLM.
+an error event in the stream, `/metrics` gone or NaN, other endpoints answering 200 with what vLLM never sends.
+Everything else is tested against the embedded vLLM.
 
     with FaultServer() as server:             # aiohttp in a background thread, free 127.0.0.1 port
         server.set_fault("500", after=1)      # the 2nd completion request from now on fails, and all later
@@ -40,7 +40,7 @@ from aiohttp import web
 MODEL = "fault-model"
 TEMPLATE_TOKENS = 8
 FAULT_KINDS = ("500", "401", "cut", "malformed", "stall", "usage-not-object", "choices-object", "string-count",
-               "unterminated")  # fmt: skip
+               "unterminated", "error-event")  # fmt: skip
 # Events of the wrong-typed stream faults, sent after two good tokens.
 WRONG_EVENTS = {
     "usage-not-object": {"choices": [{"index": 0, "delta": {"content": " x"}}], "usage": "many"},
@@ -419,6 +419,12 @@ class FaultServer:
             await asyncio.sleep(3600)
         elif fault == "stall":
             await asyncio.sleep(3600)  # keeps the connection open, sends nothing; cancelled on disconnect
+        elif fault == "error-event":  # an error inside the stream, echoing the key presented like the 401 fault
+            presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            event = {"error": {"message": f"engine failed for key {presented}", "code": 500}}
+            await response.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
 
     # ---- control endpoints -----------------------------------------------------------------------
 

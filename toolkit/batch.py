@@ -22,7 +22,7 @@ from typing import Any
 
 from toolkit.batch_progress import BatchProgress
 from toolkit.params import ParamsError
-from toolkit.secrets import api_key_from_env, redact
+from toolkit.secrets import SecretError, api_key_from_env, env_secret, redact
 from toolkit.store import RUN_FILE, check_writable, read_json, write_json_atomic
 from toolkit.sweep import Variant
 
@@ -99,7 +99,7 @@ def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
     from toolkit.runner import preflight
 
     started, clock = _now(), time.monotonic()
-    secret = api_key_from_env(variant.params.api_key_env)
+    secret = env_secret(variant.params.api_key_env)  # for redaction; the run checks the key before use
     error: str | None = None
     (out / ERROR_FILE).unlink(missing_ok=True)
     try:
@@ -130,7 +130,7 @@ def _run_launched(variant: Variant, out: Path, resume: bool) -> str | None:
     from toolkit.runner import preflight
 
     assert variant.server is not None
-    check_command(variant.server, api_key_from_env(variant.params.api_key_env))
+    check_command(variant.server, api_key_from_env(variant.params.api_key_env))  # a bad key: SecretError
     if resume:
         check_resume(out, variant.params, variant.server)  # another command: refused before the launch
     print(f"server: launching {variant.server.command[0]} (log: {log_path(variant.server, out)}) ...", flush=True)
@@ -220,8 +220,8 @@ def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bo
             ray.shutdown()
             raise
         execute = _on_ray(ray)
-    else:
-        _check_commands(variants)
+    else:  # on Ray, the key comes from the workers' environment and is checked there
+        _check_variants(variants)
     check_writable(out)
     where = f" on the Ray cluster at {ray_address}" if ray_address else ""
     print(f"batch: {len(variants)} variants into {out}{where}", file=sys.stderr, flush=True)
@@ -276,16 +276,17 @@ def _has_results(folder: Path) -> bool:
         return False
 
 
-def _check_commands(variants: Sequence[Variant]) -> None:
-    """A launched server's program must exist here, before anything runs."""
+def _check_variants(variants: Sequence[Variant]) -> None:
+    """Each variant's key must be usable and a launched server's program must exist here, before anything runs."""
     from toolkit.launch import check_command
 
     for variant in variants:
-        if variant.server is not None:
-            try:
-                check_command(variant.server, api_key_from_env(variant.params.api_key_env))
-            except ParamsError as exc:
-                raise ParamsError(f"variant {variant.label}: {exc}") from None
+        try:
+            key = api_key_from_env(variant.params.api_key_env)
+            if variant.server is not None:
+                check_command(variant.server, key)
+        except (ParamsError, SecretError) as exc:
+            raise ParamsError(f"variant {variant.label}: {exc}") from None
 
 
 def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: BatchProgress, execute: Runner,
@@ -309,6 +310,8 @@ def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: B
             progress.begin(slot, variant.label, folder / RUN_LOG if logs else None)
             state.update(variant.label, state=RUNNING, resumed=resume, error=None, started_at=_now(), slot=slot)
             outcome = execute(variant, folder, resume, slot)
+            if outcome.get("error"):  # from a Ray worker too: redacted here as well, before it is stored or shown
+                outcome["error"] = redact(outcome["error"], env_secret(variant.params.api_key_env))
             state.update(variant.label, **outcome)
             shown = outcome["state"] + (f": {outcome['error']}" if outcome.get("error") else "")
             progress.end(slot, variant.label, f"{shown} ({outcome.get('duration_s', 0):g} s)")
@@ -337,7 +340,7 @@ def _on_ray(ray: Any) -> Runner:
         started, clock = _now(), time.monotonic()
 
         def failed(what: str, exc: Exception) -> dict[str, Any]:
-            error = f"{what}: {one_line_error(exc, api_key_from_env(variant.params.api_key_env))}"
+            error = f"{what}: {one_line_error(exc, env_secret(variant.params.api_key_env))}"
             return {"state": FAILED, "error": error, "started_at": started, "finished_at": _now(),
                     "duration_s": round(time.monotonic() - clock, 1), "ray": True}  # fmt: skip
 

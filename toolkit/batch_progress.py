@@ -17,6 +17,8 @@ from typing import TextIO
 
 from tqdm import tqdm
 
+from toolkit.secrets import redact
+
 
 class BatchProgress:
     """The batch bar at the top, one status line per job slot under it."""
@@ -49,10 +51,11 @@ class BatchProgress:
 
     def status(self, slot: int, text: str) -> None:
         with self._lock:
-            self.lines[slot].set_description_str(text[:200], refresh=True)
+            self.lines[slot].set_description_str(redact(text)[:200], refresh=True)
 
     def write(self, line: str) -> None:
-        """A line above the bars (and in the calling variant's log)."""
+        """A line above the bars (and in the calling variant's log), redacted."""
+        line = redact(line)
         slot = getattr(self._local, "slot", None)
         if slot is not None and (log := self._logs.get(slot)) is not None:
             log.write(line + "\n")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from toolkit.managed import ManagedServer, ServerError, exit_description
 from toolkit.params import ParamsError
+from toolkit.secrets import api_key_from_env, redact
 
 if TYPE_CHECKING:
     from toolkit.discovery import ServerInfo
@@ -31,6 +33,7 @@ def _matrix(args: argparse.Namespace) -> int:
               "concurrency": args.concurrency, "duration_s": args.duration, "max_output": args.max_output,
               "endpoint": args.endpoint, "api_key_env": args.api_key_env, "run_label": args.label}  # fmt: skip
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
+    api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.report_tables import decode_matrix, prefill_table, summary_line
     from toolkit.run_folder import hold
     from toolkit.runner import run_matrix
@@ -54,14 +57,14 @@ def _run(args: argparse.Namespace) -> int:
     from toolkit.params import load_run_file
     from toolkit.run_folder import hold
     from toolkit.runner import preflight
-    from toolkit.secrets import api_key_from_env
 
     params, spec = load_run_file(args.params, base_url=args.base_url)
+    api_key = api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     found = None
     if spec is None:
         found = preflight(params)  # bad input fails here, before any load is sent
     else:
-        check_command(spec, api_key_from_env(params.api_key_env))
+        check_command(spec, api_key)
     if args.out:  # one run at a time writes into a folder: the lock is held until the reports are written
         with hold(Path(args.out)):
             return _run_in(Path(args.out), args.resume, params, spec, found)
@@ -100,11 +103,11 @@ def _run_in(out: Path, resume: bool, params: RunParams, spec: ServerSpec | None,
                 paths = run_notebooks(params, out)
             except Exception:
                 if died := _server_died(server):  # said before the notebook's own error
-                    print(f"error: {died}", file=sys.stderr)
+                    _error(died)
                 raise
             died = _server_died(server)
         if died:
-            print(f"error: {died}", file=sys.stderr)
+            _error(died)
             return 1
     for name, path in paths.items():
         print(f"{name}: {path}")
@@ -254,22 +257,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(text: str) -> None:
+    """Print an error on stderr, every secret this process knows redacted."""
+    print(redact(f"error: {text}"), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except (ParamsError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
     except ServerError as exc:  # a launched server that did not come up: one line, its log named
-        print(f"error: {exc.reason}", file=sys.stderr)
+        _error(exc.reason)
         return 1
     except Exception as exc:
         from papermill.exceptions import PapermillExecutionError
 
-        if not isinstance(exc, PapermillExecutionError):
-            raise
-        print(f"error: notebook cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}", file=sys.stderr)
+        if not isinstance(exc, PapermillExecutionError):  # a bug: its traceback, redacted
+            sys.stderr.write(redact(traceback.format_exc()))
+            return 1
+        _error(f"notebook cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}")
         return 1
     except KeyboardInterrupt:
         print("interrupted: finished measurements are kept; rerun with --resume to continue", file=sys.stderr)

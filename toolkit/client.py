@@ -107,8 +107,7 @@ class StreamClient:
                 result.error = "the server closed the connection before the response"
             elif reply.status != 200:
                 text = bytes(reply.error_body).decode("utf-8", "replace")[:300]
-                # Some servers echo the key they rejected; an error is stored, the key must not be.
-                result.error = redact(f"HTTP {reply.status}: {text.strip()}", self._api_key)
+                result.error = f"HTTP {reply.status}: {text.strip()}"
             else:
                 reply.account.end()
         except asyncio.CancelledError:
@@ -128,6 +127,8 @@ class StreamClient:
             result.error = f"{type(exc).__name__}: {exc}"
         finally:
             result.ended = time.perf_counter()
+            if result.error:  # some servers echo the key they rejected, in a body or a stream's error event
+                result.error = redact(result.error, self._api_key)
             if conn is not None:
                 conn.release()
         return result

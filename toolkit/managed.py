@@ -179,7 +179,7 @@ class ManagedServer:
                 raise ServerError(f"{self.name} {exit_description(code)} before answering /health",
                                   self.log_tail(), self.log_path)  # fmt: skip
             try:
-                if httpx.get(self.base_url + "/health", timeout=2).status_code == 200:
+                if httpx.get(self.base_url + "/health", timeout=2, trust_env=False).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from toolkit.contexts import parse_contexts
+from toolkit.secrets import ENV_NAME, KEY_ENV_NAME, env_secret, looks_secret, redact, secret_assignment, secret_flag
 
 DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64, 128]
 MAX_LABEL = 150  # a run label or a batch variant's label is a folder name
 MAX_SECONDS = 24 * 3600.0  # the longest duration or timeout a parameter may ask for
 NUMBER_FIELDS = ("duration_s", "max_output", "max_model_len", "kv_budget_tokens", "readiness_timeout_s",
                  "read_timeout_s", "disturbed_retries", "gpu_count")  # fmt: skip
-_SECRET_PART = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Fields whose input is never echoed in an error: it may hold a secret put in the wrong place.
+_UNECHOED = {"api_key_env", "base_url", "launch_command", "command", "env"}
+_FLAG_HINTS = {
+    "--api-key": "the server gets the key as VLLM_API_KEY from the variable named by api_key_env",
+    "--hf-token": "the server inherits HF_TOKEN from the toolkit's environment",
+}
 
 
 class ParamsError(ValueError):
@@ -92,9 +97,27 @@ class RunParams(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str) -> str:
+        if "@" in urlsplit(value).netloc:
+            raise ValueError("holds user info (user:password@); allowed: http(s)://host[:port][/prefix], the key "
+                             "in the variable named by api_key_env")  # fmt: skip
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http(s) URL; allowed: e.g. http://127.0.0.1:8000")
         return value.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, value: str) -> str:
+        if not KEY_ENV_NAME.fullmatch(value):
+            raise ValueError("is not an upper-case environment variable name; allowed: e.g. VLLM_API_KEY (the "
+                             "variable's name, never the key itself)")  # fmt: skip
+        return value
+
+    @field_validator("launch_command")
+    @classmethod
+    def _launch_command(cls, value: str | None, info: Any) -> str | None:
+        """Redacted as soon as it is read: the parameters travel (notebooks, Ray tasks) and are written."""
+        key_env = info.data.get("api_key_env")
+        return None if value is None else redact(value, env_secret(key_env) if key_env else None)
 
     def fingerprint(self) -> dict[str, Any]:
         """The parameters that decide what a finished measurement means (resume must match them)."""
@@ -102,11 +125,6 @@ class RunParams(BaseModel):
             include={"model", "contexts", "prefill_only_contexts", "concurrency", "duration_s", "max_output",
                      "endpoint", "per_stream_prompts", "kv_budget_tokens"}
         )  # fmt: skip
-
-
-def looks_secret(name: str) -> bool:
-    """An environment variable name that holds a key, token or password (HF_TOKEN, AWS_SECRET_ACCESS_KEY)."""
-    return any(_SECRET_PART.search(part) for part in name.upper().split("_"))
 
 
 class ServerSpec(BaseModel):
@@ -128,7 +146,7 @@ class ServerSpec(BaseModel):
         if isinstance(value, str):
             try:
                 parts = shlex.split(value)
-            except ValueError as exc:
+            except ValueError as exc:  # the command is not shown: it may hold a secret
                 raise ValueError(f"cannot be split like a shell command line: {exc}") from None
         elif isinstance(value, list) and all(isinstance(x, str | int | float) for x in value):
             parts = [str(x) for x in value]
@@ -136,9 +154,13 @@ class ServerSpec(BaseModel):
             raise ValueError("is not a list of strings or a command line; allowed: e.g. vllm serve MODEL --port 8000")
         if not parts:
             raise ValueError("is empty; allowed: the server's command line, e.g. vllm serve MODEL --port 8000")
-        if any(p == "--api-key" or p.startswith("--api-key=") for p in parts):
-            raise ValueError("--api-key has no place here; the server gets the key as VLLM_API_KEY from the "
-                             "variable named by api_key_env")  # fmt: skip
+        if flag := next((f for p in parts if (f := secret_flag(p))), None):
+            # The flag is not followed by a word: redaction would take that word for its value.
+            raise ValueError(f"{flag}, however spelled (_ for -, a prefix, =VALUE), has no place here; "
+                             f"{_FLAG_HINTS[flag]}")  # fmt: skip
+        if any(secret_assignment(p) for p in parts):
+            raise ValueError("a NAME=value word sets a key, token or password; allowed: variables that are not "
+                             "secrets (the API key comes from the variable named by api_key_env)")  # fmt: skip
         return parts
 
     @field_validator("env", mode="before")
@@ -150,7 +172,7 @@ class ServerSpec(BaseModel):
             raise ValueError("is not a mapping of NAME: value")
         env: dict[str, str] = {}
         for name, item in value.items():
-            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not an environment variable name")
             if looks_secret(name):
                 raise ValueError(f"{name} looks like a key, token or password; allowed: variables that are not "
@@ -170,10 +192,9 @@ def _one_line(exc: ValidationError, model: type[BaseModel] = RunParams, prefix: 
     if err["type"] == "missing":
         return f"{where}: required"
     msg = err["msg"].removeprefix("Value error, ")
-    # Neither env values nor an --api-key command are echoed: a misplaced secret stays unprinted.
-    if "env" in err["loc"] or "--api-key" in msg or "got" in msg:
+    if _UNECHOED & set(map(str, err["loc"])) or "got" in msg:  # a misplaced secret stays unprinted
         return f"{where}: {msg}"
-    return f"{where}: {msg} (got {err.get('input')!r})"
+    return f"{where}: {msg} (got {redact(repr(err.get('input')))})"
 
 
 def make_params(values: dict[str, Any]) -> RunParams:

@@ -19,7 +19,7 @@ from traitlets.config import Config
 from toolkit import compare, report_tables, runs
 from toolkit.kernels import SameSessionKernelManager
 from toolkit.params import RunParams
-from toolkit.secrets import api_key_from_env, redact
+from toolkit.secrets import env_secret, redact
 from toolkit.store import RUN_FILE, read_json
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -40,7 +40,7 @@ def notebook_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
     """The notebooks' UPPER_CASE parameters (plain values; never the API key)."""
     values = params.model_dump()
     if values.get("launch_command"):  # papermill records parameters in the executed notebooks
-        values["launch_command"] = redact(values["launch_command"], api_key_from_env(params.api_key_env))
+        values["launch_command"] = redact(values["launch_command"], env_secret(params.api_key_env))
     out = {k.upper(): v for k, v in values.items()}
     out["RESULTS_DIR"] = str(results_dir.resolve())
     return out

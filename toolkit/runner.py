@@ -37,7 +37,7 @@ from toolkit.prefill import measure_prefill
 from toolkit.prompts import PromptError, build_prompt, marker
 from toolkit.run_folder import RunRefused, hold, launch_command, open_run
 from toolkit.schema import Measurement
-from toolkit.secrets import api_key_from_env, redact
+from toolkit.secrets import api_key_from_env, env_secret, redact
 from toolkit.server_api import ServerAPI, ServerAPIError
 from toolkit.sessions import protected_from_autogroups
 from toolkit.store import RUN_FILE, ResultStore, check_writable, latest_by_key, read_json, write_json_atomic
@@ -289,7 +289,7 @@ class _Runner:
         """One planned measurement; an Error says how a server the toolkit launched ended, if it did."""
         m = await self._measure(key)
         if m.status == "Error" and (note := await asyncio.to_thread(exit_note, self.store.directory)):
-            m = replace(m, error=redact(f"{m.error}; {note}", api_key_from_env(self.params.api_key_env)))
+            m = replace(m, error=redact(f"{m.error}; {note}", env_secret(self.params.api_key_env)))
         return m
 
     async def _measure(self, key: tuple[str, int, int]) -> Measurement:
@@ -338,7 +338,7 @@ class _Runner:
             return self._stamp(m, kv_budget_tokens=budget, cell_wall_s=time.perf_counter() - started)
         except EXPECTED_FAILURES as exc:  # recorded as an Error cell, and the run goes on; a bug surfaces
             await drain(self.api, 30.0, self.server.metrics_available)
-            msg = redact(f"{type(exc).__name__}: {exc}", api_key_from_env(self.params.api_key_env))
+            msg = redact(f"{type(exc).__name__}: {exc}", env_secret(self.params.api_key_env))
             return self._stamp(Measurement(phase=phase, context_tokens=ctx, context=label, concurrency=n,  # type: ignore[arg-type]
                                            status="Error", error=msg))  # fmt: skip
 
@@ -374,7 +374,10 @@ class _Runner:
         return (text,) * n
 
     def _stamp(self, m: Measurement, **extra: Any) -> Measurement:
-        return replace(m, run_id=self.run_id, started_at=datetime.now(UTC).isoformat(timespec="seconds"), **extra)
+        """The run's id and the time on a measurement; its error redacted, whatever produced it."""
+        error = m.error and redact(m.error, env_secret(self.params.api_key_env))
+        return replace(m, run_id=self.run_id, started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                       error=error, **extra)  # fmt: skip
 
 
 def run_sync(factory: Callable[[], Awaitable[T]]) -> T:

@@ -1,27 +1,115 @@
-"""Secrets: the API key comes from the environment only, and is redacted from anything written."""
+"""Secrets: the API key comes from the environment only, is checked before use, and is redacted from output.
+
+What counts as a secret in text: the value of a secret flag (`--api-key`, `--hf-token`, spelled any way vLLM's
+argument parser accepts), of a `NAME=value` word whose name looks secret (one pattern, also used to refuse such
+names in a server's environment), the user info of a URL, and every key this process has read, in each form an
+error can carry it (raw, repr()/bytes-escaped, JSON-escaped, URL-encoded).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from urllib.parse import quote, quote_plus
 
 REDACTED = "<redacted>"
-_FLAG = re.compile(r"(--api-key(?:=|\s+))('[^']*'|\"[^\"]*\"|\S+)")
-# The secret word ends the name or one of its _-separated parts: HF_TOKEN, AWS_SECRET_ACCESS_KEY, not
-# TOKENIZERS_PARALLELISM.
-_ENV = re.compile(r"\b([A-Z0-9_]*(?:API_KEY|TOKEN|SECRET)S?(?:_[A-Z0-9]+)*=)('[^']*'|\"[^\"]*\"|\S+)")
+MIN_KEY_LENGTH = 8  # a shorter key is refused: redacting "1234" would mangle "port 12345" and show the key
+SECRET_FLAGS = ("--api-key", "--hf-token")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+KEY_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")  # api_key_env: a variable's name, never a key
+# The secret word ends the name or one of its _-separated parts: HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD,
+# not TOKENIZERS_PARALLELISM nor MAX_TOKENS_PER_STEP (TOKENS is a count far more often than a secret).
+_SECRET_PART = re.compile(r"(?:KEY|SECRET|CREDENTIAL)S?$|TOKEN$|PASS(?:WORD|WD)?$|PWD$|AUTH$")
+# One shell word: quoted pieces (an unclosed quote runs to the end) and unquoted ones, up to a `;`, `&` or `|`.
+_WORD = r"""(?:'[^']*(?:'|\Z)|"(?:[^"\\]|\\.)*(?:"|\Z)|[^\s'";&|]+)+"""
+_ASSIGNMENT = re.compile(rf"""(?<![^\s;&|(`'"])([A-Za-z_][A-Za-z0-9_]*=)({_WORD})""")
+# A long option and its value: `--flag=VALUE`, or `--flag VALUE [VALUE ...]` (vLLM's --api-key takes several).
+_OPTION = re.compile(rf"(?<!\S)(--[A-Za-z][\w-]*)(?:(=)({_WORD})|((?:\s+(?!-){_WORD})+))")
+# URL user info, up to the last @ (a password may hold one); a scheme starts a word, so a long run of letters
+# is not rescanned from each of its positions.
+_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#'\"]+@")
+_KNOWN: set[str] = set()  # every key read from the environment by this process
+
+
+class SecretError(ValueError):
+    """A key or secret that cannot be used; the message names the variable, never its value."""
+
+
+def looks_secret(name: str) -> bool:
+    """An environment variable name that holds a key, token or password (HF_TOKEN, AWS_SECRET_ACCESS_KEY)."""
+    return any(_SECRET_PART.search(part) for part in name.upper().split("_"))
+
+
+def secret_flag(word: str) -> str | None:
+    """The secret flag `word` sets as vLLM's parser reads it (`_` as `-`, `=VALUE`, a prefix), or None.
+
+    Any prefix of two characters or more counts: argparse takes an unambiguous prefix, and which ones are
+    unambiguous depends on the server's version.
+    """
+    if not word.startswith("--"):
+        return None
+    name = "--" + word[2:].split("=", 1)[0].replace("_", "-").lower()
+    return next((flag for flag in SECRET_FLAGS if len(name) >= 4 and flag.startswith(name)), None)
+
+
+def secret_assignment(word: str) -> bool:
+    """Whether a command word is `NAME=value` with a secret-looking name (`HF_TOKEN=...`)."""
+    name, sep, _ = word.partition("=")
+    return bool(sep) and bool(ENV_NAME.fullmatch(name)) and looks_secret(name)
 
 
 def api_key_from_env(variable: str) -> str | None:
-    """The key in environment variable `variable`, or None when unset or empty."""
+    """The key in environment variable `variable` (surrounding whitespace stripped), or None when unset or empty.
+
+    SecretError, in one line that does not show the key, when it holds a character other than printable ASCII
+    or is shorter than MIN_KEY_LENGTH characters.
+    """
+    raw = os.environ.get(variable)
+    if raw is None or not raw.strip():
+        return None
+    _KNOWN.add(raw)
+    key = raw.strip()
+    if bad := next((c for c in key if not " " <= c <= "~"), None):
+        what = f"control character {ord(bad):#04x}" if ord(bad) < 0x80 else "non-ASCII character"
+        raise SecretError(f"api_key_env: {variable} holds a {what}; allowed: printable ASCII (key not shown)")
+    if len(key) < MIN_KEY_LENGTH:
+        raise SecretError(f"api_key_env: {variable} holds a key shorter than {MIN_KEY_LENGTH} characters; "
+                          f"allowed: {MIN_KEY_LENGTH} or more")  # fmt: skip
+    return key
+
+
+def env_secret(variable: str) -> str | None:
+    """The raw value of `variable`, for redaction only (never raises, never checked)."""
     return os.environ.get(variable) or None
 
 
+def secret_forms(secret: str) -> set[str]:
+    """The spellings of `secret` an error text can hold: raw, stripped, escaped by repr()/bytes/JSON, URL-encoded."""
+    forms = set()
+    for value in {secret, secret.strip()}:
+        forms |= {value, repr(value)[1:-1], json.dumps(value)[1:-1], quote(value), quote(value, safe=""),
+                  quote_plus(value)}  # fmt: skip
+        forms |= {repr(value.encode(codec, "replace"))[2:-1] for codec in ("utf-8", "latin-1")}
+    return {form for form in forms if len(form.strip()) >= MIN_KEY_LENGTH}
+
+
 def redact(text: str, *secrets: str | None) -> str:
-    """Replace `--api-key VALUE`, `*_API_KEY=VALUE` and every known secret value with `<redacted>`."""
-    text = _FLAG.sub(lambda m: m.group(1) + REDACTED, text)
-    text = _ENV.sub(lambda m: m.group(1) + REDACTED, text)
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return text
+    """Replace secret flag values, secret `NAME=value` words, URL user info, `secrets` and every key read by
+    this process (each in all its forms) with `<redacted>`."""
+    forms = set().union(*(secret_forms(s) for s in {*secrets, *_KNOWN} if s))
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, REDACTED)
+    text = _OPTION.sub(_redact_option, text)
+    text = _ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED if looks_secret(m.group(1)[:-1]) else m.group(0), text)
+    return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+
+
+def _redact_option(match: re.Match[str]) -> str:
+    flag, equals, _, values = match.groups()
+    if secret_flag(flag) is None:
+        return match.group(0)
+    if equals:
+        return f"{flag}={REDACTED}"
+    spaces = re.match(r"\s+", values)
+    return flag + (spaces.group(0) if spaces else " ") + REDACTED

@@ -7,6 +7,7 @@ from typing import Any
 import httpx
 
 from toolkit.metrics import RUNNING, WAITING, MetricsSnapshot, parse_metrics
+from toolkit.secrets import redact
 
 
 class ServerAPIError(RuntimeError):
@@ -24,7 +25,9 @@ class ServerAPI:
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.has_key = bool(api_key)
-        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s)
+        self._key = api_key
+        # trust_env=False: no HTTP(S)_PROXY from the environment sees the key (the streams go direct too).
+        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s, trust_env=False)
 
     async def __aenter__(self) -> ServerAPI:
         return self
@@ -32,11 +35,14 @@ class ServerAPI:
     async def __aexit__(self, *exc: object) -> None:
         await self._client.aclose()
 
+    def _unreachable(self, path: str, exc: httpx.HTTPError) -> ServerAPIError:
+        return ServerAPIError(redact(f"cannot reach {self.base_url}{path}: {type(exc).__name__}: {exc}", self._key))
+
     async def _get(self, path: str) -> httpx.Response:
         try:
             response = await self._client.get(path)
         except httpx.HTTPError as exc:
-            raise ServerAPIError(f"cannot reach {self.base_url}{path}: {type(exc).__name__}: {exc}") from None
+            raise self._unreachable(path, exc) from None
         if response.status_code == 401:
             raise ServerAPIError(f"{self.base_url}{path} answered 401 Unauthorized: the server needs an API key", 401)
         if response.status_code != 200:
@@ -108,9 +114,9 @@ class ServerAPI:
         try:
             response = await self._client.post("/tokenize", json=body)
         except httpx.HTTPError as exc:
-            raise ServerAPIError(f"cannot reach {self.base_url}/tokenize: {type(exc).__name__}: {exc}") from None
+            raise self._unreachable("/tokenize", exc) from None
         if response.status_code != 200:
-            detail = response.text[:200]
+            detail = redact(response.text[:200], self._key)
             raise ServerAPIError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {detail}",
                                  response.status_code)  # fmt: skip
         count = self._object("/tokenize", response).get("count")

@@ -31,6 +31,7 @@ from toolkit.params import (
     make_server_spec,
     read_yaml_mapping,
 )
+from toolkit.secrets import redact
 
 RUN_KEYS: tuple[str, ...] = (*RunParams.model_fields, "server")
 LABEL_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.,=+-]*$"
@@ -106,7 +107,7 @@ def _validated(model: type[BaseModel], data: dict[str, Any], prefix: str) -> Any
             raise SweepError(f"{where}: unknown field; allowed: {', '.join(model.model_fields)}") from None
         if err["type"] == "missing":
             raise SweepError(f"{where}: required") from None
-        raise SweepError(f"{where}: {err['msg']} (got {err.get('input')!r})") from None
+        raise SweepError(f"{where}: {err['msg']} (got {redact(repr(err.get('input')))})") from None
 
 
 def _entry(number: int, raw: Any) -> dict[str, Any]:
@@ -174,7 +175,7 @@ def _variant(common: dict[str, Any], entry: dict[str, Any], point: dict[str, Any
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
-        raise SweepError(f"{prefix}{where}: {err['msg']} (got {err.get('input')!r})") from None
+        raise SweepError(f"{prefix}{where}: {err['msg']} (got {redact(repr(err.get('input')))})") from None
 
 
 def _fill(value: Any, point: dict[str, Any], where: str) -> Any:

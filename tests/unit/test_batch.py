@@ -216,3 +216,38 @@ def test_kernel_output_lines_go_above_the_bars_and_a_redrawn_bar_to_its_line(tmp
     shown = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", terminal.getvalue())
     assert "overhead: measured 2 s\n" in shown and "a: done (3 s)\n" in shown
     assert "batch: 100%" in shown
+
+
+KEY = "sk-batch-DISTINCTIVE-5150"
+
+
+def test_a_variant_failure_carrying_the_key_is_stored_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error file, the outcome (batch.json, index) and the lines shown: escaped and URL-encoded forms too."""
+    import toolkit.runner
+    from toolkit import batch, secrets
+    from toolkit.params import make_params
+
+    monkeypatch.setattr(secrets, "_KNOWN", set())
+    monkeypatch.setenv("BATCH_TEST_KEY", KEY + "\r")
+
+    def fails(params: Any) -> None:
+        raise RuntimeError(f"Illegal header value {('Bearer ' + KEY + chr(13)).encode()!r} at /x?k={KEY}%0D")
+
+    monkeypatch.setattr(toolkit.runner, "preflight", fails)
+    variant = Variant(label="a", params=make_params({"api_key_env": "BATCH_TEST_KEY"}))
+    outcome = batch.run_variant(variant, tmp_path / "a", resume=False)
+    assert outcome["state"] == "failed" and outcome["error"].startswith("RuntimeError: Illegal header value b'Bearer ")
+    assert KEY not in outcome["error"] and KEY not in (tmp_path / "a" / batch.ERROR_FILE).read_text()
+
+    # An outcome from elsewhere (a Ray worker) is redacted before it is stored or shown.
+    terminal = io.StringIO()
+    progress = BatchProgress(total=1, done=0, jobs=1, stream=terminal)
+    state = batch.BatchState(tmp_path, ["a"], "sweep.yaml", None)
+    raw = {"state": "failed", "error": f"from a worker: {KEY!r}", "duration_s": 1.0}
+    batch._schedule([variant], tmp_path, state, progress, lambda *_: dict(raw), 1, logs=True)
+    secrets.api_key_from_env("BATCH_TEST_KEY")  # as the batch's checks do before any variant runs
+    progress.write(f"a kernel line holding {KEY}")
+    progress.close()
+    assert state.variant("a")["error"] == "from a worker: '<redacted>'"
+    assert KEY not in (tmp_path / batch.STATE_FILE).read_text()
+    assert KEY not in terminal.getvalue() and KEY not in (tmp_path / "a" / batch.RUN_LOG).read_text()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from toolkit.launch import server_env, shown_command
-from toolkit.params import ParamsError, RunParams, ServerSpec, load_params, load_run_file, looks_secret
-from toolkit.secrets import redact
+from toolkit.params import ParamsError, RunParams, ServerSpec, load_params, load_run_file
+from toolkit.secrets import looks_secret, redact
 
 SECRET = "hf_DISTINCTIVE_value_42"
 
@@ -75,6 +75,13 @@ def test_a_block_that_is_no_mapping(tmp_path: Path) -> None:
         "OPENAI_APIKEY",
         "GOOGLE_APPLICATION_CREDENTIALS",
         "hf_token",
+        "SSH_KEYS",
+        "SMTP_PASS",
+        "DB_PASSWD",
+        "MYSQL_PWD",
+        "PROXY_AUTH",
+        "APP_SECRETS",
+        "AZURE_CREDENTIAL",
     ],
 )
 def test_secret_names_are_refused_and_their_values_never_printed(tmp_path: Path, name: str) -> None:
@@ -101,13 +108,44 @@ def test_ordinary_names_pass(name: str) -> None:
     assert not looks_secret(name)
 
 
-@pytest.mark.parametrize("command", [f"vllm serve m --api-key {SECRET}", f"vllm serve m --api-key={SECRET}"])
-def test_an_api_key_in_the_command_is_refused_unprinted(tmp_path: Path, command: str) -> None:
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        (f"vllm serve m --api-key {SECRET}", "--api-key"),
+        (f"vllm serve m --api-key={SECRET}", "--api-key"),
+        (f"vllm serve m --api_key {SECRET}", "--api-key"),  # vLLM's parser reads _ as -
+        (f"vllm serve m --api-ke {SECRET}", "--api-key"),  # argparse takes an unambiguous prefix
+        (f"vllm serve m --API_KEY={SECRET}", "--api-key"),
+        (f"vllm serve m --hf-token {SECRET}", "--hf-token"),
+        (f"vllm serve m --hf_tok={SECRET}", "--hf-token"),
+        (["vllm", "serve", "m", "--api_key", SECRET], "--api-key"),
+    ],
+)
+def test_a_secret_flag_in_the_command_is_refused_unprinted(tmp_path: Path, command: str | list[str], flag: str) -> None:
+    with pytest.raises(ParamsError) as info:
+        load_run_file(write(tmp_path, f"server:\n  command: {command!r}\n"))
+    assert str(info.value).startswith(f"server.command: {flag}, however spelled (_ for -, a prefix, =VALUE), has no")
+    assert redact(str(info.value)) == str(info.value)  # the CLI redacts what it prints: the line stays whole
+    assert SECRET not in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("command", [f"env HF_TOKEN={SECRET} vllm serve m", f"vllm serve m X_API_KEY={SECRET}"])
+def test_a_secret_assignment_in_the_command_is_refused_unprinted(tmp_path: Path, command: str) -> None:
     with pytest.raises(ParamsError) as info:
         load_run_file(write(tmp_path, f"server:\n  command: {command}\n"))
-    assert str(info.value).startswith("server.command: --api-key has no place here; the server gets the key as "
-                                      "VLLM_API_KEY")  # fmt: skip
+    assert str(info.value).startswith("server.command: a NAME=value word sets a key, token or password")
     assert SECRET not in str(info.value)
+
+
+def test_ordinary_flags_pass() -> None:
+    command = ["vllm", "serve", "m", "--api-server-count", "2", "--hf-overrides", "{}", "--max_num_batched_tokens=8"]
+    assert ServerSpec(command=command).command == command
+
+
+def test_a_command_with_a_quoting_error_is_not_echoed(tmp_path: Path) -> None:
+    with pytest.raises(ParamsError) as info:
+        load_run_file(write(tmp_path, f'server:\n  command: "vllm serve m --note \'x {SECRET}"\n'))
+    assert str(info.value) == "server.command: cannot be split like a shell command line: No closing quotation"
 
 
 def test_the_server_gets_the_key_only_from_api_key_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,6 +167,6 @@ def test_the_shown_command_is_the_one_that_ran_with_the_key_redacted() -> None:
     assert shown_command(["vllm"], {"TOKENIZERS_PARALLELISM": "false"}, "k") == (
         "VLLM_API_KEY=<redacted> TOKENIZERS_PARALLELISM=false vllm"
     )  # a name the block allowed stays readable
-    assert redact("TOKENIZERS_PARALLELISM=false AWS_SECRET_ACCESS_KEY=x GH_TOKENS=y vllm") == (
-        "TOKENIZERS_PARALLELISM=false AWS_SECRET_ACCESS_KEY=<redacted> GH_TOKENS=<redacted> vllm"
+    assert redact("TOKENIZERS_PARALLELISM=false AWS_SECRET_ACCESS_KEY=x GH_KEYS=y MAX_TOKENS=8 vllm") == (
+        "TOKENIZERS_PARALLELISM=false AWS_SECRET_ACCESS_KEY=<redacted> GH_KEYS=<redacted> MAX_TOKENS=8 vllm"
     )
