@@ -12,12 +12,12 @@ import json
 import logging
 import random
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.component.test_faults import KEY_ENV, P64, RAN, D64x1, D64x2, server
 from tests.faultserver import FaultServer
 from toolkit.cli import main
 from toolkit.client import StreamClient, StreamResult
@@ -25,18 +25,9 @@ from toolkit.params import make_params
 from toolkit.runner import run_matrix
 from toolkit.store import RESULTS_FILE
 
-KEY_ENV = "FAULT_TEST_API_KEY"
-RAN = ("Valid", "Requests queued")
-P64, D64x1, D64x2 = ("prefill", 64, 1), ("decode", 64, 1), ("decode", 64, 2)
+__all__ = ["server"]  # the fault server fixture, shared with test_faults
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultServer]:
-    monkeypatch.delenv(KEY_ENV, raising=False)
-    with FaultServer() as srv:
-        yield srv
 
 
 def run(server: FaultServer, out: Path) -> dict[tuple[str, int, int], dict[str, Any]]:

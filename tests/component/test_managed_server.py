@@ -298,22 +298,32 @@ def test_a_launcher_killed_by_sigkill_takes_its_server_down_with_it(tmp_path: Pa
                                 cwd=REPO, env=env(), stdout=subprocess.PIPE, text=True)  # fmt: skip
     pgid = None
     try:
-        assert launcher.stdout is not None
-        line = launcher.stdout.readline()
-        assert line.strip().isdigit(), f"the launcher did not start the server: {line!r}"
-        pgid = int(line)
+        pgid = _server_group(launcher)
         assert has_live_member(pgid)
         launcher.kill()
         launcher.wait(10)
         assert_group_gone(pgid, timeout_s=10)
     finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait(10)
-        if launcher.stdout is not None:
-            launcher.stdout.close()
-        if pgid is not None and has_live_member(pgid):  # left behind by a failure: not for the next test
-            os.killpg(pgid, signal.SIGKILL)
+        _reap(launcher, pgid)
+
+
+def _server_group(launcher: subprocess.Popen[str]) -> int:
+    """The process group of the server a launcher script started (its first line of output)."""
+    assert launcher.stdout is not None
+    line = launcher.stdout.readline()
+    assert line.strip().isdigit(), f"the launcher did not start the server: {line!r}"
+    return int(line)
+
+
+def _reap(launcher: subprocess.Popen[str], pgid: int | None) -> None:
+    """End a launcher test's processes, whatever the test left running (not for the next test)."""
+    if launcher.poll() is None:
+        launcher.kill()
+        launcher.wait(10)
+    if launcher.stdout is not None:
+        launcher.stdout.close()
+    if pgid is not None and has_live_member(pgid):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 STOPPING = """
@@ -345,10 +355,7 @@ def test_a_second_signal_while_the_server_stops_kills_its_group(
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     pgid = None
     try:
-        assert launcher.stdout is not None
-        line = launcher.stdout.readline()
-        assert line.strip().isdigit(), f"the launcher did not start the server: {line!r}"
-        pgid = int(line)
+        pgid = _server_group(launcher)
         launcher.send_signal(first)
         _wait_for(lambda: "SIGTERM ignored" in (out / "server.log").read_text(), 10, launcher, "the server's SIGTERM")
         asked = time.monotonic()
@@ -358,10 +365,4 @@ def test_a_second_signal_while_the_server_stops_kills_its_group(
         assert time.monotonic() - asked < 10  # SIGKILL at once, not after the 20 s SIGTERM wait
         assert record(out)["stopped_at"]
     finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait(10)
-        if launcher.stdout is not None:
-            launcher.stdout.close()
-        if pgid is not None and has_live_member(pgid):  # left behind by a failure: not for the next test
-            os.killpg(pgid, signal.SIGKILL)
+        _reap(launcher, pgid)
