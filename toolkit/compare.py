@@ -26,7 +26,8 @@ RAN = ("Valid", "Requests queued")
 COMPARE_TITLE = "Speed test matrix comparison"
 RATIO_CAPTION = (
     "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B. ± is the ratio's "
-    "95 % interval from both cells' sub-window spreads; n.s.: no significant difference (the interval holds 1)."
+    "95 % interval from both cells' sub-window spreads; n.s.: no significant difference (the interval holds 1). "
+    "Those spreads do not hold the machine's drift between runs, which can be larger (docs/METHOD.md, Spread)."
 )
 NOT_SIGNIFICANT = "n.s."
 STATUS_CAPTION = "Cells whose status differs between runs (— : not measured in that run)."
