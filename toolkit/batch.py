@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit.batch_progress import BatchProgress
 from toolkit.params import ParamsError
@@ -26,10 +26,14 @@ from toolkit.secrets import SecretError, api_key_from_env, env_secret, redact
 from toolkit.store import RUN_FILE, check_writable, read_json, write_json_atomic
 from toolkit.sweep import Variant
 
+if TYPE_CHECKING:
+    from toolkit.batch_ray import RayTasks
+
 STATE_FILE = "batch.json"
 ERROR_FILE = "error.txt"  # a failed variant's traceback, beside its results
 RUN_LOG = "run.log"
 COMPARE_DIR = "compare"
+STOP_WAIT_S = 15.0  # how long an interrupted batch waits for its threads to see their variants end
 DONE, FAILED, RUNNING, PENDING, INTERRUPTED = "done", "failed", "running", "pending", "interrupted"
 
 
@@ -206,10 +210,11 @@ def run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: boo
 def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bool, jobs: int,
                ray_address: str | None) -> int:  # fmt: skip
     from toolkit.batch_index import write_index
+    from toolkit.launch import stop_signals_as_interrupt
 
     check_out(out, variants, resume)
     execute: Runner = _local
-    ray = None
+    ray, tasks = None, None
     if ray_address is not None:
         from toolkit import batch_ray
 
@@ -219,7 +224,8 @@ def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bo
         except ValueError:
             ray.shutdown()
             raise
-        execute = _on_ray(ray)
+        tasks = batch_ray.RayTasks(ray)
+        execute = _on_ray(tasks)
     else:  # on Ray, the key comes from the workers' environment and is checked there
         _check_variants(variants)
     check_writable(out)
@@ -228,18 +234,24 @@ def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bo
     state = BatchState(out, [v.label for v in variants], sweep, ray_address)
     todo = [v for v in variants if not (resume and finished(out, state.variant(v.label), v.label))]
     progress = BatchProgress(total=len(variants), done=len(variants) - len(todo), jobs=min(jobs, max(len(todo), 1)))
+    # On Ray, SIGTERM and SIGHUP too must not end the driver before the tasks' folders are back.
+    restore = stop_signals_as_interrupt() if tasks is not None else None
     try:
         with progress.relaying():
-            _schedule(todo, out, state, progress, execute, jobs, logs=ray is None)
+            _schedule(todo, out, state, progress, execute, jobs, logs=ray is None,
+                      on_stop=tasks.cancel if tasks is not None else None)  # fmt: skip
     except BaseException:
+        lost = tasks.interrupt() if tasks is not None else {}  # the cells measured on Ray workers come back
         for label, entry in state.data["variants"].items():
             if entry.get("state") == RUNNING:
-                state.update(label, state=INTERRUPTED)
+                state.update(label, state=INTERRUPTED, **({"error": lost[label]} if label in lost else {}))
         raise
     finally:
         progress.close()
         if ray is not None:
             ray.shutdown()
+        if restore is not None:
+            restore()
     compare_variants(out, variants, state)
     paths = write_index(out, variants, state.data)
     for name, path in paths.items():
@@ -290,17 +302,20 @@ def _check_variants(variants: Sequence[Variant]) -> None:
 
 
 def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: BatchProgress, execute: Runner,
-              jobs: int, *, logs: bool) -> None:  # fmt: skip
+              jobs: int, *, logs: bool, on_stop: Callable[[], None] | None = None) -> None:  # fmt: skip
     """Run the variants: in this thread one after another, or in `jobs` threads that take the next one.
 
     With `logs`, each variant's output lines are also appended to run.log in its folder (on Ray, the task does).
+    Interrupted, `on_stop` (on Ray: cancel the tasks) ends the variants, and the threads are waited for (a
+    bounded time), since they use what the caller shuts down next.
     """
     work: queue.Queue[Variant] = queue.Queue()
     for variant in todo:
         work.put(variant)
+    stopping = threading.Event()  # interrupted: what ends now is recorded by the interrupt, not by its thread
 
     def worker(slot: int) -> None:
-        while True:
+        while not stopping.is_set():
             try:
                 variant = work.get_nowait()
             except queue.Empty:
@@ -310,30 +325,51 @@ def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: B
             progress.begin(slot, variant.label, folder / RUN_LOG if logs else None)
             state.update(variant.label, state=RUNNING, resumed=resume, error=None, started_at=_now(), slot=slot)
             outcome = execute(variant, folder, resume, slot)
+            if stopping.is_set():
+                return
             if outcome.get("error"):  # from a Ray worker too: redacted here as well, before it is stored or shown
                 outcome["error"] = redact(outcome["error"], env_secret(variant.params.api_key_env))
             state.update(variant.label, **outcome)
             shown = outcome["state"] + (f": {outcome['error']}" if outcome.get("error") else "")
             progress.end(slot, variant.label, f"{shown} ({outcome.get('duration_s', 0):g} s)")
 
+    # One release per thread that ended. Not Thread.join: in CPython 3.11 a join that Ctrl-C interrupted marks the
+    # thread ended though it still runs.
+    ended = threading.Semaphore(0)
+
+    def slot_thread(slot: int) -> None:
+        try:
+            worker(slot)
+        finally:
+            ended.release()
+
     if jobs == 1:
         worker(0)
         return
-    threads = [threading.Thread(target=worker, args=(slot,), name=f"batch-{slot}", daemon=True)
+    threads = [threading.Thread(target=slot_thread, args=(slot,), name=f"batch-{slot}", daemon=True)
                for slot in range(min(jobs, len(todo)))]  # fmt: skip
     for thread in threads:
         thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)  # a short wait, so that Ctrl-C reaches this thread
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)  # a short wait, so that Ctrl-C reaches this thread
+    except BaseException:
+        stopping.set()
+        if on_stop is not None:
+            on_stop()
+            deadline = time.monotonic() + STOP_WAIT_S
+            for _ in threads:
+                ended.acquire(timeout=max(deadline - time.monotonic(), 0))
+        raise
 
 
 def _local(variant: Variant, folder: Path, resume: bool, slot: int) -> dict[str, Any]:
     return {**run_variant(variant, folder, resume=resume), "ray": False}
 
 
-def _on_ray(ray: Any) -> Runner:
-    """Run a variant as a Ray task and bring its folder back into `folder`."""
+def _on_ray(tasks: RayTasks) -> Runner:
+    """Run a variant as a Ray task (batch_ray.RayTasks) and bring its folder back into `folder`."""
     from toolkit import batch_ray
 
     def execute(variant: Variant, folder: Path, resume: bool, slot: int) -> dict[str, Any]:
@@ -345,7 +381,7 @@ def _on_ray(ray: Any) -> Runner:
                     "duration_s": round(time.monotonic() - clock, 1), "ray": True}  # fmt: skip
 
         try:
-            outcome, archive = ray.get(batch_ray.submit(ray, variant, batch_ray.pack(folder), resume))
+            outcome, archive = tasks.run(variant, folder, resume)
         except Exception as exc:  # the task could not run (worker died, cluster gone): the batch goes on
             return failed("Ray task failed", exc)
         try:

@@ -105,7 +105,7 @@ def launched_server(spec: ServerSpec, params: RunParams, results_dir: Path) -> I
                            on_exit=lambda code: _update_record(
                                results_dir, exit_code=code, log_tail=redact(server.log_tail(EXIT_TAIL_LINES), api_key)
                            ))  # fmt: skip
-    restore = _sigterm_as_interrupt()
+    restore = stop_signals_as_interrupt()
     try:
         # Written before the launch (a resumed run's old record goes), completed after: an exit the watcher
         # records in between is kept.
@@ -135,7 +135,7 @@ def launched_server(spec: ServerSpec, params: RunParams, results_dir: Path) -> I
         restore()
 
 
-def _sigterm_as_interrupt() -> Any:
+def stop_signals_as_interrupt() -> Any:
     """Turn SIGTERM, SIGHUP and SIGINT into KeyboardInterrupt (main thread only); returns what restores them.
 
     SIGINT too: with Python's default handler in place, asyncio.Runner (papermill's client runs on one) swaps in

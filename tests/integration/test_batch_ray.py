@@ -1,7 +1,8 @@
 """`toolkit batch --ray` on a real Ray cluster that the test starts on 127.0.0.1 (and stops), against fault servers.
 
 The same two-variant sweep runs locally and on Ray: the same folders, index and comparison, though on Ray each
-variant ran in a Ray worker process and came back as an archive. Needs Ray (`pip install -e '.[ray]'`). An
+variant ran in a Ray worker process and came back as an archive. A variant interrupted on its worker comes back
+with the cells it measured, and --resume does not measure them again. Needs Ray (`pip install -e '.[ray]'`). An
 integration test: like the vLLM tests it runs a real external engine (a Ray cluster) that takes the machine's CPU.
 """
 
@@ -19,12 +20,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 import pytest
 
-from tests.component.test_batch import KEY_ENV, batch, records, state, sweep_file
+from tests.component.test_batch import KEY_ENV, batch, batch_cmd, env, key, records, state, sweep_file
 from tests.faultserver import FaultServer
+from toolkit.store import RESULTS_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
@@ -41,12 +44,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class Cluster(NamedTuple):
+    address: str
+    proc: subprocess.Popen[bytes]
+    work: Path  # the workers' TMPDIR: a task's folder is <work>/toolkit-batch-*/<label>/
+
+
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def ray_cluster() -> Iterator[Cluster]:
     """`ray start --head --block` on 127.0.0.1 only (2 CPUs, no dashboard); SIGTERM stops it and its workers."""
     temp = Path(tempfile.mkdtemp(prefix="tkray-", dir="/tmp"))  # short: Ray's socket paths must stay < 108 bytes
     port = free_port()
-    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", MPLBACKEND="Agg")
+    (temp / "work").mkdir()
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", MPLBACKEND="Agg",
+               TMPDIR=str(temp / "work"))  # fmt: skip
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop(KEY_ENV, None)
     cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
@@ -60,7 +71,7 @@ def ray_cluster() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         while b"Ray runtime started" not in log_path.read_bytes():
             assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.5)
-        yield f"127.0.0.1:{port}", proc
+        yield Cluster(f"127.0.0.1:{port}", proc, temp / "work")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -88,9 +99,9 @@ def folder_files(folder: Path) -> set[str]:
 
 
 def test_a_sweep_on_ray_gives_the_same_folders_index_and_compare_as_a_local_batch(
-    ray_cluster: tuple[str, subprocess.Popen[bytes]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ray_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    address, cluster = ray_cluster
+    address, cluster, _ = ray_cluster
     monkeypatch.delenv(KEY_ENV, raising=False)
     with FaultServer() as one, FaultServer() as two:
         sweep = sweep_file(tmp_path, [
@@ -134,3 +145,49 @@ def test_a_sweep_on_ray_gives_the_same_folders_index_and_compare_as_a_local_batc
     assert headings[0] == headings[1]
     print(f"ray batch: {ray_s:.1f} s", file=sys.stderr)
     assert json.loads((theirs / "a" / "run.json").read_text())["run_label"] == "a"
+
+
+@pytest.mark.parametrize(("sig", "jobs"), [(signal.SIGINT, "1"), (signal.SIGTERM, "2")],
+                         ids=["ctrl-c", "sigterm-jobs-2"])  # fmt: skip
+def test_a_variant_interrupted_on_its_worker_keeps_its_cells_and_resume_measures_the_rest(
+    ray_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals, jobs: str
+) -> None:
+    """Interrupted in the driver's main thread (--jobs 1) and in a scheduling thread (--jobs 2)."""
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    out, log_path = tmp_path / "out", tmp_path / "first.log"
+    plan = {("prefill", 64, 1), ("decode", 64, 1), ("decode", 64, 2)}
+    with FaultServer() as server:
+        sweep = sweep_file(tmp_path, [{"label": "cut"}], base_url=server.base_url)
+        with open(log_path, "wb") as log:
+            first = batch_cmd(sweep, out, "--ray", ray_cluster.address, "--jobs", jobs)
+            proc = subprocess.Popen(first, cwd=REPO, env=env(), stdout=log, stderr=subprocess.STDOUT, process_group=0)
+        try:
+            deadline = time.monotonic() + 120
+            # The prefill notebook wrote prefill 64 in the worker's folder: interrupt before the decode cells.
+            while time.monotonic() < deadline and proc.poll() is None:
+                found = list(ray_cluster.work.glob(f"toolkit-batch-*/cut/{RESULTS_FILE}"))
+                if found and found[0].read_bytes().count(b"\n") >= 1:
+                    break
+                time.sleep(0.05)
+            assert proc.poll() is None, log_path.read_text()
+            started = time.monotonic()
+            proc.send_signal(sig)  # to the driver alone: the worker runs elsewhere
+            assert proc.wait(60) == 130, log_path.read_text()
+            stop_s = time.monotonic() - started
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        assert state(out)["variants"]["cut"]["state"] == "interrupted"
+        raw = (out / "cut" / RESULTS_FILE).read_bytes()  # the cells measured before the interrupt came back
+        before = [json.loads(x) for x in raw[: raw.rfind(b"\n") + 1].splitlines()]
+        assert key(before[0]) == ("prefill", 64, 1) and {key(r) for r in before} < plan, before
+
+        done = batch(sweep, out, "--resume", "--ray", ray_cluster.address)
+        assert done.returncode == 0, done.stderr[-3000:]
+    after = records(out / "cut")
+    assert after[: len(before)] == before  # kept as they were
+    assert sorted(key(r) for r in after[len(before) :]) == sorted(plan - {key(r) for r in before})  # only the rest
+    assert len({r["run_id"] for r in after}) == 1  # the same run, continued
+    assert state(out)["variants"]["cut"]["state"] == "done"
+    print(f"{sig.name} to exit: {stop_s:.1f} s, kept {len(before)} cell(s)", file=sys.stderr)

@@ -160,7 +160,8 @@ def test_a_folder_travels_as_an_archive_and_replaces_the_old_one(tmp_path: Path)
 
 
 class FakeRay:
-    """`ray.remote(f).options(...).remote(...)` gives a ref, `ray.get(ref)` the task's canned reply."""
+    """`ray.remote(f).options(...).remote(...)` gives a ref (or the collector actor), `ray.get(ref)` the task's
+    canned reply."""
 
     def __init__(self, reply: Any) -> None:
         self.reply = reply
@@ -181,7 +182,7 @@ def test_an_archive_that_cannot_be_unpacked_is_the_variants_failure(archive: byt
     folder.mkdir(parents=True)
     (folder / "results.jsonl").write_text('{"x": 1}\n')
     (variant,) = expand({"variants": [{"label": "a"}]})
-    execute = _on_ray(FakeRay(({"state": "done", "error": None}, archive)))
+    execute = _on_ray(batch_ray.RayTasks(FakeRay(({"state": "done", "error": None}, archive))))
     outcome = execute(variant, folder, False, 0)
     assert outcome["state"] == "failed" and outcome["ray"] is True
     assert re.fullmatch(r"cannot unpack the variant's folder from the Ray worker: \w+: .+", outcome["error"])
