@@ -7,7 +7,7 @@ Everything here is pure: it builds strings and DataFrames of display strings, an
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -19,13 +19,13 @@ from toolkit.formatting import (
     format_active,
     format_count,
     format_ms,
-    format_percent,
     format_seconds,
     format_tbt_ms,
     format_tok_s,
 )
 from toolkit.overhead import matrix_overhead, overhead_line
-from toolkit.schema import COLUMNS, PHASE_TITLES, STATUSES
+from toolkit.report_extras import Row, extras_table, table_rows
+from toolkit.schema import PHASE_TITLES, STATUSES
 from toolkit.status import concurrency_not_held
 
 REPORT_TITLE = "Speed test matrix"
@@ -89,91 +89,7 @@ table.speed-matrix caption { caption-side: top; text-align: left; color: #555; }
 .status-disturbed { color: #888; background: repeating-linear-gradient(-45deg, #fafafa 0 4px, #e4e4e4 4px 8px); }
 </style>"""
 
-Row = dict[str, Any]
 _INFO_SECTIONS = (("hardware", "Hardware"), ("engine", "Engine"), ("run", "Run"))
-
-
-def _yes_no(value: Any) -> str:
-    return "yes" if value else "no"
-
-
-def _whole_percent(value: Any) -> str:
-    number = as_number(value)
-    return MISSING if number is None else f"{number:.0f}%"
-
-
-def _unit(unit: str) -> Callable[[Any], str]:
-    def whole(value: Any) -> str:
-        number = as_number(value)
-        return MISSING if number is None else f"{number:,.0f} {unit}"
-
-    return whole
-
-
-def _digits(places: int, unit: str = "") -> Callable[[Any], str]:
-    def fixed(value: Any) -> str:
-        number = as_number(value)
-        return MISSING if number is None else f"{number:,.{places}f}{unit}"
-
-    return fixed
-
-
-# Extras beyond the published reports: (key, column title, formatter).
-_EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
-    ("prompt_tokens", "Prompt tokens", format_count),
-    ("server_output_tokens", "Server output tokens", format_count),
-    ("token_check", "Server ÷ client tokens", format_percent),
-    ("ttft_p90_ms", "TTFT p90", format_ms),
-    ("ttft_p99_ms", "TTFT p99", format_ms),
-    ("tbt_p90_ms", "Time between tokens p90", format_tbt_ms),
-    ("tbt_p99_ms", "Time between tokens p99", format_tbt_ms),
-    ("server_tbt_ms", "Server time between tokens", format_tbt_ms),
-    ("per_request_tok_s_p10", "Per request tok/s p10", format_tok_s),
-    ("per_request_tok_s_ci", "Per request tok/s ±", format_tok_s),
-    ("tbt_ms_ci", "Time between tokens ±", format_tbt_ms),
-    ("sub_windows", "Sub-windows", format_count),
-    ("spec_acceptance_rate", "Draft acceptance", format_percent),
-    ("spec_mean_accepted_len", "Mean accepted length", _digits(2)),
-    ("client_avg_active", "Client average active", format_active),
-    ("requests_started", "Requests started", format_count),
-    ("cached_tokens", "Cached tokens", format_count),
-    ("max_waiting", "Max waiting", format_count),
-    ("waiting_fraction", "Time with waiting", format_percent),
-    ("preemptions", "Preemptions", format_count),
-    ("kv_usage_peak", "KV usage peak", format_percent),
-    ("kv_budget_tokens", "KV budget tokens", format_count),
-    ("status_basis", "Status basis", str),
-    ("client_saturated", "Client saturated", _yes_no),
-    ("loop_lag_p99_ms", "Client loop lag p99", format_tbt_ms),
-    ("longest_silence_s", "Longest silence", format_seconds),
-    ("attempts", "Attempts", format_count),
-    ("disturbed", "Disturbed", str),
-    ("client_cpu_pct", "Client CPU", _whole_percent),
-    ("gpu_power_w", "GPU power", _unit("W")),
-    ("gpu_temp_peak_c", "GPU temperature peak", _unit("°C")),
-    ("gpu_sm_clock_mhz", "GPU SM clock", _unit("MHz")),
-    ("gpu_throttled", "GPU throttled", _yes_no),
-    ("gpu_energy_w", "GPU power (energy counter)", _unit("W")),
-    ("joules_per_token", "Energy per token", _digits(3, " J")),
-    ("tokens_per_joule", "Tokens per joule", _digits(2)),
-    ("concurrency_held", "Concurrency held", _whole_percent),
-    ("cell_wall_s", "Cell wall time", format_seconds),
-    ("error", "Error", str),
-)
-
-
-def _clean(value: Any) -> Any:
-    return None if pd.api.types.is_scalar(value) and pd.isna(value) else value
-
-
-def _rows(df: pd.DataFrame, phase: str | None = None) -> list[Row]:
-    """Rows as dicts (missing values None), prefill first, then by context tokens and concurrency."""
-    blank: Row = dict.fromkeys(COLUMNS)
-    rows = [blank | {str(k): _clean(v) for k, v in rec.items()} for rec in df.to_dict("records")]
-    rows = [r for r in rows if phase is None or r["phase"] == phase]
-    order = {"prefill": 0, "decode": 1}
-    rows.sort(key=lambda r: (order.get(r["phase"], 2), int(r["context_tokens"]), int(r["concurrency"])))
-    return rows
 
 
 def _unique(values: Iterable[Any]) -> list[Any]:
@@ -181,7 +97,7 @@ def _unique(values: Iterable[Any]) -> list[Any]:
 
 
 def _decode_grid(df: pd.DataFrame) -> tuple[list[str], list[int], dict[tuple[str, int], Row]]:
-    rows = _rows(df, "decode")
+    rows = table_rows(df, "decode")
     cells = {(r["context"], int(r["concurrency"])): r for r in rows}
     return _unique(r["context"] for r in rows), sorted({n for _, n in cells}), cells
 
@@ -231,7 +147,7 @@ def decode_matrix(df: pd.DataFrame) -> pd.DataFrame:
 
 def prefill_table(df: pd.DataFrame) -> pd.DataFrame:
     """Context, prompt tok/s and cold TTFT of every prefill measurement."""
-    rows = _rows(df, "prefill")
+    rows = table_rows(df, "prefill")
     data = [
         [r["context"], _marked(format_tok_s(r["total_tok_s"], trim_zero=True), r), format_ms(r["ttft_ms"])]
         if r["total_tok_s"] is not None
@@ -267,17 +183,17 @@ def _measurement_cells(row: Row) -> list[str]:
 
 def all_measurements_table(df: pd.DataFrame) -> pd.DataFrame:
     """Every measurement with exactly the published report's columns."""
-    return pd.DataFrame([_measurement_cells(r) for r in _rows(df)], columns=list(ALL_COLUMNS), dtype=object)
+    return pd.DataFrame([_measurement_cells(r) for r in table_rows(df)], columns=list(ALL_COLUMNS), dtype=object)
 
 
 def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
     """Notes for the non-valid statuses present, then (with decode rows) the TTFT note."""
     present = set(df["status"]) if len(df) else set()
     notes = [STATUS_NOTES[s] for s in STATUSES if s in present and s in STATUS_NOTES]
-    decode_rows = _rows(df, "decode")
+    decode_rows = table_rows(df, "decode")
     if any(_saturated(r) for r in decode_rows):
         notes.append(SATURATED_NOTE)
-    if any(is_disturbed(r.get("disturbed")) for r in _rows(df)):
+    if any(is_disturbed(r.get("disturbed")) for r in table_rows(df)):
         notes.append(DISTURBED_NOTE)
     if any(as_number(r.get("total_tok_s_ci")) is not None for r in decode_rows):
         notes.append(SPREAD_NOTE)
@@ -290,26 +206,6 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
     if ttft_note and len(df) and (df["phase"] == "decode").any():
         notes.append(TTFT_NOTE)
     return notes
-
-
-def extras_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Recorded quantities beyond the published reports, only rows and columns that have data."""
-    rows = _rows(df)
-    for r in rows:
-        same_interval = as_number(r.get("client_tokens_server_interval"))
-        server = as_number(r["server_output_tokens"])
-        client = same_interval if same_interval is not None else as_number(r["output_tokens"])
-        r["token_check"] = server / client if server is not None and client else None
-    extras = [(k, title, fmt) for k, title, fmt in _EXTRAS if any(r[k] is not None for r in rows)]
-    kept = [r for r in rows if any(r[k] is not None for k, _, _ in extras)]
-    data = [
-        [PHASE_TITLES.get(r["phase"], str(r["phase"])), r["context"], format_count(r["concurrency"])]
-        + [MISSING if r[k] is None else fmt(r[k]) for k, _, fmt in extras]
-        for r in kept
-    ]
-    return pd.DataFrame(
-        data, columns=["Phase", "Context", "Requests at once", *(t for _, t, _ in extras)], dtype=object
-    )
 
 
 def _span(items: list[Any]) -> str:
@@ -330,7 +226,7 @@ def summary_line(df: pd.DataFrame) -> str:
             f"{_plural(len(contexts), 'context')} ({_span(contexts)}) × "
             f"{_plural(len(levels), 'concurrency level')} ({_span(levels)})"
         )
-    prefill = _unique(r["context"] for r in _rows(df, "prefill"))
+    prefill = _unique(r["context"] for r in table_rows(df, "prefill"))
     if prefill:
         parts.append("prefill at " + ", ".join(prefill))
     disturbed = disturbed_count_text(df["disturbed"]) if "disturbed" in df.columns else None
@@ -405,7 +301,7 @@ def report_markdown(df: pd.DataFrame, run_info: Mapping[str, Any], images: dict[
 
 def overhead_notes(df: pd.DataFrame) -> list[str]:
     """The matrix's measured / wall time by phase (toolkit.overhead), when the run recorded cell wall times."""
-    spent = matrix_overhead(_rows(df)) if "cell_wall_s" in df.columns else None
+    spent = matrix_overhead(table_rows(df)) if "cell_wall_s" in df.columns else None
     return [] if spent is None else [f"Time: {overhead_line(spent)}."]
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 from IPython.display import HTML, Markdown
 from pandas.io.formats.style import Styler
 
-from toolkit import compare, report_tables, service_level
+from toolkit import compare, report_extras, report_tables, service_level
 from toolkit.formatting import MISSING, format_ms, format_tok_s
 from toolkit.runs import RUN_COLUMN
 
@@ -87,7 +87,7 @@ def all_measurements(frame: pd.DataFrame) -> Styler:
 
 def extras(frame: pd.DataFrame) -> Styler | Markdown:
     """Recorded quantities beyond the published reports (rows and columns that have data)."""
-    extra = report_tables.extras_table(frame)
+    extra = report_extras.extras_table(frame)
     if extra.empty:
         return Markdown("No quantities beyond the published ones were recorded (an imported report has none).")
     return table(extra, caption="Extras")

@@ -21,7 +21,8 @@ from toolkit.gpu import (
     telemetry,
     window_telemetry,
 )
-from toolkit.report_tables import THROTTLED_MARK, THROTTLED_NOTE, decode_matrix, extras_table, footnotes
+from toolkit.report_extras import extras_table
+from toolkit.report_tables import THROTTLED_MARK, THROTTLED_NOTE, decode_matrix, footnotes
 from toolkit.schema import COLUMNS, Measurement
 
 GPU_IDLE = 0x1  # a clock event reason that is neither power nor heat

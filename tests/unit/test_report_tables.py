@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from toolkit.report_extras import extras_table
 from toolkit.report_tables import (
     ALL_CAPTION,
     ALL_COLUMNS,
@@ -19,7 +20,6 @@ from toolkit.report_tables import (
     all_measurements_table,
     decode_matrix,
     engine_line,
-    extras_table,
     footnotes,
     markdown_table,
     prefill_table,
