@@ -82,6 +82,14 @@ def parse_autogroup_nice(text: str) -> int:
     return int(text.split()[-1])
 
 
+def own_autogroup_nice() -> int | None:
+    """This session's autogroup nice, or None in the root autogroup (the file reads empty: a process whose
+    session began before autogroups, e.g. a container's first process and what it starts without `setsid`).
+    Root-group tasks are scheduled one by one beside other sessions' groups: no group of ours to starve or raise."""
+    text = OWN_AUTOGROUP.read_text()
+    return parse_autogroup_nice(text) if text.strip() else None
+
+
 def client_nice_setting() -> int:
     """The nice the client's autogroup takes while measuring (TOOLKIT_AUTOGROUP_NICE, default -15)."""
     value = os.environ.get("TOOLKIT_AUTOGROUP_NICE", "").strip()
@@ -114,11 +122,14 @@ def protected_from_autogroups(base_url: str, say: Callable[[str], None]) -> Iter
         yield
         return
     try:
-        before = parse_autogroup_nice(OWN_AUTOGROUP.read_text())
-        if before > target:
+        before = own_autogroup_nice()
+        if before is not None and before > target:
             _write_own_nice(target)
     except (OSError, ValueError):
         say(split_session_warning(server_sessions=servers, client_session=client, pid=os.getpid(), target_nice=target))
+        yield
+        return
+    if before is None:
         yield
         return
     if before > target:

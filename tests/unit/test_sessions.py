@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -93,4 +94,18 @@ def test_same_session_server_is_left_alone(layout: Path, monkeypatch: pytest.Mon
     said: list[str] = []
     with protected_from_autogroups(URL, said.append):
         assert parse_autogroup_nice(layout.read_text()) == 0
+    assert said == []
+
+
+def test_in_the_root_autogroup_nothing_is_raised_or_said(layout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process whose session predates autogroups reads an empty file and may not set the root group's nice."""
+    layout.write_text("")
+
+    def refused(nice: int) -> None:
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(sessions, "_write_own_nice", refused)
+    said: list[str] = []
+    with protected_from_autogroups(URL, said.append):
+        assert layout.read_text() == ""
     assert said == []
