@@ -19,8 +19,8 @@ $(VENV_VLLM)/.installed: scripts/install-vllm.sh
 	bash scripts/install-vllm.sh $(VENV_VLLM)
 
 model: $(MODEL)
-$(MODEL): $(VENV_VLLM)/.installed toolkit/embedded/build_tiny_model.py | install
-	$(TK) -c "from toolkit.embedded.server import ensure_model; ensure_model()"
+$(MODEL): $(VENV_VLLM)/.installed toolkit/servers/embedded/build_tiny_model.py | install
+	$(TK) -c "from toolkit.servers.embedded.server import ensure_model; ensure_model()"
 
 demo: install model
 	$(TK) -m toolkit demo

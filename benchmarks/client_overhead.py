@@ -2,9 +2,9 @@
 
 Starts `synthetic_server.py` (pinned to core 1), then drives it with, side by side:
 - `toolkit`: the toolkit's `StreamClient` as the toolkit runs it (arrival time = when the process reads the
-  bytes; uvloop via `toolkit.runner.run_sync`, heap frozen by `toolkit.heap.frozen_heap`); `toolkit-kstamp`: the
-  same with the kernel's receive timestamps (`toolkit.kernel_stamps.KernelStampClient`); `toolkit-aiohttp`: the
-  toolkit's previous aiohttp client (for the record);
+  bytes; uvloop via `toolkit.matrix.runner.run_sync`, heap frozen by `toolkit.matrix.heap.frozen_heap`);
+  `toolkit-kstamp`: the same with the kernel's receive timestamps (`benchmarks.kernel_stamps.KernelStampClient`);
+  `toolkit-aiohttp`: the toolkit's previous aiohttp client (for the record);
 - `aiohttp`: a plain aiohttp reader like vLLM's benchmark client (`iter_any()`, split on b"\\n\\n",
   `json.loads`), on the default asyncio loop as `vllm bench serve` runs it; `aiohttp+uvloop`: the same on uvloop;
 - `guidellm`: GuideLLM 0.8.1 (`guidellm run`, concurrent profile), from /work/main/.venv-bench.
@@ -143,9 +143,9 @@ async def run_worker(args: argparse.Namespace) -> dict[str, Any]:
 
     import aiohttp
 
-    from toolkit.client import StreamClient, StreamResult, build_request
-    from toolkit.heap import frozen_heap
-    from toolkit.kernel_stamps import KernelStampClient
+    from benchmarks.kernel_stamps import KernelStampClient
+    from toolkit.loadgen.client import StreamClient, StreamResult, build_request
+    from toolkit.matrix.heap import frozen_heap
 
     base = f"http://127.0.0.1:{args.port}"
     n, kind = args.streams, args.worker
@@ -203,7 +203,7 @@ async def run_worker(args: argparse.Namespace) -> dict[str, Any]:
             async with aiohttp.ClientSession() as s, s.get(base + "/bench/log?clear=1") as resp:
                 logs = json.loads(await resp.read())
 
-    from toolkit.window import tokens_between
+    from toolkit.method.window import tokens_between
 
     results = [r for s in streams for _, r in s]
     tokens = sum(tokens_between(r, start, end) for r in results)
@@ -229,7 +229,7 @@ def worker_main(args: argparse.Namespace) -> None:
 
         out = asyncio.run(run_worker(args))
     else:
-        from toolkit.runner import run_sync
+        from toolkit.matrix.runner import run_sync
 
         out = run_sync(lambda: run_worker(args))
     print(json.dumps(out), flush=True)

@@ -1,7 +1,7 @@
 """The toolkit's streaming client as it was before the protocol-level rewrite (aiohttp `iter_any()` reader).
 
 Kept only as a side-by-side reference for `client_overhead.py` (client kind `toolkit-aiohttp`); the toolkit
-itself uses `toolkit/client.py`. Same `StreamResult` filling, same error texts.
+itself uses `toolkit/loadgen/client.py`. Same `StreamResult` filling, same error texts.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from toolkit.secrets import redact
-from toolkit.stream_events import StreamResult, has_text
+from toolkit.api_keys import redact
+from toolkit.loadgen.stream_events import StreamResult, has_text
 
 
 class StreamClient:
@@ -77,7 +77,7 @@ class StreamClient:
         return result
 
     async def _read_events(self, response: aiohttp.ClientResponse, result: StreamResult) -> None:
-        from toolkit.sse import SSEDecoder
+        from toolkit.loadgen.sse import SSEDecoder
 
         decoder = SSEDecoder()
         async for raw in response.content.iter_any():

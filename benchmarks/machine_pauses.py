@@ -86,7 +86,7 @@ class Server:
     """`python -m toolkit serve` in this session (own process group) or in a new session."""
 
     def __init__(self, new_session: bool) -> None:
-        from toolkit.embedded.server import free_port
+        from toolkit.servers.embedded.server import free_port
 
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -113,7 +113,7 @@ class Server:
 
 
 def summarize(outcome: Outcome, results_dir: Path) -> None:
-    from toolkit.store import ResultStore, latest_by_key
+    from toolkit.results.store import ResultStore, latest_by_key
 
     for m in latest_by_key(ResultStore(results_dir).load()).values():
         if m.phase != "decode" or m.status == "Over capacity":
@@ -132,8 +132,8 @@ def protection(on: bool) -> dict[str, str]:
 
 def in_process(layout: str, server: Server, protected: bool = True) -> Outcome:
     """The matrix from this process: client in this session."""
+    from toolkit.matrix.runner import run_matrix
     from toolkit.params import make_params
-    from toolkit.runner import run_matrix
 
     outcome, out = Outcome(layout), Path(tempfile.mkdtemp())
     start = time.monotonic()

@@ -3,7 +3,7 @@
 The embedded server runs at most 2 requests at once (`--max-num-seqs 2`), so the 4-stream cells queue and
 their readiness gate must end on the plateau, not the timeout. Contexts 1K and 2K × 1, 2, 4 streams, 6 s
 windows. The breakdown (prefill, readiness, windows, retries, drain, other) comes from each cell's recorded
-times (`toolkit.overhead`); the 30 s estimate keeps every phase but the windows, which grow 5×.
+times (`toolkit.method.overhead`); the 30 s estimate keeps every phase but the windows, which grow 5×.
 
     .venv/bin/python benchmarks/matrix_overhead.py [--duration 6]
 
@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from toolkit.embedded.server import EmbeddedServer, ServerConfig
-from toolkit.overhead import matrix_overhead, overhead_line
+from toolkit.matrix.runner import run_matrix
+from toolkit.method.overhead import matrix_overhead, overhead_line
 from toolkit.params import make_params
-from toolkit.runner import run_matrix
+from toolkit.servers.embedded.server import EmbeddedServer, ServerConfig
 
 
 def main() -> None:

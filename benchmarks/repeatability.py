@@ -29,9 +29,9 @@ MATRIX = {"contexts": ["512", "1K"], "concurrency": [1, 2], "duration_s": 5, "ma
 
 
 def main() -> None:
-    from toolkit.embedded.server import EmbeddedServer, ServerConfig
+    from toolkit.matrix.runner import run_matrix
     from toolkit.params import make_params
-    from toolkit.runner import run_matrix
+    from toolkit.servers.embedded.server import EmbeddedServer, ServerConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=4)

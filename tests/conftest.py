@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolkit.embedded.server import EmbeddedServer, ServerConfig, ServerError
+from toolkit.servers.embedded.server import EmbeddedServer, ServerConfig, ServerError
 
 TEST_API_KEY = "sk-toolkit-TEST-7f3a9c"  # distinctive, so output scans can look for it
 

@@ -1,4 +1,4 @@
-"""A stand-in for the `pynvml` module: GPUs whose readings a test sets, answering the calls toolkit.gpu makes.
+"""A stand-in for the `pynvml` module: GPUs whose readings a test sets, answering the calls toolkit.servers.gpu makes.
 
 Injected either directly (`GpuSampler(FakeNVML())`) or as `sys.modules["pynvml"]`, where the toolkit imports it.
 """

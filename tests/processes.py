@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from toolkit.managed import has_live_member
+from toolkit.servers.managed import has_live_member
 
 
 def assert_group_gone(pgid: int, timeout_s: float = 5.0, what: str = "the server") -> None:

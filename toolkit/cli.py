@@ -8,17 +8,17 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from toolkit.managed import ManagedServer, ServerError, exit_description
+from toolkit.api_keys import api_key_from_env, redact
 from toolkit.params import ParamsError
-from toolkit.secrets import api_key_from_env, redact
+from toolkit.servers.managed import ManagedServer, ServerError, exit_description
 
 if TYPE_CHECKING:
-    from toolkit.discovery import ServerInfo
+    from toolkit.matrix.discovery import ServerInfo
     from toolkit.params import RunParams, ServerSpec
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from toolkit.embedded.server import ServerConfig, serve_forever
+    from toolkit.servers.embedded.server import ServerConfig, serve_forever
 
     config = ServerConfig(port=args.port, max_model_len=args.max_model_len, kv_blocks=args.kv_blocks,
                           max_num_seqs=args.max_num_seqs, stream_interval=args.stream_interval)  # fmt: skip
@@ -34,10 +34,10 @@ def _matrix(args: argparse.Namespace) -> int:
               "endpoint": args.endpoint, "api_key_env": args.api_key_env, "run_label": args.label}  # fmt: skip
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
     api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
-    from toolkit.report_tables import decode_matrix, prefill_table, summary_line
-    from toolkit.run_folder import hold
-    from toolkit.runner import run_matrix
-    from toolkit.store import to_dataframe
+    from toolkit.matrix.run_folder import hold
+    from toolkit.matrix.runner import run_matrix
+    from toolkit.reports.tables import decode_matrix, prefill_table, summary_line
+    from toolkit.results.store import to_dataframe
 
     out = Path(args.out)
     with hold(out):
@@ -53,10 +53,10 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from toolkit.launch import check_command
+    from toolkit.matrix.run_folder import hold
+    from toolkit.matrix.runner import preflight
     from toolkit.params import load_run_file
-    from toolkit.run_folder import hold
-    from toolkit.runner import preflight
+    from toolkit.servers.launch import check_command
 
     params, spec = load_run_file(args.params, base_url=args.base_url)
     api_key = api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
@@ -68,7 +68,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.out:  # one run at a time writes into a folder: the lock is held until the reports are written
         with hold(Path(args.out)):
             return _run_in(Path(args.out), args.resume, params, spec, found)
-    from toolkit.publish import new_run_dir
+    from toolkit.jupyter.execute import new_run_dir
 
     out = new_run_dir(args.outputs, params.run_label)
     with hold(out):
@@ -77,16 +77,16 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_in(out: Path, resume: bool, params: RunParams, spec: ServerSpec | None, found: ServerInfo | None) -> int:
     """`toolkit run` into `out`, whose lock is held: a resumed run must continue the same server."""
-    from toolkit.launch import launched_server
-    from toolkit.run_folder import check_resume, open_run
-    from toolkit.runner import preflight
+    from toolkit.matrix.run_folder import check_resume, open_run
+    from toolkit.matrix.runner import preflight
+    from toolkit.servers.launch import launched_server
 
     if resume:  # before a launch: the parameters and the command; without one: the server found too
         check_resume(out, params, spec, found)
     else:
         open_run(out, params, resume=False)  # refuses a folder that holds a run
-    from toolkit.publish import run_notebooks  # papermill and nbconvert: a second to load
-    from toolkit.store import check_writable
+    from toolkit.jupyter.execute import run_notebooks  # papermill and nbconvert: a second to load
+    from toolkit.results.store import check_writable
 
     check_writable(out)  # before any load: a folder we cannot write would lose every measurement
 
@@ -123,9 +123,9 @@ def _server_died(server: ManagedServer) -> str | None:
 
 
 def _import_report(args: argparse.Namespace) -> int:
-    from toolkit.report_import import import_report_file
-    from toolkit.runs import RESULTS_CSV
-    from toolkit.store import RESULTS_FILE, RUN_FILE, read_json, to_dataframe, write_json_atomic
+    from toolkit.results.imported_reports import import_report_file
+    from toolkit.results.runs import RESULTS_CSV
+    from toolkit.results.store import RESULTS_FILE, RUN_FILE, read_json, to_dataframe, write_json_atomic
 
     source, out = Path(args.file), Path(args.out)
     try:
@@ -142,7 +142,7 @@ def _import_report(args: argparse.Namespace) -> int:
     write_json_atomic(out / RUN_FILE, {**report.run_info, "source_file": source.name})
     print(f"{len(report.measurements)} measurements: {out / RESULTS_CSV}, {out / RUN_FILE}")
     if args.report:
-        from toolkit.publish import write_reports
+        from toolkit.jupyter.execute import write_reports
 
         for name, path in write_reports(out).items():
             print(f"{name}: {path}")
@@ -150,7 +150,7 @@ def _import_report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from toolkit.publish import write_compare
+    from toolkit.jupyter.execute import write_compare
 
     if len(args.run_dirs) < 2:
         raise ValueError("compare: give at least two run folders")
@@ -161,16 +161,16 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from toolkit.batch import main as run_batch
+    from toolkit.batch.runner import main as run_batch
 
     return run_batch(args.sweep, out=args.out, outputs=args.outputs, resume=args.resume, jobs=args.jobs, ray=args.ray)
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from toolkit.embedded.server import launched_embedded
+    from toolkit.jupyter.execute import new_run_dir, run_notebooks
+    from toolkit.matrix.runner import preflight
     from toolkit.params import load_params
-    from toolkit.publish import new_run_dir, run_notebooks
-    from toolkit.runner import preflight
+    from toolkit.servers.embedded.server import launched_embedded
 
     params = load_params(args.params)
     out = new_run_dir(args.outputs, params.run_label)

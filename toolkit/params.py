@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from toolkit.contexts import parse_contexts
-from toolkit.secrets import ENV_NAME, KEY_ENV_NAME, env_secret, looks_secret, redact, secret_assignment, secret_flag
+from toolkit.api_keys import ENV_NAME, KEY_ENV_NAME, env_secret, looks_secret, redact, secret_assignment, secret_flag
+from toolkit.method.contexts import parse_contexts
 
 DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64, 128]
 MAX_LABEL = 150  # a run label or a batch variant's label is a folder name

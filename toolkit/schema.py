@@ -42,8 +42,8 @@ class Measurement:
     tbt_p90_ms: float | None = None
     tbt_p99_ms: float | None = None
     per_request_tok_s_p10: float | None = None
-    # 95 % half-widths from the kept window's sub-windows (batch means, toolkit.spread); None: no spread (imported,
-    # prefill, too few tokens).
+    # 95 % half-widths from the kept window's sub-windows (batch means, toolkit.method.spread); None: no spread
+    # (imported, prefill, too few tokens).
     total_tok_s_ci: float | None = None
     per_request_tok_s_ci: float | None = None
     tbt_ms_ci: float | None = None
@@ -80,7 +80,7 @@ class Measurement:
     disturbed: str | None = None  # why the window cannot be trusted (a pause), after the runner's retries
     attempts: int | None = None  # windows measured for this cell (> 1: earlier ones were disturbed)
     client_cpu_pct: float | None = None
-    # GPUs inside the window (NVML, toolkit.gpu); None without GPU telemetry.
+    # GPUs inside the window (NVML, toolkit.servers.gpu); None without GPU telemetry.
     gpu_power_w: float | None = None  # mean draw of all GPUs together
     gpu_temp_peak_c: float | None = None  # hottest reading of any GPU
     gpu_sm_clock_mhz: float | None = None  # mean SM clock over GPUs and readings

@@ -20,10 +20,10 @@ import pytest
 from tests.component.test_faults import KEY_ENV, P64, RAN, D64x1, D64x2, server
 from tests.faultserver import FaultServer
 from toolkit.cli import main
-from toolkit.client import StreamClient, StreamResult
+from toolkit.loadgen.client import StreamClient, StreamResult
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
-from toolkit.runner import run_matrix
-from toolkit.store import RESULTS_FILE
+from toolkit.results.store import RESULTS_FILE
 
 __all__ = ["server"]  # the fault server fixture, shared with test_faults
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.faultserver import FaultServer
-from toolkit.store import RESULTS_FILE
+from toolkit.results.store import RESULTS_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "FAULT_TEST_API_KEY"  # unset: the fault servers need no key

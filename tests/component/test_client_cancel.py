@@ -11,8 +11,8 @@ import asyncio
 import time
 
 from tests.faultserver import FaultServer
-from toolkit.client import StreamClient, build_request
-from toolkit.runner import run_sync
+from toolkit.loadgen.client import StreamClient, build_request
+from toolkit.matrix.runner import run_sync
 
 STREAMS = 16
 

@@ -14,9 +14,10 @@ import nbformat
 import pytest
 
 from tests.faultserver import FaultServer
-from toolkit import cli, compare
+from toolkit import cli
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
-from toolkit.runner import run_matrix
+from toolkit.reports import compare
 from toolkit.schema import Measurement
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +116,7 @@ def test_compare_refuses_bad_input_before_running(references: dict[str, Path], t
 
 
 def latest(folder: Path) -> dict[tuple[str, int, int], Measurement]:
-    from toolkit.store import latest_by_key, load_measurements
+    from toolkit.results.store import latest_by_key, load_measurements
 
     return latest_by_key(load_measurements(folder / "results.jsonl"))
 

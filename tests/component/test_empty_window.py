@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from tests.faultserver import FaultServer
-from toolkit import decode
+from toolkit.matrix import decode
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
-from toolkit.runner import run_matrix
-from toolkit.store import RESULTS_FILE
+from toolkit.results.store import RESULTS_FILE
 
 pytestmark = pytest.mark.timeout(120)
 DURATION_S = 1.0

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from tests.faultserver import FaultServer
-from toolkit import runner
+from toolkit.matrix import runner
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
-from toolkit.runner import run_matrix
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from tests.faultserver import FaultServer
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import RunParams, make_params
-from toolkit.runner import run_matrix
-from toolkit.store import RESULTS_FILE, RUN_FILE, load_measurements
+from toolkit.results.store import RESULTS_FILE, RUN_FILE, load_measurements
 
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "FAULT_TEST_API_KEY"  # unset unless a test sets it

@@ -12,12 +12,12 @@ import pytest
 
 from tests.fake_nvml import FakeNVML
 from tests.faultserver import FaultServer
-from toolkit import decode
-from toolkit.gpu import NO_TELEMETRY, SW_THERMAL_SLOWDOWN
+from toolkit.matrix import decode
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
-from toolkit.report_tables import THROTTLED_MARK, THROTTLED_NOTE, report_markdown
-from toolkit.runner import run_matrix
-from toolkit.store import RUN_FILE, to_dataframe
+from toolkit.reports.tables import THROTTLED_MARK, THROTTLED_NOTE, report_markdown
+from toolkit.results.store import RUN_FILE, to_dataframe
+from toolkit.servers.gpu import NO_TELEMETRY, SW_THERMAL_SLOWDOWN
 
 pytestmark = pytest.mark.timeout(120)
 

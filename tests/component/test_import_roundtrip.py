@@ -16,8 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from toolkit import cli, report_tables
-from toolkit.runs import load_run
+from toolkit import cli
+from toolkit.reports import tables as report_tables
+from toolkit.results.runs import load_run
 from toolkit.schema import COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ import nbformat
 import psutil
 import pytest
 
-from toolkit.kernels import SameSessionKernelManager
-from toolkit.publish import execute_path
+from toolkit.jupyter.execute import execute_path
+from toolkit.jupyter.kernels import SameSessionKernelManager
 
 
 @pytest.fixture

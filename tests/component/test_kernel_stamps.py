@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
+from benchmarks.kernel_stamps import AVAILABLE, KernelStampClient, _StampedConnection
 from tests.faultserver import FaultServer
-from toolkit.client import StreamClient, StreamResult, build_request
-from toolkit.kernel_stamps import AVAILABLE, KernelStampClient, _StampedConnection
-from toolkit.runner import run_sync
+from toolkit.loadgen.client import StreamClient, StreamResult, build_request
+from toolkit.matrix.runner import run_sync
 
 pytestmark = pytest.mark.timeout(60)
 

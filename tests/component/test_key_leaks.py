@@ -20,12 +20,12 @@ import pytest
 import yaml
 
 from tests.faultserver import MODEL, FaultServer, closed_port
-from toolkit.client import StreamClient, StreamResult, build_request
-from toolkit.embedded.server import free_port
-from toolkit.managed import ManagedServer
-from toolkit.metrics import MetricsSnapshot
-from toolkit.runner import run_sync
-from toolkit.server_api import ServerAPI
+from toolkit.loadgen.client import StreamClient, StreamResult, build_request
+from toolkit.matrix.prometheus import MetricsSnapshot
+from toolkit.matrix.runner import run_sync
+from toolkit.matrix.server_api import ServerAPI
+from toolkit.servers.embedded.server import free_port
+from toolkit.servers.managed import ManagedServer
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-leak-DISTINCTIVE-4242"

@@ -26,14 +26,14 @@ import yaml
 from tests.fake_vllm import BANNER
 from tests.faultserver import FaultServer
 from tests.processes import assert_group_gone
-from toolkit.embedded.server import free_port
-from toolkit.gpu import NO_TELEMETRY
-from toolkit.launch import LAUNCH_FILE
-from toolkit.local_paths import public_paths
-from toolkit.managed import has_live_member
-from toolkit.publish import declared_parameters
-from toolkit.run_folder import LOCK_FILE
-from toolkit.store import RESULTS_FILE, RUN_FILE
+from toolkit.jupyter.execute import declared_parameters
+from toolkit.matrix.run_folder import LOCK_FILE
+from toolkit.results.local_paths import public_paths
+from toolkit.results.store import RESULTS_FILE, RUN_FILE
+from toolkit.servers.embedded.server import free_port
+from toolkit.servers.gpu import NO_TELEMETRY
+from toolkit.servers.launch import LAUNCH_FILE
+from toolkit.servers.managed import has_live_member
 
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "MANAGED_TEST_KEY"
@@ -283,7 +283,7 @@ def test_ctrl_c_or_sigterm_stops_the_server(tmp_path: Path, sig: signal.Signals)
 LAUNCHER = """
 import os, sys, time
 from pathlib import Path
-from toolkit.managed import ManagedServer
+from toolkit.servers.managed import ManagedServer
 port = int(sys.argv[1])
 server = ManagedServer([sys.executable, "-m", "tests.fake_vllm", "--port", str(port)],
                        base_url=f"http://127.0.0.1:{port}", env=dict(os.environ), log_path=Path(sys.argv[2]))
@@ -329,7 +329,7 @@ def _reap(launcher: subprocess.Popen[str], pgid: int | None) -> None:
 STOPPING = """
 import sys, time
 from pathlib import Path
-from toolkit.launch import launched_server
+from toolkit.servers.launch import launched_server
 from toolkit.params import load_run_file
 params, spec = load_run_file(sys.argv[1])
 with launched_server(spec, params, Path(sys.argv[2])) as server:

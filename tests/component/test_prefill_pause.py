@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from tests.faultserver import FaultServer
-from toolkit.client import StreamClient
+from toolkit.loadgen.client import StreamClient
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
-from toolkit.runner import run_matrix
-from toolkit.store import RESULTS_FILE
+from toolkit.results.store import RESULTS_FILE
 
 pytestmark = pytest.mark.timeout(120)
 BLOCK_S = 0.5  # the client's event loop is held this long, like the machine's pauses seen here

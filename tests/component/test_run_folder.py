@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from tests.faultserver import FaultServer
+from toolkit.matrix.run_folder import LOCK_FILE
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
-from toolkit.run_folder import LOCK_FILE
-from toolkit.runner import run_matrix
-from toolkit.store import RESULTS_FILE, RUN_FILE
+from toolkit.results.store import RESULTS_FILE, RUN_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "FOLDER_TEST_API_KEY"  # unset: the fault servers need no key

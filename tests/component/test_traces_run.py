@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from tests.faultserver import FaultServer
+from toolkit.matrix.runner import run_matrix
+from toolkit.matrix.traces import load_trace
 from toolkit.params import make_params
-from toolkit.runner import run_matrix
 from toolkit.schema import Measurement
-from toolkit.traces import load_trace
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -72,7 +72,7 @@ def explore_check(results_dir, context: str, concurrency: int, tmp_path) -> dict
 
     import nbformat
 
-    from toolkit.publish import NOTEBOOKS, execute_path
+    from toolkit.jupyter.execute import NOTEBOOKS, execute_path
 
     executed = tmp_path / "explore.ipynb"
     execute_path(NOTEBOOKS / "explore.ipynb", executed,

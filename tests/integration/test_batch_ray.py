@@ -27,7 +27,7 @@ import pytest
 
 from tests.component.test_batch import KEY_ENV, batch, batch_cmd, env, key, records, state, sweep_file
 from tests.faultserver import FaultServer
-from toolkit.store import RESULTS_FILE
+from toolkit.results.store import RESULTS_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1", "::1")

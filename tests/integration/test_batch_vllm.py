@@ -20,12 +20,12 @@ import yaml
 from tests.conftest import TEST_API_KEY
 from tests.integration.test_managed_vllm import EXAMPLE, env
 from tests.processes import assert_group_gone
-from toolkit import runs
-from toolkit.batch_index import headline
-from toolkit.embedded.server import VLLM_PYTHON, ensure_model, free_port
-from toolkit.formatting import format_tok_s
-from toolkit.launch import LAUNCH_FILE
+from toolkit.batch.index import headline
+from toolkit.method.number_format import format_tok_s
+from toolkit.results import runs
 from toolkit.schema import PHASE_TITLES
+from toolkit.servers.embedded.server import VLLM_PYTHON, ensure_model, free_port
+from toolkit.servers.launch import LAUNCH_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 LABELS = ("max_num_seqs=1", "max_num_seqs=2", "max_num_seqs=4")

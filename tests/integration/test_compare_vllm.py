@@ -8,9 +8,9 @@ import pytest
 
 from tests.component.test_compare_notebook import assert_ratios_shown, run_compare
 from tests.conftest import TEST_API_KEY
-from toolkit.embedded.server import EmbeddedServer
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
-from toolkit.runner import run_matrix
+from toolkit.servers.embedded.server import EmbeddedServer
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import TEST_API_KEY
-from toolkit.embedded.server import BLOCK_SIZE_TOKENS, EmbeddedServer, ServerConfig, _has_live_member
-from toolkit.metrics import cache_config, parse_metrics
+from toolkit.matrix.prometheus import cache_config, parse_metrics
+from toolkit.servers.embedded.server import BLOCK_SIZE_TOKENS, EmbeddedServer, ServerConfig, _has_live_member
 
 AUTH = {"Authorization": f"Bearer {TEST_API_KEY}"}
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import start_server
-from toolkit import decode
-from toolkit.embedded.server import ServerConfig, free_port
+from toolkit.matrix import decode
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
-from toolkit.runner import run_matrix
-from toolkit.store import RESULTS_FILE, load_measurements
+from toolkit.results.store import RESULTS_FILE, load_measurements
+from toolkit.servers.embedded.server import ServerConfig, free_port
 
 
 def _signal_window_open(monkeypatch: pytest.MonkeyPatch) -> threading.Event:

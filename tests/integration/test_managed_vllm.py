@@ -23,12 +23,12 @@ import yaml
 
 from tests.conftest import TEST_API_KEY
 from tests.processes import assert_group_gone
-from toolkit.embedded.server import VLLM_PYTHON, ensure_model, free_port
-from toolkit.gpu import NO_TELEMETRY
-from toolkit.launch import LAUNCH_FILE
-from toolkit.local_paths import REPO_ROOT, public_paths
-from toolkit.metrics import RUNNING, parse_metrics
-from toolkit.store import RESULTS_FILE, RUN_FILE
+from toolkit.matrix.prometheus import RUNNING, parse_metrics
+from toolkit.results.local_paths import REPO_ROOT, public_paths
+from toolkit.results.store import RESULTS_FILE, RUN_FILE
+from toolkit.servers.embedded.server import VLLM_PYTHON, ensure_model, free_port
+from toolkit.servers.gpu import NO_TELEMETRY
+from toolkit.servers.launch import LAUNCH_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "params" / "managed-embedded.yaml"

@@ -8,10 +8,10 @@ import httpx
 import pytest
 
 from tests.conftest import TEST_API_KEY, start_server
-from toolkit.embedded.server import EmbeddedServer, ServerConfig
-from toolkit.metrics import PROMPT_TOKENS, REQUEST_SUCCESS, parse_metrics
+from toolkit.matrix.prometheus import PROMPT_TOKENS, REQUEST_SUCCESS, parse_metrics
+from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
-from toolkit.runner import run_matrix
+from toolkit.servers.embedded.server import EmbeddedServer, ServerConfig
 
 
 def _params(server: EmbeddedServer, **values: object):
@@ -127,11 +127,11 @@ def _one_stream_against_the_engine(server: EmbeddedServer, max_tokens: int = 600
     (/metrics read before it starts and after it ends, when nothing else runs)."""
     import math
 
-    from toolkit.client import StreamClient, build_request
-    from toolkit.metrics import ITL_COUNT, ITL_SUM, mean_delta
-    from toolkit.runner import run_sync
-    from toolkit.server_api import ServerAPI
-    from toolkit.window import summarize_window
+    from toolkit.loadgen.client import StreamClient, build_request
+    from toolkit.matrix.prometheus import ITL_COUNT, ITL_SUM, mean_delta
+    from toolkit.matrix.runner import run_sync
+    from toolkit.matrix.server_api import ServerAPI
+    from toolkit.method.window import summarize_window
 
     async def measure():
         async with ServerAPI(server.base_url, api_key=TEST_API_KEY) as api, \

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from tests.conftest import TEST_API_KEY
-from toolkit.contexts import format_context
-from toolkit.embedded.server import EmbeddedServer
-from toolkit.formatting import format_ms, format_tok_s
+from toolkit.method.contexts import format_context
+from toolkit.method.number_format import format_ms, format_tok_s
+from toolkit.servers.embedded.server import EmbeddedServer
 
 SMALL_PARAMS = {
     "run_label": "nbtest",

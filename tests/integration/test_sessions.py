@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from tests.processes import assert_group_gone
-from toolkit.embedded.server import EmbeddedServer, free_port
-from toolkit.publish import execute_path
-from toolkit.sessions import OWN_AUTOGROUP, autogroup_enabled, own_autogroup_nice, protected_from_autogroups
-from toolkit.store import ResultStore, latest_by_key
+from toolkit.jupyter.execute import execute_path
+from toolkit.results.store import ResultStore, latest_by_key
+from toolkit.servers.autogroups import OWN_AUTOGROUP, autogroup_enabled, own_autogroup_nice, protected_from_autogroups
+from toolkit.servers.embedded.server import EmbeddedServer, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE_CELL = "import json, os\nprint(json.dumps({'sid': os.getsid(0), 'pgid': os.getpgid(0), 'pid': os.getpid()}))"

@@ -10,12 +10,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from toolkit import batch_ray
-from toolkit.batch import _on_ray, check_jobs, check_out, one_line_error
-from toolkit.batch_index import headline, index_html, index_markdown
-from toolkit.batch_progress import BatchProgress
+from toolkit.batch import ray_runner as batch_ray
+from toolkit.batch.index import headline, index_html, index_markdown
+from toolkit.batch.progress import BatchProgress
+from toolkit.batch.runner import _on_ray, check_jobs, check_out, one_line_error
+from toolkit.batch.sweep import Variant, expand
 from toolkit.schema import COLUMNS
-from toolkit.sweep import Variant, expand
 
 
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -224,8 +224,9 @@ KEY = "sk-batch-DISTINCTIVE-5150"
 
 def test_a_variant_failure_carrying_the_key_is_stored_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The error file, the outcome (batch.json, index) and the lines shown: escaped and URL-encoded forms too."""
-    import toolkit.runner
-    from toolkit import batch, secrets
+    import toolkit.matrix.runner
+    from toolkit import api_keys as secrets
+    from toolkit.batch import runner as batch
     from toolkit.params import make_params
 
     monkeypatch.setattr(secrets, "_KNOWN", set())
@@ -234,7 +235,7 @@ def test_a_variant_failure_carrying_the_key_is_stored_redacted(tmp_path: Path, m
     def fails(params: Any) -> None:
         raise RuntimeError(f"Illegal header value {('Bearer ' + KEY + chr(13)).encode()!r} at /x?k={KEY}%0D")
 
-    monkeypatch.setattr(toolkit.runner, "preflight", fails)
+    monkeypatch.setattr(toolkit.matrix.runner, "preflight", fails)
     variant = Variant(label="a", params=make_params({"api_key_env": "BATCH_TEST_KEY"}))
     outcome = batch.run_variant(variant, tmp_path / "a", resume=False)
     assert outcome["state"] == "failed" and outcome["error"].startswith("RuntimeError: Illegal header value b'Bearer ")

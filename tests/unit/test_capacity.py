@@ -2,7 +2,7 @@
 
 import pytest
 
-from toolkit.capacity import budget_interval_for_pattern, capacity_pattern, is_over_capacity, request_tokens
+from toolkit.method.capacity import budget_interval_for_pattern, capacity_pattern, is_over_capacity, request_tokens
 
 K = 1024
 MAX_OUTPUT = 4096

@@ -12,7 +12,7 @@ import pytest
 from matplotlib.collections import QuadMesh
 from matplotlib.figure import Figure
 
-from toolkit import compare, compare_plots, views
+from toolkit.reports import compare, compare_plots, views
 from toolkit.schema import COLUMNS, Measurement
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from toolkit.contexts import (
+from toolkit.method.contexts import (
     DEFAULT_DECODE_CANDIDATES,
     check_contexts,
     decode_contexts,

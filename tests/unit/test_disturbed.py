@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from toolkit.disturbed import disturbed_count_text, disturbed_mask, is_disturbed
+from toolkit.method.disturbed import disturbed_count_text, disturbed_mask, is_disturbed
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from toolkit.environment import (
+from toolkit.servers.machine import (
     PROBE_MARK,
     hardware_block,
     interpreter_for,

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from toolkit.formatting import (
+from toolkit.method.number_format import (
     MISSING,
     as_number,
     format_active,

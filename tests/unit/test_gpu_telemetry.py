@@ -9,8 +9,11 @@ import pandas as pd
 import pytest
 
 from tests.fake_nvml import FakeNVML
-from toolkit import gpu
-from toolkit.gpu import (
+from toolkit.reports.extras import extras_table
+from toolkit.reports.tables import THROTTLED_MARK, THROTTLED_NOTE, decode_matrix, footnotes
+from toolkit.schema import COLUMNS, Measurement
+from toolkit.servers import gpu
+from toolkit.servers.gpu import (
     HW_THERMAL_SLOWDOWN,
     SW_POWER_CAP,
     GpuSample,
@@ -21,9 +24,6 @@ from toolkit.gpu import (
     telemetry,
     window_telemetry,
 )
-from toolkit.report_extras import extras_table
-from toolkit.report_tables import THROTTLED_MARK, THROTTLED_NOTE, decode_matrix, footnotes
-from toolkit.schema import COLUMNS, Measurement
 
 GPU_IDLE = 0x1  # a clock event reason that is neither power nor heat
 

@@ -1,4 +1,4 @@
-"""`toolkit.heap.frozen_heap`: the heap is frozen while any of the nested blocks runs, unfrozen after the last."""
+"""`toolkit.matrix.heap.frozen_heap`: the heap is frozen while any nested block runs, unfrozen after the last."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from toolkit.heap import frozen_heap
+from toolkit.matrix.heap import frozen_heap
 
 
 def test_frozen_while_inside_nested_blocks_and_unfrozen_after() -> None:

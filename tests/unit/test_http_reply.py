@@ -1,11 +1,11 @@
-"""`toolkit.http_reply.HttpReply`: the HTTP/1.1 framing the client relies on, whole and split byte by byte."""
+"""`toolkit.loadgen.http_reply.HttpReply`: the HTTP/1.1 framing the client relies on, whole and split byte by byte."""
 
 from __future__ import annotations
 
 import pytest
 
-from toolkit.http_reply import MAX_ERROR_BODY, HttpReply
-from toolkit.stream_events import StreamResult
+from toolkit.loadgen.http_reply import MAX_ERROR_BODY, HttpReply
+from toolkit.loadgen.stream_events import StreamResult
 
 SSE = b"data: [DONE]\n\n"
 

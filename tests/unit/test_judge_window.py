@@ -1,14 +1,14 @@
 """A decode window's Measurement fields from synthetic token events and server samples (the pure half of
-toolkit/decode.py; the other half does the streaming and the scrapes)."""
+toolkit/matrix/decode.py; the other half does the streaming and the scrapes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from toolkit.client import StreamResult
-from toolkit.decode import WindowEdges, judge_window
-from toolkit.metrics import MetricsSnapshot
-from toolkit.sampler import Samples
+from toolkit.loadgen.client import StreamResult
+from toolkit.matrix.decode import WindowEdges, judge_window
+from toolkit.matrix.prometheus import MetricsSnapshot
+from toolkit.matrix.sampler import Samples
 
 
 def snapshot(generated: float, itl_sum: float = 0.0, itl_count: float = 0.0) -> MetricsSnapshot:

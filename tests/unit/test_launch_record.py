@@ -6,9 +6,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from toolkit.launch import LAUNCH_FILE, exit_note, launch_info
-from toolkit.managed import exit_description
-from toolkit.store import write_json_atomic
+from toolkit.results.store import write_json_atomic
+from toolkit.servers.launch import LAUNCH_FILE, exit_note, launch_info
+from toolkit.servers.managed import exit_description
 
 
 def _record(tmp_path: Path, **fields: object) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.launch import shown_command
-from toolkit.local_paths import REPO_ROOT, public_paths
+from toolkit.results.local_paths import REPO_ROOT, public_paths
+from toolkit.servers.launch import shown_command
 
 REPO = Path("/home/ana/src/toolkit")
 HOME = Path("/home/ana")
@@ -51,8 +51,8 @@ def test_the_shown_launch_command_has_no_local_path() -> None:
 
 
 def test_a_given_launch_command_loses_its_local_paths_in_run_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolkit import runner
-    from toolkit.discovery import ServerInfo
+    from toolkit.matrix import runner
+    from toolkit.matrix.discovery import ServerInfo
     from toolkit.params import make_params
 
     monkeypatch.setattr(runner, "environment_info", lambda: {"machine": {}, "gpus": []})

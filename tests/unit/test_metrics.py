@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.metrics import (
+from toolkit.matrix.prometheus import (
     GENERATION_TOKENS,
     KV_USAGE,
     PREFIX_HITS,
@@ -74,7 +74,7 @@ vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} {total}
 
 
 def test_mean_inter_token_latency_between_two_scrapes() -> None:
-    from toolkit.metrics import ITL_COUNT, ITL_SUM, mean_delta
+    from toolkit.matrix.prometheus import ITL_COUNT, ITL_SUM, mean_delta
 
     before = parse_metrics(ITL.replace("{count}", "100.0").replace("{total}", "0.8"))
     after = parse_metrics(ITL.replace("{count}", "500.0").replace("{total}", "4.0"))

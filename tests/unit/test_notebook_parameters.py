@@ -8,9 +8,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from toolkit.notebook import params_from
+from toolkit.jupyter.execute import declared_parameters, notebook_parameters, parameters_for
+from toolkit.jupyter.notebook import params_from
 from toolkit.params import RunParams, make_params
-from toolkit.publish import declared_parameters, notebook_parameters, parameters_for
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 RUN_PARAMETERS = {name.upper() for name in RunParams.model_fields}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from toolkit.numbers import parse_int, parse_number
+from toolkit.method.number_parse import parse_int, parse_number
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.overhead import PHASES, matrix_overhead, overhead_line
+from toolkit.method.overhead import PHASES, matrix_overhead, overhead_line
 
 
 def test_no_timed_cells_has_no_overhead() -> None:

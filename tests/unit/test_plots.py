@@ -12,8 +12,8 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
-from toolkit.disturbed import DISTURBED_MARK
-from toolkit.plots import MARKED_NOTE, decode_heatmaps, prefill_figure, scaling_figure
+from toolkit.method.disturbed import DISTURBED_MARK
+from toolkit.reports.plots import MARKED_NOTE, decode_heatmaps, prefill_figure, scaling_figure
 from toolkit.schema import COLUMNS, Measurement
 
 CELLS = [

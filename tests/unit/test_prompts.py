@@ -1,4 +1,4 @@
-"""`toolkit.prompts.build_prompt` against scripted tokenizers: it converges, or stops in bounded calls."""
+"""`toolkit.matrix.prompts.build_prompt` against scripted tokenizers: it converges, or stops in bounded calls."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from toolkit.prompts import MAX_TOKENIZE_CALLS, PromptError, build_prompt
+from toolkit.matrix.prompts import MAX_TOKENIZE_CALLS, PromptError, build_prompt
 
 
 class FakeAPI:

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import orjson
 
-from toolkit.http_reply import HttpReply
-from toolkit.metrics import MetricsSnapshot
-from toolkit.server_api import ServerAPI, ServerAPIError
-from toolkit.stream_events import StreamResult
+from toolkit.loadgen.http_reply import HttpReply
+from toolkit.loadgen.stream_events import StreamResult
+from toolkit.matrix.prometheus import MetricsSnapshot
+from toolkit.matrix.server_api import ServerAPI, ServerAPIError
 
 SEEDS = range(300)
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"

@@ -8,7 +8,7 @@ import nbformat
 import pandas as pd
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from toolkit.publish import compare_images, drawn_images
+from toolkit.jupyter.execute import compare_images, drawn_images
 
 
 def cell(tags: list[str], *pngs: bytes) -> nbformat.NotebookNode:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.report_import import (
+from toolkit.results.imported_reports import (
     MAX_REPORT_BYTES,
     ImportedReport,
     ReportFormatError,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from toolkit.report_tables import SATURATED_MARK, SATURATED_NOTE, decode_matrix, extras_table, footnotes
+from toolkit.reports.tables import SATURATED_MARK, SATURATED_NOTE, decode_matrix, extras_table, footnotes
+from toolkit.results.store import to_dataframe
 from toolkit.schema import Measurement
-from toolkit.store import to_dataframe
 
 
 def _cell(n: int, saturated: bool | None) -> Measurement:
@@ -34,7 +34,7 @@ def test_token_check_compares_the_same_interval() -> None:
 def test_client_side_statuses_are_footnoted() -> None:
     from dataclasses import replace
 
-    from toolkit.report_tables import CLIENT_BASIS_NOTE
+    from toolkit.reports.tables import CLIENT_BASIS_NOTE
 
     server = to_dataframe([replace(_cell(1, False), status_basis="server")])
     client = to_dataframe([replace(_cell(1, False), status_basis="client")])
@@ -45,7 +45,7 @@ def test_client_side_statuses_are_footnoted() -> None:
 def test_disturbed_cell_is_marked_and_footnoted() -> None:
     from dataclasses import replace
 
-    from toolkit.report_tables import DISTURBED_MARK, DISTURBED_NOTE
+    from toolkit.reports.tables import DISTURBED_MARK, DISTURBED_NOTE
 
     clean = replace(_cell(1, False), attempts=1)
     paused = replace(_cell(2, False), disturbed="no token for 3.9 s", attempts=3, longest_silence_s=3.9)
@@ -63,7 +63,7 @@ def test_disturbed_cell_is_marked_and_footnoted() -> None:
 def test_a_disturbed_cell_is_not_also_called_saturated() -> None:
     from dataclasses import replace
 
-    from toolkit.report_tables import DISTURBED_MARK
+    from toolkit.reports.tables import DISTURBED_MARK
 
     paused = replace(_cell(2, True), disturbed="client event loop blocked 900 ms")
     frame = to_dataframe([paused])
@@ -72,7 +72,7 @@ def test_a_disturbed_cell_is_not_also_called_saturated() -> None:
 
 
 def test_a_disturbed_prefill_is_marked_in_the_prefill_table_and_footnoted() -> None:
-    from toolkit.report_tables import DISTURBED_MARK, DISTURBED_NOTE, prefill_table
+    from toolkit.reports.tables import DISTURBED_MARK, DISTURBED_NOTE, prefill_table
 
     def prefill(ctx: int, label: str, disturbed: str | None) -> Measurement:
         return Measurement(phase="prefill", context_tokens=ctx, context=label, concurrency=1, status="Valid",
@@ -91,8 +91,8 @@ def test_a_disturbed_prefill_is_marked_in_the_prefill_table_and_footnoted() -> N
 def test_a_disturbed_cell_is_greyed_in_the_html_matrix_and_counted_in_the_summary_line() -> None:
     from dataclasses import replace
 
-    from toolkit import views
-    from toolkit.report_tables import DISTURBED_MARK, report_html_fragments, report_markdown, summary_line
+    from toolkit.reports import views
+    from toolkit.reports.tables import DISTURBED_MARK, report_html_fragments, report_markdown, summary_line
 
     paused = replace(_cell(2, False), disturbed="no token for 2.3 s", attempts=3)
     queued = replace(_cell(4, False), status="Requests queued", disturbed="no token for 1.2 s", attempts=3)

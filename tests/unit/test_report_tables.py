@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from toolkit.report_extras import extras_table
-from toolkit.report_tables import (
+from toolkit.reports.extras import extras_table
+from toolkit.reports.tables import (
     ALL_CAPTION,
     ALL_COLUMNS,
     DECODE_CAPTION,
@@ -266,7 +266,7 @@ def test_html_fragments_escape_and_classify() -> None:
 def test_concurrency_not_held_marks_valid_cells_only() -> None:
     import pandas as pd
 
-    from toolkit.report_tables import NOT_HELD_MARK, NOT_HELD_NOTE, decode_matrix, footnotes
+    from toolkit.reports.tables import NOT_HELD_MARK, NOT_HELD_NOTE, decode_matrix, footnotes
 
     rows = [
         {"phase": "decode", "context_tokens": 1024, "context": "1K", "concurrency": 2, "status": "Valid",

@@ -1,4 +1,4 @@
-"""toolkit.run_folder: the folder lock (one writer, its kernels inside it) and what a resumed run compares."""
+"""toolkit.matrix.run_folder: the folder lock (one writer, its kernels inside it) and what a resumed run compares."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.discovery import ServerInfo
-from toolkit.run_folder import LOCK_FILE, RunRefused, hold, server_differences
+from toolkit.matrix.discovery import ServerInfo
+from toolkit.matrix.run_folder import LOCK_FILE, RunRefused, hold, server_differences
 
 REPO = Path(__file__).resolve().parents[2]
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from toolkit.run_folder import hold
+from toolkit.matrix.run_folder import hold
 with hold(Path(sys.argv[1])):
     print("held", flush=True)
     sys.stdin.readline()
@@ -26,7 +26,7 @@ with hold(Path(sys.argv[1])):
 TRY = """
 import sys
 from pathlib import Path
-from toolkit.run_folder import hold
+from toolkit.matrix.run_folder import hold
 with hold(Path(sys.argv[1])):
     print("inside")
 """

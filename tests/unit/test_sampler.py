@@ -1,4 +1,4 @@
-"""`toolkit.sampler.Sampler`: a scrape that raises is not swallowed with its task."""
+"""`toolkit.matrix.sampler.Sampler`: a scrape that raises is not swallowed with its task."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from toolkit.metrics import MetricsSnapshot
-from toolkit.sampler import Sampler
+from toolkit.matrix.prometheus import MetricsSnapshot
+from toolkit.matrix.sampler import Sampler
 
 
 class BrokenAPI:

@@ -1,4 +1,4 @@
-"""`toolkit.secrets`: the API key comes from the environment, is checked, and is redacted from anything written."""
+"""`toolkit.api_keys`: the API key comes from the environment, is checked, and is redacted from anything written."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from urllib.parse import quote
 
 import pytest
 
-from toolkit import secrets
+from toolkit import api_keys as secrets
+from toolkit.api_keys import REDACTED, SecretError, api_key_from_env, redact, secret_flag
 from toolkit.params import ParamsError, make_params
-from toolkit.secrets import REDACTED, SecretError, api_key_from_env, redact, secret_flag
 
 KEY = "sk-test-DISTINCTIVE-12345"
 
@@ -235,7 +235,7 @@ def test_server_api_errors_do_not_carry_the_key() -> None:
 
     import httpx
 
-    from toolkit.server_api import ServerAPI, ServerAPIError
+    from toolkit.matrix.server_api import ServerAPI, ServerAPIError
 
     def reply(request: httpx.Request) -> httpx.Response:
         header = request.headers["Authorization"]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.launch import server_env, shown_command
+from toolkit.api_keys import looks_secret, redact
 from toolkit.params import ParamsError, RunParams, ServerSpec, load_params, load_run_file
-from toolkit.secrets import looks_secret, redact
+from toolkit.servers.launch import server_env, shown_command
 
 SECRET = "hf_DISTINCTIVE_value_42"
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from toolkit import cli, views
-from toolkit.runs import load_run
+from toolkit import cli
+from toolkit.reports import views
+from toolkit.reports.service_level import highest_concurrency, limits_text, meets
+from toolkit.results.runs import load_run
 from toolkit.schema import COLUMNS, Measurement
-from toolkit.service_level import highest_concurrency, limits_text, meets
 
 LFM = Path(__file__).resolve().parents[1] / "fixtures" / "reference-reports" / "lfm2.5-350m-h200nvl-vllm-0.26.txt"
 

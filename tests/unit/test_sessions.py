@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import sessions
-from toolkit.sessions import needs_protection, parse_autogroup_nice, protected_from_autogroups, split_session_warning
+from toolkit.servers import autogroups as sessions
+from toolkit.servers.autogroups import (
+    needs_protection,
+    parse_autogroup_nice,
+    protected_from_autogroups,
+    split_session_warning,
+)
 
 URL = "http://127.0.0.1:8000"
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from toolkit.client import StreamResult
-from toolkit.spread import (
+from toolkit.loadgen.client import StreamResult
+from toolkit.method.spread import (
     Interval,
     batch_means,
     lag1_autocorrelation,
@@ -16,7 +16,7 @@ from toolkit.spread import (
     sub_window_count,
     t95,
 )
-from toolkit.window import window_spread
+from toolkit.method.window import window_spread
 
 TRUE_TBT_S = 0.02  # 50 tok/s per stream
 STREAMS = 4

@@ -1,8 +1,8 @@
-"""`toolkit.sse.SSEDecoder`: events split across reads, CRLF, multi-line data, what is pending after a cut."""
+"""`toolkit.loadgen.sse.SSEDecoder`: events split across reads, CRLF, multi-line data, what is pending after a cut."""
 
 import pytest
 
-from toolkit.sse import MAX_EVENT_BYTES, SSEDecoder, SSEError
+from toolkit.loadgen.sse import MAX_EVENT_BYTES, SSEDecoder, SSEError
 
 
 def feed_all(pieces: list[bytes]) -> tuple[list[bytes], bytes]:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from toolkit.stats import mean, median, percentile
+from toolkit.method.stats import mean, median, percentile
 
 
 @pytest.mark.parametrize(

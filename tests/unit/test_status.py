@@ -2,7 +2,7 @@
 
 import pytest
 
-from toolkit.status import (
+from toolkit.method.status import (
     concurrency_not_held,
     decode_status,
     decode_status_client_only,

@@ -1,4 +1,4 @@
-"""`toolkit.store`: results appended a line at a time, a kill's partial line survived, latest per key."""
+"""`toolkit.results.store`: results appended a line at a time, a kill's partial line survived, latest per key."""
 
 import contextlib
 import json
@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.schema import Measurement
-from toolkit.store import (
+from toolkit.results.store import (
     RESULTS_FILE,
     ResultStore,
     StoreError,
@@ -24,6 +23,7 @@ from toolkit.store import (
     to_dataframe,
     write_json_atomic,
 )
+from toolkit.schema import Measurement
 
 
 def m(phase: str = "decode", ctx: int = 1024, n: int = 1, status: str = "Valid", **extra: object) -> Measurement:

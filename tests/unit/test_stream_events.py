@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from toolkit.http_reply import HttpReply
-from toolkit.stream_events import StreamAccount, StreamResult, build_request
+from toolkit.loadgen.http_reply import HttpReply
+from toolkit.loadgen.stream_events import StreamAccount, StreamResult, build_request
 
 HEAD = (b"HTTP/1.1 200 OK\r\ndate: Mon, 01 Dec 2025 03:00:00 GMT\r\nserver: uvicorn\r\n"
         b"content-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n")  # fmt: skip

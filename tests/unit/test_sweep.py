@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
+from toolkit.batch.sweep import SweepError, expand, load_sweep
 from toolkit.params import ServerSpec
-from toolkit.sweep import SweepError, expand, load_sweep
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "params" / "sweep-example.yaml"
 SERVER = {"command": "vllm serve m --port 8000 --max-num-seqs {max_num_seqs} -tp {tensor_parallel_size}",

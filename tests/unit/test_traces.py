@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.client import StreamResult
-from toolkit.sampler import Samples
-from toolkit.traces import CellTrace, load_trace, token_increments, trace_frame, trace_path, write_trace
+from toolkit.loadgen.client import StreamResult
+from toolkit.matrix.sampler import Samples
+from toolkit.matrix.traces import CellTrace, load_trace, token_increments, trace_frame, trace_path, write_trace
 
 
 def _trace() -> CellTrace:

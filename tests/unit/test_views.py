@@ -8,8 +8,8 @@ import pandas as pd
 from IPython.display import HTML, Markdown
 from pandas.io.formats.style import Styler
 
-from toolkit import views
-from toolkit.report_tables import DECODE_CAPTION, STATUS_NOTES, TTFT_NOTE, decode_matrix
+from toolkit.reports import views
+from toolkit.reports.tables import DECODE_CAPTION, STATUS_NOTES, TTFT_NOTE, decode_matrix
 from toolkit.schema import COLUMNS, Measurement
 
 CELLS = [

@@ -1,9 +1,9 @@
-"""`toolkit.window`: tokens inside the window, time between tokens per token, completed requests."""
+"""`toolkit.method.window`: tokens inside the window, time between tokens per token, completed requests."""
 
 import pytest
 
-from toolkit.client import StreamResult
-from toolkit.window import active_at, longest_silence_s, summarize_window, tbt_in_window_s, tokens_between
+from toolkit.loadgen.client import StreamResult
+from toolkit.method.window import active_at, longest_silence_s, summarize_window, tbt_in_window_s, tokens_between
 
 
 def result(events: list[tuple[float, int]], *, started: float = 0.0, first: float | None = None,
@@ -91,8 +91,8 @@ def test_longest_silence_merges_streams_and_counts_the_window_edges() -> None:
 
 def test_tokens_between_an_empty_interval_is_zero() -> None:
     """The inner scrape bracket is empty when the 'before' scrape returned after the 'after' one was sent."""
-    from toolkit.client import StreamResult
-    from toolkit.window import tokens_between
+    from toolkit.loadgen.client import StreamResult
+    from toolkit.method.window import tokens_between
 
     result = StreamResult(started=0.0, token_events=[(1.0, 1), (2.0, 2), (3.0, 3)])
     assert tokens_between(result, 2.5, 1.5) == 0

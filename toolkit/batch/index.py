@@ -1,0 +1,153 @@
+"""A batch's index.html and index.md: every variant's report linked with its headline numbers and state."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pandas as pd
+
+from toolkit.batch.sweep import Variant
+from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
+from toolkit.method.number_format import MISSING, as_number, format_tok_s
+from toolkit.reports.tables import markdown_table
+from toolkit.results.runs import load_run
+from toolkit.results.store import RUN_FILE
+from toolkit.schema import STATUSES
+
+INDEX_TITLE = "Speed test matrix batch"
+COLUMNS = ("Variant", "State", "Prefill tok/s", "Best total tok/s", "Statuses", "Note")
+HEADLINE_CAPTION = ("Prefill tok/s: at the largest context measured. Best total tok/s: the highest of the Valid "
+                    "decode cells, at context × requests at once. Statuses: all measurements of the run, and how "
+                    "many stayed disturbed after their retries (a pause of the machine): their numbers are left "
+                    "out of both figures.")  # fmt: skip
+
+
+def headline(frame: pd.DataFrame) -> dict[str, Any]:
+    """Headline numbers of one run: prefill tok/s at its largest context, best Valid decode total tok/s and where,
+    how many measurements have each status and how many stayed disturbed (pure: the run's results in, numbers out).
+
+    A measurement still disturbed after its retries gives neither headline number.
+    """
+    disturbed = disturbed_mask(frame)
+    usable = frame[(frame["status"] == "Valid") & ~disturbed]
+    prefill = usable[usable["phase"] == "prefill"]
+    top = prefill.sort_values("context_tokens").tail(1).to_dict("records")
+    decode = usable[usable["phase"] == "decode"]
+    totals = [as_number(v) for v in decode["total_tok_s"]]
+    ranked = [(t, i) for i, t in enumerate(totals) if t is not None]
+    best = decode.iloc[max(ranked)[1]] if ranked else None
+    counts = frame["status"].value_counts()
+    return {
+        "prefill_context": top[0]["context"] if top else None,
+        "prefill_tok_s": as_number(top[0]["total_tok_s"]) if top else None,
+        "best_total_tok_s": None if best is None else as_number(best["total_tok_s"]),
+        "best_context": None if best is None else str(best["context"]),
+        "best_concurrency": None if best is None else int(best["concurrency"]),
+        "statuses": {status: int(counts.get(status, 0)) for status in STATUSES if counts.get(status, 0)},
+        "disturbed": int(disturbed.sum()),
+    }
+
+
+def _run_headline(folder: Path) -> dict[str, Any] | None:
+    if not (folder / RUN_FILE).exists():
+        return None
+    try:
+        frame, _ = load_run(folder)
+    except (OSError, ValueError):
+        return None
+    return headline(frame) if len(frame) else None
+
+
+def index_rows(out: Path, variants: Sequence[Variant], state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per variant, in the sweep's order: label, state, headline numbers (None if no results), error."""
+    rows = []
+    for variant in variants:
+        entry = state.get("variants", {}).get(variant.label, {})
+        folder = out / variant.label
+        rows.append({"label": variant.label, "state": entry.get("state", "pending"), "error": entry.get("error"),
+                     "headline": _run_headline(folder), "report": (folder / "report.html").exists(),
+                     "duration_s": entry.get("duration_s")})  # fmt: skip
+    return rows
+
+
+def _cells(row: Mapping[str, Any]) -> list[str]:
+    """Display strings of a row (without the variant's link)."""
+    head = row["headline"] or {}
+    prefill = format_tok_s(head.get("prefill_tok_s"), trim_zero=True)  # as the report's prefill table
+    if head.get("prefill_context"):
+        prefill += f" at {head['prefill_context']}"
+    best = format_tok_s(head.get("best_total_tok_s"))
+    if head.get("best_context"):
+        best += f" at {head['best_context']} × {head['best_concurrency']}"
+    statuses = " · ".join(f"{status} {count}" for status, count in (head.get("statuses") or {}).items())
+    if head.get("disturbed"):
+        statuses += f" · {head['disturbed']} {DISTURBED_MARK}"
+    state = str(row["state"]) + (f" ({row['duration_s']:g} s)" if row.get("duration_s") is not None else "")
+    return [state, prefill, best, statuses or MISSING, row["error"] or ""]
+
+
+def index_markdown(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any] | None, title: str) -> str:
+    """index.md: the variants' table (reports linked) and the comparison."""
+    data = []
+    for row in rows:
+        link = f"[{row['label']}]({row['label']}/report.md)" if row["report"] else row["label"]
+        data.append([link, *_cells(row)])
+    frame = pd.DataFrame(data, columns=list(COLUMNS), dtype=object)
+    out = [f"# {INDEX_TITLE}: {title}", HEADLINE_CAPTION, markdown_table(frame), "## Comparison", _compare_md(compare)]
+    return "\n\n".join(out) + "\n"
+
+
+def _compare_md(compare: Mapping[str, Any] | None) -> str:
+    if compare and compare.get("state") == "done":
+        shown = ", ".join(compare["labels"])
+        return f"[compare.md](compare/compare.md) · [compare.html](compare/compare.html): {shown}"
+    return _compare_note(compare)
+
+
+def _compare_note(compare: Mapping[str, Any] | None) -> str:
+    if compare is None:
+        return "No comparison: fewer than two variants have results."
+    return f"No comparison: {compare.get('error') or 'fewer than two variants have results'}."
+
+
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}
+.failed{color:#a00}.caption{color:#555;max-width:60em}"""
+
+
+def index_html(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any] | None, title: str) -> str:
+    """index.html: a self-contained page (no external assets) with the same content as index.md."""
+    esc = html.escape
+    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
+    body = []
+    for row in rows:
+        label = esc(row["label"])
+        link = f'<a href="{quote(row["label"])}/report.html">{label}</a>' if row["report"] else label
+        css = ' class="failed"' if row["state"] == "failed" else ""
+        body.append(f"<tr{css}><td>{link}</td>" + "".join(f"<td>{esc(c)}</td>" for c in _cells(row)) + "</tr>")
+    if compare and compare.get("state") == "done":
+        shown = esc(", ".join(compare["labels"]))
+        comparison = (
+            f'<p><a href="compare/compare.html">compare.html</a> · '
+            f'<a href="compare/compare.md">compare.md</a>: {shown}</p>'
+        )
+    else:
+        comparison = f"<p>{esc(_compare_note(compare))}</p>"
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{esc(INDEX_TITLE)}: {esc(title)}</title>"
+            f"<style>{_STYLE}</style></head><body>\n<h1>{esc(INDEX_TITLE)}: {esc(title)}</h1>\n"
+            f"<p class=\"caption\">{esc(HEADLINE_CAPTION)}</p>\n<table><tr>{head}</tr>\n" + "\n".join(body)
+            + f"\n</table>\n<h2>Comparison</h2>\n{comparison}\n</body></html>\n")  # fmt: skip
+
+
+def write_index(out: Path, variants: Sequence[Variant], state: Mapping[str, Any]) -> dict[str, Path]:
+    """index.html and index.md in the batch folder."""
+    rows = index_rows(out, variants, state)
+    title = Path(str(state.get("sweep") or out.name)).name
+    compare = state.get("compare")
+    (out / "index.html").write_text(index_html(rows, compare, title), encoding="utf-8")
+    (out / "index.md").write_text(index_markdown(rows, compare, title), encoding="utf-8")
+    return {"index.html": out / "index.html", "index.md": out / "index.md"}

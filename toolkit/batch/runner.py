@@ -1,0 +1,410 @@
+"""`toolkit batch SWEEP.yaml`: every variant of a sweep run as `toolkit run` would, into `<out>/<label>/`.
+
+Variants run one after another (`--jobs N`: up to N at once, each measuring a server of its own), here or
+as Ray tasks (toolkit.batch.ray_runner). batch.json in `<out>` records each variant's state; `--resume` skips the
+finished ones and continues the others in their folders. A failed variant is recorded with its one-line
+error and the batch goes on. Then index.html / index.md (toolkit.batch.index) and the compare report.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkit.api_keys import SecretError, api_key_from_env, env_secret, redact
+from toolkit.batch.progress import BatchProgress
+from toolkit.batch.sweep import Variant
+from toolkit.params import ParamsError
+from toolkit.results.store import RUN_FILE, check_writable, read_json, write_json_atomic
+
+if TYPE_CHECKING:
+    from toolkit.batch.ray_runner import RayTasks
+
+STATE_FILE = "batch.json"
+ERROR_FILE = "error.txt"  # a failed variant's traceback, beside its results
+RUN_LOG = "run.log"
+COMPARE_DIR = "compare"
+STOP_WAIT_S = 15.0  # how long an interrupted batch waits for its threads to see their variants end
+DONE, FAILED, RUNNING, PENDING, INTERRUPTED = "done", "failed", "running", "pending", "interrupted"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class BatchState:
+    """batch.json: the batch's variants in order and each one's state, rewritten atomically on every change."""
+
+    def __init__(self, out: Path, labels: Sequence[str], sweep: str, ray: str | None) -> None:
+        self.path = out / STATE_FILE
+        self._lock = threading.Lock()
+        earlier = read_json(self.path) if self.path.exists() else {}
+        variants = earlier.get("variants", {})
+        self.data: dict[str, Any] = {
+            "sweep": sweep, "started_at": earlier.get("started_at", _now()), "driver_pid": os.getpid(),
+            "driver_host": socket.gethostname(), "ray": ray, "labels": list(labels),
+            "variants": {label: variants.get(label, {"state": PENDING}) for label in labels},
+        }  # fmt: skip
+        self._write()
+
+    def _write(self) -> None:
+        self.data["updated_at"] = _now()
+        write_json_atomic(self.path, self.data)
+
+    def update(self, label: str, **fields: Any) -> None:
+        with self._lock:
+            self.data["variants"][label] = {**self.data["variants"][label], **fields}
+            self._write()
+
+    def set(self, **fields: Any) -> None:
+        """Batch-wide fields (the comparison's outcome)."""
+        with self._lock:
+            self.data.update(fields)
+            self._write()
+
+    def variant(self, label: str) -> dict[str, Any]:
+        return dict(self.data["variants"][label])
+
+
+def one_line_error(exc: BaseException, secret: str | None = None) -> str:
+    """Why a variant failed, in one line (the notebook cell, the server's reason, or the exception)."""
+    from papermill.exceptions import PapermillExecutionError
+
+    from toolkit.servers.managed import ServerError
+
+    if isinstance(exc, PapermillExecutionError):
+        text = f"notebook cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}"
+    elif isinstance(exc, ServerError):
+        text = exc.reason
+    elif isinstance(exc, ValueError):  # ParamsError, RunRefused ...: already "field: what is wrong"
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return redact(first, secret)[:500]
+
+
+def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
+    """One variant as `toolkit run` does it (preflight, notebooks, reports; its server launched if it has a block).
+
+    Returns the outcome (state, error, pid, host, times); a failure is an outcome, not an exception.
+    """
+    from toolkit.jupyter.execute import run_notebooks
+    from toolkit.matrix.run_folder import check_resume, hold
+    from toolkit.matrix.runner import preflight
+
+    started, clock = _now(), time.monotonic()
+    secret = env_secret(variant.params.api_key_env)  # for redaction; the run checks the key before use
+    error: str | None = None
+    (out / ERROR_FILE).unlink(missing_ok=True)
+    try:
+        if not resume and (out / RUN_FILE).exists():
+            raise ValueError(f"out: {out} already holds a run; pass --resume to continue it")
+        with hold(out):
+            if variant.server is None:
+                found = preflight(variant.params)  # bad input fails here, before any load is sent
+                if resume:
+                    check_resume(out, variant.params, None, found)
+                run_notebooks(variant.params, out)
+            else:
+                error = _run_launched(variant, out, resume)
+    except Exception as exc:
+        error = one_line_error(exc, secret)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ERROR_FILE).write_text(redact(traceback.format_exc(), secret), encoding="utf-8")
+    return {"state": FAILED if error else DONE, "error": error, "pid": os.getpid(), "host": socket.gethostname(),
+            "started_at": started, "finished_at": _now(), "duration_s": round(time.monotonic() - clock, 1)}  # fmt: skip
+
+
+def _run_launched(variant: Variant, out: Path, resume: bool) -> str | None:
+    """Launch the variant's server, measure, stop it; a line when the server ended during the run, else None."""
+    from toolkit.jupyter.execute import run_notebooks
+    from toolkit.matrix.run_folder import check_resume
+    from toolkit.matrix.runner import preflight
+    from toolkit.servers.launch import check_command, launched_server, log_path
+    from toolkit.servers.managed import exit_description
+
+    assert variant.server is not None
+    check_command(variant.server, api_key_from_env(variant.params.api_key_env))  # a bad key: SecretError
+    if resume:
+        check_resume(out, variant.params, variant.server)  # another command: refused before the launch
+    print(f"server: launching {variant.server.command[0]} (log: {log_path(variant.server, out)}) ...", flush=True)
+    with launched_server(variant.server, variant.params, out) as server:
+        print(f"server: {server.base_url} healthy", flush=True)
+        found = preflight(variant.params)
+        if resume:
+            check_resume(out, variant.params, variant.server, found)
+        run_notebooks(variant.params, out)
+        code = server.exit_code
+    if code is None:
+        return None
+    return f"the server {exit_description(code)} during the run (log: {server.log_path}); rerun with --resume"
+
+
+def check_jobs(variants: Sequence[Variant], jobs: int, ray: bool) -> None:
+    """Refuse, in one line, variants that must not run at the same time under `--jobs > 1`.
+
+    Two variants that measure the same running server would disturb each other; a server the toolkit launches
+    here could share GPUs and ports with another (on Ray, the variant's resources place it instead).
+    """
+    if jobs <= 1:
+        return
+    found: dict[str, str] = {}
+    for variant in variants:
+        if variant.launched:
+            if not ray:
+                raise ValueError(
+                    f"--jobs {jobs}: variant {variant.label} launches its server (server:); launched "
+                    "servers run one at a time here (--jobs 1), or side by side on Ray (--ray)"
+                )
+            continue
+        url = variant.params.base_url
+        if url in found:
+            raise ValueError(
+                f"--jobs {jobs}: variants {found[url]} and {variant.label} measure the same server "
+                f"({url}); variants sharing a base_url must run one at a time (--jobs 1)"
+            )
+        found[url] = variant.label
+
+
+def check_out(out: Path, variants: Sequence[Variant], resume: bool) -> None:
+    """Without --resume, `out` must hold no batch and no variant's run."""
+    if resume:
+        return
+    if (out / STATE_FILE).exists():
+        raise ValueError(f"out: {out} already holds a batch; pass --resume to continue it or choose another folder")
+    for variant in variants:
+        if (out / variant.label / RUN_FILE).exists():
+            raise ValueError(f"out: {out / variant.label} already holds a run; pass --resume or choose another folder")
+
+
+def finished(out: Path, entry: dict[str, Any], label: str) -> bool:
+    """A variant that --resume skips: recorded done, its report written."""
+    return entry.get("state") == DONE and (out / label / "report.html").exists()
+
+
+Runner = Callable[[Variant, Path, bool, int], dict[str, Any]]
+
+
+def run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bool = False, jobs: int = 1,
+              ray_address: str | None = None) -> int:  # fmt: skip
+    """Run the batch; write index and compare. 0 when every variant is done, 1 when one failed."""
+    from toolkit.matrix.run_folder import hold
+
+    if jobs < 1:
+        raise ParamsError(f"--jobs: {jobs}; allowed: an integer >= 1")
+    check_jobs(variants, jobs, ray_address is not None)
+    with hold(out):  # one batch at a time writes into `out`
+        return _run_batch(variants, out, sweep=sweep, resume=resume, jobs=jobs, ray_address=ray_address)
+
+
+def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bool, jobs: int,
+               ray_address: str | None) -> int:  # fmt: skip
+    from toolkit.batch.index import write_index
+    from toolkit.servers.launch import stop_signals_as_interrupt
+
+    check_out(out, variants, resume)
+    execute: Runner = _local
+    ray, tasks = None, None
+    if ray_address is not None:
+        from toolkit.batch import ray_runner as batch_ray
+
+        ray = batch_ray.connect(ray_address)
+        try:
+            batch_ray.check_resources(variants, ray.nodes())
+        except ValueError:
+            ray.shutdown()
+            raise
+        tasks = batch_ray.RayTasks(ray)
+        execute = _on_ray(tasks)
+    else:  # on Ray, the key comes from the workers' environment and is checked there
+        _check_variants(variants)
+    check_writable(out)
+    where = f" on the Ray cluster at {ray_address}" if ray_address else ""
+    print(f"batch: {len(variants)} variants into {out}{where}", file=sys.stderr, flush=True)
+    state = BatchState(out, [v.label for v in variants], sweep, ray_address)
+    todo = [v for v in variants if not (resume and finished(out, state.variant(v.label), v.label))]
+    progress = BatchProgress(total=len(variants), done=len(variants) - len(todo), jobs=min(jobs, max(len(todo), 1)))
+    # On Ray, SIGTERM and SIGHUP too must not end the driver before the tasks' folders are back.
+    restore = stop_signals_as_interrupt() if tasks is not None else None
+    try:
+        with progress.relaying():
+            _schedule(todo, out, state, progress, execute, jobs, logs=ray is None,
+                      on_stop=tasks.cancel if tasks is not None else None)  # fmt: skip
+    except BaseException:
+        lost = tasks.interrupt() if tasks is not None else {}  # the cells measured on Ray workers come back
+        for label, entry in state.data["variants"].items():
+            if entry.get("state") == RUNNING:
+                state.update(label, state=INTERRUPTED, **({"error": lost[label]} if label in lost else {}))
+        raise
+    finally:
+        progress.close()
+        if ray is not None:
+            ray.shutdown()
+        if restore is not None:
+            restore()
+    compare_variants(out, variants, state)
+    paths = write_index(out, variants, state.data)
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    states = [state.variant(v.label)["state"] for v in variants]
+    compared = state.data.get("compare") or {}
+    return 0 if all(s == DONE for s in states) and compared.get("state") != FAILED else 1
+
+
+def compare_variants(out: Path, variants: Sequence[Variant], state: BatchState) -> None:
+    """The compare report over every variant with results (the first is the baseline), into <out>/compare/."""
+    from toolkit.jupyter.execute import write_compare
+
+    ready = [v.label for v in variants if (out / v.label / RUN_FILE).exists() and _has_results(out / v.label)]
+    if len(ready) < 2:
+        state.set(compare=None)
+        return
+    try:
+        paths = write_compare([out / label for label in ready], out / COMPARE_DIR, ready)
+    except Exception as exc:  # the variants' own reports stand; the index says why there is no comparison
+        state.set(compare={"state": FAILED, "error": f"the compare report failed: {one_line_error(exc)}"})
+        return
+    state.set(compare={"state": DONE, "labels": ready})
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+
+
+def _has_results(folder: Path) -> bool:
+    from toolkit.results.runs import load_run
+
+    try:
+        return len(load_run(folder)[0]) > 0
+    except (OSError, ValueError):
+        return False
+
+
+def _check_variants(variants: Sequence[Variant]) -> None:
+    """Each variant's key must be usable and a launched server's program must exist here, before anything runs."""
+    from toolkit.servers.launch import check_command
+
+    for variant in variants:
+        try:
+            key = api_key_from_env(variant.params.api_key_env)
+            if variant.server is not None:
+                check_command(variant.server, key)
+        except (ParamsError, SecretError) as exc:
+            raise ParamsError(f"variant {variant.label}: {exc}") from None
+
+
+def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: BatchProgress, execute: Runner,
+              jobs: int, *, logs: bool, on_stop: Callable[[], None] | None = None) -> None:  # fmt: skip
+    """Run the variants: in this thread one after another, or in `jobs` threads that take the next one.
+
+    With `logs`, each variant's output lines are also appended to run.log in its folder (on Ray, the task does).
+    Interrupted, `on_stop` (on Ray: cancel the tasks) ends the variants, and the threads are waited for (a
+    bounded time), since they use what the caller shuts down next.
+    """
+    work: queue.Queue[Variant] = queue.Queue()
+    for variant in todo:
+        work.put(variant)
+    stopping = threading.Event()  # interrupted: what ends now is recorded by the interrupt, not by its thread
+
+    def worker(slot: int) -> None:
+        while not stopping.is_set():
+            try:
+                variant = work.get_nowait()
+            except queue.Empty:
+                return
+            folder = out / variant.label
+            resume = (folder / RUN_FILE).exists()
+            progress.begin(slot, variant.label, folder / RUN_LOG if logs else None)
+            state.update(variant.label, state=RUNNING, resumed=resume, error=None, started_at=_now(), slot=slot)
+            outcome = execute(variant, folder, resume, slot)
+            if stopping.is_set():
+                return
+            if outcome.get("error"):  # from a Ray worker too: redacted here as well, before it is stored or shown
+                outcome["error"] = redact(outcome["error"], env_secret(variant.params.api_key_env))
+            state.update(variant.label, **outcome)
+            shown = outcome["state"] + (f": {outcome['error']}" if outcome.get("error") else "")
+            progress.end(slot, variant.label, f"{shown} ({outcome.get('duration_s', 0):g} s)")
+
+    # One release per thread that ended. Not Thread.join: in CPython 3.11 a join that Ctrl-C interrupted marks the
+    # thread ended though it still runs.
+    ended = threading.Semaphore(0)
+
+    def slot_thread(slot: int) -> None:
+        try:
+            worker(slot)
+        finally:
+            ended.release()
+
+    if jobs == 1:
+        worker(0)
+        return
+    threads = [threading.Thread(target=slot_thread, args=(slot,), name=f"batch-{slot}", daemon=True)
+               for slot in range(min(jobs, len(todo)))]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)  # a short wait, so that Ctrl-C reaches this thread
+    except BaseException:
+        stopping.set()
+        if on_stop is not None:
+            on_stop()
+            deadline = time.monotonic() + STOP_WAIT_S
+            for _ in threads:
+                ended.acquire(timeout=max(deadline - time.monotonic(), 0))
+        raise
+
+
+def _local(variant: Variant, folder: Path, resume: bool, slot: int) -> dict[str, Any]:
+    return {**run_variant(variant, folder, resume=resume), "ray": False}
+
+
+def _on_ray(tasks: RayTasks) -> Runner:
+    """Run a variant as a Ray task (batch_ray.RayTasks) and bring its folder back into `folder`."""
+    from toolkit.batch import ray_runner as batch_ray
+
+    def execute(variant: Variant, folder: Path, resume: bool, slot: int) -> dict[str, Any]:
+        started, clock = _now(), time.monotonic()
+
+        def failed(what: str, exc: Exception) -> dict[str, Any]:
+            error = f"{what}: {one_line_error(exc, env_secret(variant.params.api_key_env))}"
+            return {"state": FAILED, "error": error, "started_at": started, "finished_at": _now(),
+                    "duration_s": round(time.monotonic() - clock, 1), "ray": True}  # fmt: skip
+
+        try:
+            outcome, archive = tasks.run(variant, folder, resume)
+        except Exception as exc:  # the task could not run (worker died, cluster gone): the batch goes on
+            return failed("Ray task failed", exc)
+        try:
+            batch_ray.unpack(archive, folder)
+        except Exception as exc:  # a damaged archive or a full disk here: this variant's failure, not the batch's
+            return failed("cannot unpack the variant's folder from the Ray worker", exc)
+        return {**outcome, "ray": True}
+
+    return execute
+
+
+def default_out(outputs: str | Path, sweep: str | Path) -> Path:
+    """outputs/<sweep file name>/<UTC timestamp>/."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return Path(outputs) / Path(sweep).stem / stamp
+
+
+def main(sweep_path: str, *, out: str | None, outputs: str, resume: bool, jobs: int, ray: str | None) -> int:
+    """What `python -m toolkit batch` runs: load and check the sweep, then the batch."""
+    from toolkit.batch.sweep import load_sweep
+
+    variants = load_sweep(sweep_path)
+    if resume and out is None:
+        raise ValueError("--resume: give the batch's folder with --out")
+    folder = Path(out) if out else default_out(outputs, sweep_path)
+    return run_batch(variants, folder, sweep=str(sweep_path), resume=resume, jobs=jobs, ray_address=ray)

@@ -1,0 +1,168 @@
+"""Batch runs and reports: papermill executes the notebooks, nbconvert and our tables write the reports."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pandas as pd
+import papermill
+from nbconvert import HTMLExporter
+from traitlets.config import Config
+
+from toolkit.api_keys import env_secret, redact
+from toolkit.jupyter.kernels import SameSessionKernelManager
+from toolkit.params import RunParams
+from toolkit.reports import compare
+from toolkit.reports import tables as report_tables
+from toolkit.results import runs
+from toolkit.results.store import RUN_FILE, read_json
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+NOTEBOOK_ONLY = "notebook-only"  # cell tag: explanation and exploration shown in Jupyter, left out of the reports
+FIGURE_TAG = "figure-"  # cell tag `figure-<key>`: the images the cell drew are the markdown report's <key>.png
+
+
+def new_run_dir(outputs: str | Path, run_label: str) -> Path:
+    """outputs/<run_label>/<UTC timestamp>/ (papermill does not make folders)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = Path(outputs) / run_label / stamp
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+def notebook_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
+    """The notebooks' UPPER_CASE parameters (plain values; never the API key)."""
+    values = params.model_dump()
+    if values.get("launch_command"):  # papermill records parameters in the executed notebooks
+        values["launch_command"] = redact(values["launch_command"], env_secret(params.api_key_env))
+    out = {k.upper(): v for k, v in values.items()}
+    out["RESULTS_DIR"] = str(results_dir.resolve())
+    return out
+
+
+def declared_parameters(notebook: str) -> set[str]:
+    """The names notebooks/<notebook>.ipynb declares in its `parameters` cell (papermill's inspection)."""
+    return set(papermill.inspect_notebook(str(NOTEBOOKS / f"{notebook}.ipynb")))
+
+
+def parameters_for(notebook: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """Only the parameters the notebook declares (papermill would inject the others and warn)."""
+    declared = declared_parameters(notebook)
+    return {name: value for name, value in parameters.items() if name in declared}
+
+
+def execute(notebook: str, out_dir: Path, parameters: dict[str, Any]) -> Path:
+    """Execute notebooks/<notebook>.ipynb with papermill into out_dir; the executed copy is kept on failure."""
+    output = out_dir / f"{notebook}.ipynb"
+    execute_path(NOTEBOOKS / f"{notebook}.ipynb", output, parameters)
+    return output
+
+
+def execute_path(source: Path, output: Path, parameters: dict[str, Any]) -> None:
+    """papermill with a kernel in this process's session (toolkit.jupyter.kernels: no autogroup of its own)."""
+    os.environ["TOOLKIT_PROGRESS"] = "text"  # the kernels inherit it: no progress widget in a report
+    papermill.execute_notebook(
+        str(source), str(output), parameters=parameters, kernel_name="python3", cwd=str(NOTEBOOKS),
+        progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr,
+        kernel_manager_class=SameSessionKernelManager,
+    )  # fmt: skip
+
+
+def html_report(executed: nbformat.NotebookNode) -> str:
+    """A self-contained HTML page of an executed notebook: no code, images embedded, no external assets.
+
+    Cells tagged `notebook-only` (how to read and re-analyse, in Jupyter) are left out.
+    """
+    config = Config()
+    config.TagRemovePreprocessor.remove_input_tags = {"remove-input"}
+    config.TagRemovePreprocessor.remove_cell_tags = {NOTEBOOK_ONLY}
+    config.TagRemovePreprocessor.enabled = True
+    exporter = HTMLExporter(config=config, template_name="offline", extra_template_basedirs=[str(TEMPLATES)],
+                            exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
+                            embed_images=True)  # fmt: skip
+    body, _ = exporter.from_notebook_node(executed)
+    return body
+
+
+def drawn_images(notebook: nbformat.NotebookNode) -> dict[str, list[bytes]]:
+    """The PNG images of an executed notebook's `figure-<key>` cells, by key, in the order they were drawn."""
+    images: dict[str, list[bytes]] = {}
+    for cell in notebook.cells:
+        for tag in cell.get("metadata", {}).get("tags", []):
+            if tag.startswith(FIGURE_TAG):
+                pngs = [o["data"]["image/png"] for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+                images.setdefault(tag.removeprefix(FIGURE_TAG), []).extend(base64.b64decode(png) for png in pngs)
+    return images
+
+
+def save_images(images: Mapping[str, bytes], folder: Path) -> dict[str, str]:
+    """Each image as <key>.png in folder; returns the paths relative to it, by key."""
+    for key, png in images.items():
+        (folder / f"{key}.png").write_bytes(png)
+    return {key: f"{key}.png" for key in images}
+
+
+def _first_drawn(
+    executed: nbformat.NotebookNode, frame: pd.DataFrame, phases: Mapping[str, str | None]
+) -> dict[str, bytes]:
+    """The first image drawn under each key whose phase has rows in frame (None: whatever the rows)."""
+    drawn = drawn_images(executed)
+    return {key: drawn[key][0] for key, phase in phases.items()
+            if drawn.get(key) and (phase is None or (frame["phase"] == phase).any())}  # fmt: skip
+
+
+def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
+    """report.md with the figures the report notebook drew as PNG files beside it; tables from the same code as
+    the HTML."""
+    frame, run_info = runs.load_run(results_dir)
+    images = _first_drawn(executed, frame, {"prefill": "prefill", "decode": "decode", "scaling": "decode"})
+    return report_tables.report_markdown(frame, run_info, images=save_images(images, results_dir))
+
+
+def compare_images(frame: pd.DataFrame, executed: nbformat.NotebookNode) -> dict[str, bytes]:
+    """The compare notebook's figures keyed as :func:`toolkit.reports.compare.compare_markdown` expects."""
+    ratios = drawn_images(executed).get("ratios", [])
+    return _first_drawn(executed, frame, {"prefill": "prefill", "tradeoff": None}) | {
+        compare.ratio_key(position): png for position, png in enumerate(ratios, 2)}  # fmt: skip
+
+
+def write_reports(results_dir: Path) -> dict[str, Path]:
+    """Execute the report notebook over a results folder; write report.html, report.md, results.csv."""
+    frame, _ = runs.load_run(results_dir)
+    frame.to_csv(results_dir / "results.csv", index=False)
+    executed = execute("report", results_dir, parameters_for("report", {"RESULTS_DIR": str(results_dir.resolve())}))
+    notebook = nbformat.read(executed, as_version=4)
+    (results_dir / "report.html").write_text(html_report(notebook), encoding="utf-8")
+    (results_dir / "report.md").write_text(markdown_report(results_dir, notebook), encoding="utf-8")
+    return {name: results_dir / name for name in ("report.html", "report.md", "results.csv", RUN_FILE)}
+
+
+def write_compare(run_dirs: Sequence[Path], out: Path, labels: Sequence[str] | None = None) -> dict[str, Path]:
+    """The compare notebook over run folders (the first is the baseline): compare.ipynb, compare.html, compare.md."""
+    frame = runs.load_runs(run_dirs, labels)  # bad folders or labels fail here, before the notebook
+    out.mkdir(parents=True, exist_ok=True)
+    executed = execute("compare", out, {"RUN_DIRS": [str(Path(d).resolve()) for d in run_dirs],
+                                        "LABELS": None if labels is None else list(labels)})  # fmt: skip
+    notebook = nbformat.read(executed, as_version=4)
+    (out / "compare.html").write_text(html_report(notebook), encoding="utf-8")
+    images = save_images(compare_images(frame, notebook), out)
+    (out / "compare.md").write_text(compare.compare_markdown(frame, images), encoding="utf-8")
+    return {name: out / name for name in ("compare.html", "compare.md", executed.name)}
+
+
+def run_notebooks(params: RunParams, out_dir: Path) -> dict[str, Path]:
+    """Prefill notebook, then the decode matrix notebook, into one results folder; then the reports."""
+    parameters = notebook_parameters(params, out_dir)
+    for notebook in ("prefill", "decode_matrix"):
+        execute(notebook, out_dir, parameters_for(notebook, parameters))
+    paths = write_reports(out_dir)
+    read_json(out_dir / RUN_FILE)  # fail loudly if the run left no run.json
+    return paths

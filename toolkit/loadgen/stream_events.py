@@ -1,0 +1,196 @@
+"""What a streamed completion means, without any I/O: the request, its SSE events, the `StreamResult` they fill.
+
+`StreamAccount` takes the body of a 200 reply as it arrives, in pieces split anywhere, and keeps the result up to
+date: token counts from the continuous `usage` of every chunk, the first text, prompt and cached tokens,
+`[DONE]`, and the errors a stream can carry. `toolkit/loadgen/http_reply.py` feeds it the body;
+`toolkit/loadgen/client.py` does the I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from toolkit.loadgen.sse import SSEDecoder, SSEError
+
+Endpoint = Literal["chat", "completions"]
+ENDPOINT_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
+
+
+@dataclass
+class StreamResult:
+    """What one streamed request measured. Times are `time.perf_counter()` seconds."""
+
+    started: float = 0.0
+    first_token_at: float | None = None
+    # (arrival time, cumulative completion tokens) for every chunk that raised the count.
+    token_events: list[tuple[float, int]] = field(default_factory=list)
+    chunks: int = 0
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int = 0
+    done: bool = False
+    cancelled: bool = False
+    error: str | None = None
+    ended: float | None = None
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Start to first text; a reply whose only token printed no text falls back to that token."""
+        first = self.first_token_at
+        if first is None and self.token_events:
+            first = self.token_events[0][0]
+        return None if first is None else first - self.started
+
+
+def build_request(
+    endpoint: Endpoint, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """Path and JSON body of a streamed request as docs/METHOD.md, Prompts, prescribes."""
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": STREAM_OPTIONS,
+        "ignore_eos": ignore_eos,
+        "temperature": 0.0,
+    }
+    if endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return ENDPOINT_PATHS[endpoint], body
+
+
+class StreamAccount:
+    """The body of a 200 streamed reply, fed as it arrives, accounted into `result`."""
+
+    __slots__ = ("decoder", "result")
+
+    def __init__(self, result: StreamResult) -> None:
+        self.result = result
+        self.decoder = SSEDecoder()
+
+    @property
+    def stopped(self) -> bool:
+        """The stream reached `[DONE]` or failed: later bytes change nothing."""
+        return self.result.done or self.result.error is not None
+
+    def feed(self, body: bytes, now: float) -> None:
+        """Body bytes that arrived at `now`; stops at `[DONE]` or at the first event that fails the stream."""
+        result = self.result
+        if result.done or result.error is not None:
+            return
+        try:
+            events = self.decoder.feed(body)
+        except SSEError as exc:
+            result.error = str(exc)
+            return
+        for event in events:
+            if event == b"[DONE]":
+                result.done = True
+                return
+            if not apply_chunk(event, now, result):
+                return
+
+    def end(self) -> None:
+        """The body is over: a stream that did not reach `[DONE]` (and had no other error) was cut."""
+        result = self.result
+        if not result.done and result.error is None:
+            cut = " (cut mid-event)" if self.decoder.pending.strip() else ""
+            result.error = "stream ended before [DONE]" + cut
+
+
+def has_text(choice: dict[str, Any]) -> bool:
+    """Whether a chunk's choice printed text (content or reasoning, chat or completions)."""
+    delta = choice.get("delta")
+    if delta is not None:
+        if not isinstance(delta, dict):
+            raise _Malformed("a choice's delta is not an object")
+        return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
+    return bool(choice.get("text"))
+
+
+def apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
+    """Update `result` from one event's data; False (with `error` set) when the stream must stop.
+
+    Once the first text has arrived, only the usage matters: when `"usage"` is the chunk's last key (as vLLM
+    writes it), just that object is parsed (inside a JSON string the quotes would be escaped, so the match
+    is the key). Any other shape takes the full parse. A field of the wrong type fails the stream.
+    """
+    try:
+        if result.first_token_at is not None:
+            at = data.rfind(b'"usage":')
+            if at > 0:
+                try:
+                    usage = orjson.loads(data[at + 8 : -1])
+                except orjson.JSONDecodeError:
+                    usage = None
+                if type(usage) is dict:
+                    apply_usage(usage, now, result)
+                    result.chunks += 1
+                    return True
+        return _apply_parsed(data, now, result)
+    except _Malformed as exc:
+        result.error = f"malformed SSE data: {exc}: {data[:80]!r}"
+        return False
+
+
+def _apply_parsed(data: bytes, now: float, result: StreamResult) -> bool:
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        chunk = None
+    if not isinstance(chunk, dict):
+        result.error = f"malformed SSE data: {data[:80]!r}"
+        return False
+    if "error" in chunk:
+        err = chunk["error"]
+        text = err.get("message", err) if isinstance(err, dict) else err
+        result.error = f"server error in stream: {str(text)[:300]}"
+        return False
+    choices = chunk.get("choices")
+    choices = [] if choices is None else choices
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise _Malformed("choices is not a list of objects")
+    if result.first_token_at is None and any([has_text(c) for c in choices]):
+        result.first_token_at = now
+    usage = chunk.get("usage")
+    if usage is not None:
+        apply_usage(usage, now, result)
+    result.chunks += 1
+    return True
+
+
+def apply_usage(usage: Any, now: float, result: StreamResult) -> None:
+    """Prompt and cached tokens, and a token event when the completion count rose (`_Malformed` on wrong types)."""
+    if not isinstance(usage, dict):
+        raise _Malformed("usage is not an object")
+    prompt = _count(usage, "prompt_tokens")
+    details = usage.get("prompt_tokens_details")
+    if details is not None and not isinstance(details, dict):
+        raise _Malformed("usage.prompt_tokens_details is not an object")
+    cached = _count(details, "prompt_tokens_details.cached_tokens") if details else None
+    count = _count(usage, "completion_tokens") or 0
+    if prompt is not None:
+        result.prompt_tokens = prompt
+    if cached is not None:
+        result.cached_tokens = cached
+    if count > result.completion_tokens:
+        result.completion_tokens = count
+        result.token_events.append((now, count))
+
+
+def _count(fields: dict[str, Any], name: str) -> int | None:
+    """A token count (`name`: its path under usage; the last part is the key): absent/null, or a whole number >= 0."""
+    value = fields.get(name.rpartition(".")[2])
+    if value is None or (type(value) is int and value >= 0):
+        return value
+    raise _Malformed(f"usage.{name} is not a token count ({str(value)[:40]!r})")
+
+
+class _Malformed(ValueError):
+    """A field of a stream's event has the wrong type or value."""

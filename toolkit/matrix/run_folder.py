@@ -1,0 +1,172 @@
+"""One results folder, one writer: its lock file; and a continued run must measure the server it began with.
+
+`hold(folder)` keeps `<folder>/.lock` locked (flock) for as long as a run or a batch writes there; the file
+holds the writer's pid, so a second run on that folder is refused naming it. The notebook kernels of a run
+measure inside their parent's lock. `open_run` refuses to continue a run with other parameters or against
+another server (model, max_model_len, KV budget, launch command) before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from toolkit.api_keys import api_key_from_env, redact
+from toolkit.matrix.discovery import ServerInfo
+from toolkit.params import RunParams, ServerSpec
+from toolkit.results.local_paths import public_paths
+from toolkit.results.store import RUN_FILE, read_json
+from toolkit.servers.launch import shown_command
+
+LOCK_FILE = ".lock"
+
+
+class RunRefused(ValueError):
+    """An existing results folder does not match this run (parameters, server), or another run writes there."""
+
+
+@contextlib.contextmanager
+def hold(folder: Path) -> Iterator[None]:
+    """Hold `folder`'s lock while the block runs; refuse (RunRefused, one line) while another process holds it.
+
+    The holder may be this process or one of its ancestors (the run whose notebook kernel calls this): the block
+    then runs under that lock. `folder` is created if missing, and removed again if the block left it empty.
+    """
+    created = not folder.exists()
+    path = folder / LOCK_FILE
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = _lock(path)
+    except OSError as exc:  # before any load: a folder we cannot write would lose every measurement
+        raise RunRefused(f"out: {folder} is not writable: {exc.strerror or exc}") from None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            path.unlink(missing_ok=True)  # while still locked: a waiting process re-checks the file it locked
+            os.close(fd)
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _lock(path: Path) -> int | None:
+    """The locked file's descriptor, or None when this process or an ancestor holds the lock already."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = holder_pid(path)
+            if pid is not None and pid in _self_and_ancestors():
+                return None
+            who = f"pid {pid}" if pid is not None else "pid unknown"
+            raise RunRefused(f"out: {path.parent} is in use by another toolkit run ({who}); wait for it to end "
+                             "or choose another folder") from None  # fmt: skip
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return fd
+        os.close(fd)  # the holder removed the file as it let go: lock the one there now
+
+
+def holder_pid(path: Path, wait_s: float = 1.0) -> int | None:
+    """The pid written in a lock file (its holder writes it right after locking: wait up to `wait_s`)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return int(path.read_text().strip())
+        except (OSError, ValueError):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+
+
+def _self_and_ancestors() -> set[int]:
+    me = psutil.Process()
+    return {me.pid, *(p.pid for p in me.parents())}
+
+
+def open_run(
+    out_dir: Path,
+    params: RunParams,
+    *,
+    resume: bool,
+    attach: bool = False,
+    server: ServerInfo | None = None,
+    command: str | None = None,
+) -> dict[str, Any] | None:
+    """The existing run.json when continuing, None for a fresh run; refuse mismatches in one line.
+
+    `server` (the one found now) and `command` (the launch command run.json would record) are compared with
+    what the run recorded, when given; a KV budget only when both are known.
+    """
+    path = out_dir / RUN_FILE
+    if not path.exists():
+        return None
+    existing = read_json(path)
+    if not (resume or attach):
+        raise RunRefused(f"out: {out_dir} already holds a run; pass --resume to continue it or choose another folder")
+    if existing.get("fingerprint") != params.fingerprint():
+        theirs, ours = existing.get("fingerprint", {}), params.fingerprint()
+        diff = ", ".join(f"{k}: {theirs.get(k)!r} -> {ours[k]!r}" for k in ours if theirs.get(k) != ours[k])
+        raise RunRefused(f"resume: parameters differ from the run in {out_dir} ({diff}); use a new --out")
+    if diff := server_differences(existing, server, command):
+        where = f"the server at {server.base_url}" if server is not None else "this launch"
+        raise RunRefused(f"resume: {where} is not the one the run in {out_dir} measured ({diff}); "
+                         "continue it against that server or use a new --out")  # fmt: skip
+    return existing
+
+
+def check_resume(out_dir: Path, params: RunParams, spec: ServerSpec | None, server: ServerInfo | None = None) -> None:
+    """Refuse, in one line, a --resume that would not continue the run in `out_dir` (no run there: nothing to do).
+
+    Before a launch (`server` None) the parameters and the launch command are compared; with a server, its facts.
+    """
+    api_key = api_key_from_env(params.api_key_env)
+    launch = {"launched_by_toolkit": True, "command": shown_command(spec.command, spec.env, api_key)} if spec else {}
+    open_run(out_dir, params, resume=True, server=server, command=launch_command(params, launch, api_key))
+
+
+def launch_command(params: RunParams, launch: dict[str, Any], api_key: str | None) -> str:
+    """run.json's launch command: a launched server's as it ran (toolkit.servers.launch put <redacted> where the
+    key was), else the params' `launch_command` with the key redacted."""
+    if launch.get("launched_by_toolkit"):
+        return str(launch.get("command") or "")
+    return public_paths(redact(params.launch_command or "", api_key))
+
+
+_PORT = re.compile(r"(--port[= ])\d+")
+
+
+def _without_port(command: str) -> str:
+    """The command without its port: where a server listens is not what it is (a notebook's embedded vLLM gets a
+    free port each time it starts)."""
+    return _PORT.sub(r"\1<port>", command)
+
+
+def server_differences(recorded: dict[str, Any], server: ServerInfo | None, command: str | None) -> str:
+    """What differs between the server a run recorded and the one found now ("" when nothing does)."""
+    theirs = recorded.get("server") or {}
+    pairs: list[tuple[str, Any, Any]] = []
+    if server is not None:
+        pairs += [("model", theirs.get("model"), server.model),
+                  ("max_model_len", theirs.get("max_model_len"), server.max_model_len)]  # fmt: skip
+        if None not in (theirs.get("kv_budget_tokens"), server.kv_budget_tokens):
+            pairs.append(("KV budget tokens", theirs.get("kv_budget_tokens"), server.kv_budget_tokens))
+    if command is not None and _without_port(recorded.get("launch_command") or "") != _without_port(command):
+        pairs.append(("launch command", recorded.get("launch_command") or "", command))
+    return ", ".join(f"{name}: {old!r} -> {new!r}" for name, old, new in pairs if old != new)

@@ -1,0 +1,445 @@
+"""The matrix runner: prefill first per context, then its cells by concurrency; append, resume, progress."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import secrets as random_ids
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from tqdm import tqdm
+
+from toolkit import __version__
+from toolkit.api_keys import api_key_from_env, env_secret, redact
+from toolkit.loadgen.client import StreamClient, build_request
+from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
+from toolkit.matrix.discovery import ServerInfo, discover
+from toolkit.matrix.heap import frozen_heap
+from toolkit.matrix.prefill import measure_prefill
+from toolkit.matrix.prompts import PromptError, build_prompt, marker
+from toolkit.matrix.run_folder import RunRefused, hold, launch_command, open_run
+from toolkit.matrix.server_api import ServerAPI, ServerAPIError
+from toolkit.matrix.traces import write_trace
+from toolkit.method.capacity import is_over_capacity
+from toolkit.method.contexts import check_contexts, decode_contexts, format_context, prefill_only_context
+from toolkit.method.disturbed import disturbed_count_text
+from toolkit.method.overhead import matrix_overhead, overhead_line
+from toolkit.params import ParamsError, RunParams
+from toolkit.results.store import RUN_FILE, ResultStore, check_writable, latest_by_key, read_json, write_json_atomic
+from toolkit.schema import Measurement
+from toolkit.servers.autogroups import protected_from_autogroups
+from toolkit.servers.gpu import GpuSampler, energy_per_token, installed_gpus, telemetry, window_telemetry
+from toolkit.servers.launch import exit_note, launch_info
+from toolkit.servers.machine import hardware_block, machine_facts, served_here
+
+T = TypeVar("T")
+Phase = str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which measurements a run makes, in order (pure: from params and server facts)."""
+
+    decode_contexts: tuple[int, ...]
+    prefill_only_contexts: tuple[int, ...]
+    concurrency: tuple[int, ...]
+
+    def keys(self, phases: Sequence[Phase]) -> list[tuple[str, int, int]]:
+        keys: list[tuple[str, int, int]] = []
+        for ctx in self.decode_contexts:
+            if "prefill" in phases:
+                keys.append(("prefill", ctx, 1))
+            if "decode" in phases:
+                keys += [("decode", ctx, n) for n in self.concurrency]
+        if "prefill" in phases:
+            keys += [("prefill", ctx, 1) for ctx in self.prefill_only_contexts]
+        return keys
+
+
+def make_plan(params: RunParams, max_model_len: int) -> Plan:
+    """Contexts by the rules of docs/METHOD.md, or the explicit lists checked against max_model_len."""
+    if params.contexts is None:
+        decode = decode_contexts(max_model_len, params.max_output)
+    else:
+        check_contexts(params.contexts, max_model_len, params.max_output, "decode")
+        decode = list(params.contexts)
+    if params.prefill_only_contexts is None:
+        only = [] if params.contexts is not None else [prefill_only_context(max_model_len)]
+    else:
+        check_contexts(params.prefill_only_contexts, max_model_len, params.max_output, "prefill")
+        only = list(params.prefill_only_contexts)
+    only = [c for c in only if c not in decode]
+    return Plan(tuple(decode), tuple(only), tuple(params.concurrency))
+
+
+def environment_info() -> dict[str, Any]:
+    """The client's software, and this machine: OS, kernel, CPU, memory, GPUs (servers.machine, servers.gpu)."""
+    import subprocess
+
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).parent,
+        ).stdout.strip() or None  # fmt: skip
+    except OSError:
+        rev = None
+    return {"toolkit_version": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
+            "git_revision": rev, "machine": machine_facts(), "gpus": installed_gpus()}  # fmt: skip
+
+
+HARDWARE_FIELDS = ("Type", "GPU", "GPU count", "VRAM", "GPU driver", "OS", "Kernel", "CPU", "CPU cores", "Memory")
+
+
+PREFILL_MODES = {
+    True: "Measured during decode warm-up",
+    False: "Cold request per context, before the decode cells",
+}
+
+
+def run_info(
+    params: RunParams,
+    server: ServerInfo,
+    run_id: str,
+    api_key: str | None,
+    *,
+    prefill_in_warmup: bool = True,
+    launch: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """run.json: the report's descriptive blocks, server facts, parameters (no secrets), environment.
+
+    `launch` (toolkit.servers.launch.launch_info) says whether the toolkit launched the server and with what. This
+    machine's hardware fills the Hardware block only when the server runs here; the params' fields win.
+    """
+    launch = launch or {"launched_by_toolkit": False}
+    launched = bool(launch.get("launched_by_toolkit"))
+    environment = environment_info()
+    environment["server_on_this_machine"] = here = served_here(params.base_url, launched)
+    captured = hardware_block(environment["machine"], environment["gpus"]) if here else {"OS": sys.platform}
+    given = {"Type": params.hardware_type, "GPU": params.gpu, "GPU count": params.gpu_count, "VRAM": params.vram,
+             "OS": params.os}  # fmt: skip
+    merged = {**captured, **{k: v for k, v in given.items() if v is not None}}
+    hardware = {k: merged.get(k) for k in HARDWARE_FIELDS}
+    gpu_line = merged["GPU"] if merged.get("GPU") not in (None, "none") else "embedded CPU vLLM"
+    count = merged.get("GPU count")
+    title = params.title or f"{server.model} on {gpu_line}" + (f" ×{count}" if count and str(count) != "1" else "")
+    found = launch.get("engine") or {}
+    build = found.get("build") or ""
+    backend = "cpu" if build == "cpu" else "cuda" if build.startswith("CUDA") else "rocm" if build else None
+    engine = {"Engine": "vllm", "Version": server.version or found.get("version"), "Commit": found.get("commit"),
+              "Quantization": params.quantization, "Backend": params.backend or backend,
+              "Repository": "github.com/vllm-project/vllm", "Build": params.build or build}  # fmt: skip
+    run = {
+        "Served model": server.model,
+        "Revision": params.revision,
+        "Benchmark tool": f"toolkit v{__version__}",
+        "Server": "launched by the toolkit" if launched else f"found running at {params.base_url}",
+        "Decode test": "Fixed duration",
+        "Prefill mode": PREFILL_MODES[prefill_in_warmup],
+        "Time per measurement": f"{params.duration_s:g} s",
+        "Max output": f"{params.max_output:,} tokens",
+    }
+    clean = lambda d: {k: str(v) for k, v in d.items() if v not in (None, "")}  # noqa: E731
+    command = launch_command(params, launch, api_key)
+    return {
+        "run_id": run_id,
+        "run_label": params.run_label,
+        "title": title,
+        "hardware": clean(hardware),
+        "engine": clean(engine),
+        "run": clean(run),
+        "launch_command": command,
+        "launch": launch,
+        "params": params.model_dump(exclude={"launch_command"}),
+        "fingerprint": params.fingerprint(),
+        "server": {k: v for k, v in asdict(server).items()},
+        "environment": environment,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "source": "toolkit",
+    }
+
+
+def progress_front_end() -> str:
+    """ "notebook" (tqdm's widget) in an interactive Jupyter kernel; "text" on stderr elsewhere: papermill's
+    kernels get TOOLKIT_PROGRESS=text from toolkit.jupyter.execute, since their output becomes the report."""
+    if os.environ.get("TOOLKIT_PROGRESS") == "text":
+        return "text"
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return "notebook" if type(shell).__name__ == "ZMQInteractiveShell" else "text"
+
+
+def progress_bar(**kwargs: Any) -> tqdm:
+    if progress_front_end() == "notebook":
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        return notebook_tqdm(**kwargs)
+    return tqdm(file=sys.stderr, **kwargs)
+
+
+class CellFailure(RuntimeError):
+    """A request of a cell failed outside its measurement (the cache warm-up): the cell is an Error."""
+
+
+# What the server or the network can do to a cell: an Error cell that --resume redoes. Anything else is a bug
+# in the toolkit and stops the run with its traceback, instead of an Error that --resume would redo forever.
+EXPECTED_FAILURES = (CellFailure, PromptError, ServerAPIError, httpx.HTTPError, OSError, TimeoutError)
+
+
+async def run_matrix_async(
+    params: RunParams,
+    out_dir: str | Path,
+    *,
+    phases: Sequence[Phase] = ("prefill", "decode"),
+    resume: bool = False,
+    attach: bool = False,
+    progress: bool = True,
+) -> list[Measurement]:
+    """Run (or continue) the matrix; every finished measurement is appended to results.jsonl at once."""
+    out = Path(out_dir)
+    with hold(out):  # under `toolkit run`, the lock its process holds
+        return await _run_matrix(params, out, phases=phases, resume=resume, attach=attach, progress=progress)
+
+
+async def _run_matrix(
+    params: RunParams, out: Path, *, phases: Sequence[Phase], resume: bool, attach: bool, progress: bool
+) -> list[Measurement]:
+    api_key = api_key_from_env(params.api_key_env)
+    store = ResultStore(out)
+    async with ServerAPI(params.base_url, api_key=api_key) as api:
+        server = await discover_for(api, params)
+        plan = make_plan(params, server.max_model_len)
+        launch = launch_info(out)
+        existing = open_run(out, params, resume=resume, attach=attach, server=server,
+                            command=launch_command(params, launch, api_key))  # fmt: skip
+        check_writable(out)  # before any load: a folder we cannot write would lose every measurement
+        both = "prefill" in phases and "decode" in phases
+        info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both,
+                                    launch=launch)  # fmt: skip
+        if existing is None:
+            write_json_atomic(out / RUN_FILE, info)
+        earlier = store.load()
+        done = latest_by_key(earlier)
+        finished = {k for k, m in done.items() if m.status != "Error"}
+        todo = [k for k in plan.keys(phases) if k not in finished]
+        decode_todo = any(k[0] == "decode" for k in todo)
+        say = partial(tqdm.write, file=sys.stderr)
+        gpus = telemetry(say) if decode_todo else nullcontext()
+        shielded = protected_from_autogroups(params.base_url, say) if todo else nullcontext()
+        async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
+            with shielded, gpus as gpu_sampler, frozen_heap():  # no full GC pass stalls the loop while it measures
+                runner = _Runner(params, server, info["run_id"], api, client, store, earlier, gpu_sampler)
+                bar = progress_bar(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
+                                   desc=params.run_label, unit="cell", disable=not progress)  # fmt: skip
+                for key in todo:
+                    bar.set_postfix_str(f"{key[0]} {format_context(key[1])} ×{key[2]}")
+                    m = await runner.measure(key)
+                    store.append(m)
+                    bar.update(1)
+                bar.close()
+    latest = list(latest_by_key(store.load()).values())
+    if (spent := matrix_overhead(m.to_dict() for m in latest)) is not None:
+        write_json_atomic(out / RUN_FILE, {**read_json(out / RUN_FILE), "overhead": spent})
+        if progress:
+            tqdm.write(f"overhead: {overhead_line(spent)}", file=sys.stderr)
+    if disturbed := disturbed_count_text(m.disturbed for m in latest):  # said as each cell's warning is
+        tqdm.write(f"{disturbed} after their retries: flagged in the reports, their numbers left out of service "
+                   "levels, best-of figures and comparisons", file=sys.stderr)  # fmt: skip
+    return latest
+
+
+class _Runner:
+    """Holds a run's prompts and warm state; measures one planned key at a time."""
+
+    def __init__(self, params: RunParams, server: ServerInfo, run_id: str, api: ServerAPI, client: StreamClient,
+                 store: ResultStore, earlier: Sequence[Measurement],
+                 gpu: GpuSampler | None = None) -> None:  # fmt: skip
+        self.params, self.server, self.run_id, self.gpu = params, server, run_id, gpu
+        self.api, self.client, self.store = api, client, store
+        self.prompts: dict[tuple[int, int | None], str] = {}
+        # Prompts already sent for a context's prefill (a resumed run included): the next one must be new, so cold.
+        self.prompt_versions: dict[tuple[int, int | None], int] = {}
+        for m in earlier:
+            if m.phase == "prefill":
+                key = (m.context_tokens, None)
+                self.prompt_versions[key] = self.prompt_versions.get(key, 0) + (m.attempts or 1)
+        self.warm: set[int] = set()
+        self.chat = params.endpoint == "chat"
+
+    async def prompt(self, ctx: int, stream: int | None = None, *, fresh: bool = False) -> str:
+        """The run's prompt of this context (and stream); `fresh`: a new one, cold in the server's cache."""
+        if (ctx, stream) not in self.prompts or fresh:
+            self.prompt_versions[(ctx, stream)] = version = self.prompt_versions.get((ctx, stream), 0) + 1
+            prefix = marker(self.run_id, format_context(ctx), stream, version)
+            built = await build_prompt(self.api, self.server.model, ctx, prefix, chat=self.chat)
+            self.prompts[(ctx, stream)] = built.text
+        return self.prompts[(ctx, stream)]
+
+    async def measure(self, key: tuple[str, int, int]) -> Measurement:
+        """One planned measurement; an Error says how a server the toolkit launched ended, if it did."""
+        m = await self._measure(key)
+        if m.status == "Error" and (note := await asyncio.to_thread(exit_note, self.store.directory)):
+            m = replace(m, error=redact(f"{m.error}; {note}", env_secret(self.params.api_key_env)))
+        return m
+
+    async def _measure(self, key: tuple[str, int, int]) -> Measurement:
+        phase, ctx, n = key
+        label = format_context(ctx)
+        started = time.perf_counter()
+        try:
+            if phase == "prefill":
+
+                async def prefill_once(attempt: int) -> Measurement:
+                    prompt = await self.prompt(ctx, fresh=attempt > 1)  # a retry must be cold again
+                    return await measure_prefill(self.client, self.api, model=self.server.model,
+                                                 endpoint=self.params.endpoint, prompt=prompt,
+                                                 context_tokens=ctx, context=label)  # fmt: skip
+
+                m, attempts, retries_s = await self._until_undisturbed(f"prefill {label}", prefill_once)
+                if m.status == "Valid":
+                    self.warm.add(ctx)
+                return self._stamp(m, attempts=attempts, retries_s=retries_s,
+                                   cell_wall_s=time.perf_counter() - started)  # fmt: skip
+            budget = self.server.kv_budget_tokens
+            if budget is not None and is_over_capacity(n, ctx, self.params.max_output, budget):
+                return self._stamp(Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=n,
+                                               status="Over capacity", kv_budget_tokens=budget))  # fmt: skip
+            prompts = await self._cell_prompts(ctx, n)
+            spec = CellSpec(self.server.model, self.params.endpoint, prompts, self.params.max_output,
+                            self.params.duration_s, self.params.readiness_timeout_s)  # fmt: skip
+            what = f"decode {label} ×{n}"
+
+            def measuring_again(reason: str, attempt: int) -> None:
+                tqdm.write(f"{what}: window disturbed ({reason}); measuring it again", file=sys.stderr)
+
+            m, trace = await measure_decode_cell(
+                self.client, self.api, spec, context_tokens=ctx, context=label,
+                use_metrics=self.server.metrics_available, retries=self.params.disturbed_retries,
+                on_disturbed=measuring_again,
+            )  # fmt: skip
+            write_trace(self.store.directory, ctx, n, trace)  # before the record: whole or absent
+            if self.gpu is not None and trace.windows:
+                start, end = trace.windows[-1]
+                m = replace(m, **window_telemetry(self.gpu.samples(start, end), start, end))
+                m = replace(m, **energy_per_token(m.gpu_energy_w, m.total_tok_s))
+                self.gpu.discard_before(end)
+            if m.disturbed:
+                tqdm.write(f"{what}: window disturbed ({m.disturbed}); kept and flagged", file=sys.stderr)
+            return self._stamp(m, kv_budget_tokens=budget, cell_wall_s=time.perf_counter() - started)
+        except EXPECTED_FAILURES as exc:  # recorded as an Error cell, and the run goes on; a bug surfaces
+            await drain(self.api, 30.0, self.server.metrics_available)
+            msg = redact(f"{type(exc).__name__}: {exc}", env_secret(self.params.api_key_env))
+            return self._stamp(Measurement(phase=phase, context_tokens=ctx, context=label, concurrency=n,  # type: ignore[arg-type]
+                                           status="Error", error=msg))  # fmt: skip
+
+    async def _until_undisturbed(
+        self, what: str, measure_once: Callable[[int], Awaitable[Measurement]]
+    ) -> tuple[Measurement, int, float]:
+        """Measure again while a pause of the machine disturbed it, up to `disturbed_retries` more times.
+
+        Returns the last measurement, the attempts, and the seconds spent on the disturbed ones.
+        """
+        retries_s = 0.0
+        for attempt in range(1, self.params.disturbed_retries + 2):
+            started = time.perf_counter()
+            m = await measure_once(attempt)
+            if not m.disturbed:
+                break
+            action = "kept and flagged" if attempt > self.params.disturbed_retries else "measuring it again"
+            tqdm.write(f"{what}: request disturbed ({m.disturbed}); {action}", file=sys.stderr)
+            if attempt <= self.params.disturbed_retries:
+                retries_s += time.perf_counter() - started
+        return m, attempt, retries_s
+
+    async def _cell_prompts(self, ctx: int, n: int) -> tuple[str, ...]:
+        if self.params.per_stream_prompts:
+            return tuple([await self.prompt(ctx, i) for i in range(n)])
+        text = await self.prompt(ctx)
+        if ctx not in self.warm:  # warm the prefix cache once per context (prefill measured elsewhere)
+            path, body = build_request(self.params.endpoint, self.server.model, text, 1)
+            warm_up = await self.client.stream(path, body)
+            if warm_up.error:  # a failed stream makes the cell an Error (docs/METHOD.md), the warm-up's too
+                raise CellFailure(f"warm-up request failed: {warm_up.error}")
+            self.warm.add(ctx)
+        return (text,) * n
+
+    def _stamp(self, m: Measurement, **extra: Any) -> Measurement:
+        """The run's id and the time on a measurement; its error redacted, whatever produced it."""
+        error = m.error and redact(m.error, env_secret(self.params.api_key_env))
+        return replace(m, run_id=self.run_id, started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                       error=error, **extra)  # fmt: skip
+
+
+def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine on a fresh (uv)loop; in a thread when a loop already runs here (Jupyter)."""
+
+    def new_loop() -> asyncio.AbstractEventLoop:
+        try:
+            import uvloop
+
+            return uvloop.new_event_loop()
+        except ImportError:
+            return asyncio.new_event_loop()
+
+    def run() -> T:
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            try:
+                return runner.run(factory())  # type: ignore[arg-type]
+            finally:
+                runner.run(asyncio.sleep(0.05))  # let closing transports finish before the loop closes
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = run()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="toolkit-run")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def discover_for(api: ServerAPI, params: RunParams) -> ServerInfo:
+    """The server's facts, with the parameters that override them."""
+    return await discover(api, model=params.model, max_model_len=params.max_model_len,
+                          kv_budget_tokens=params.kv_budget_tokens, api_key_env=params.api_key_env)  # fmt: skip
+
+
+async def preflight_async(params: RunParams) -> ServerInfo:
+    """Check parameters against the server before any load: reachability, model, key, contexts."""
+    api_key = api_key_from_env(params.api_key_env)
+    async with ServerAPI(params.base_url, api_key=api_key) as api:
+        server = await discover_for(api, params)
+    make_plan(params, server.max_model_len)
+    return server
+
+
+def preflight(params: RunParams) -> ServerInfo:
+    return run_sync(lambda: preflight_async(params))
+
+
+def run_matrix(params: RunParams, out_dir: str | Path, **kwargs: Any) -> list[Measurement]:
+    """Synchronous entry point for notebooks and the command line."""
+    return run_sync(lambda: run_matrix_async(params, out_dir, **kwargs))
+
+
+__all__ = ["ParamsError", "Plan", "RunRefused", "make_plan", "run_info", "run_matrix", "run_sync"]

@@ -1,0 +1,125 @@
+"""The server's HTTP API besides streaming: `/v1/models`, `/version`, `/tokenize`, `/metrics` (httpx)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from toolkit.api_keys import redact
+from toolkit.matrix.prometheus import RUNNING, WAITING, MetricsSnapshot, parse_metrics
+
+
+class ServerAPIError(RuntimeError):
+    """The server could not be reached (`status` None) or answered `status`; the message names what and why."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ServerAPI:
+    """Async access to the non-streaming endpoints. Use as an async context manager."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.has_key = bool(api_key)
+        self._key = api_key
+        # trust_env=False: no HTTP(S)_PROXY from the environment sees the key (the streams go direct too).
+        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s, trust_env=False)
+
+    async def __aenter__(self) -> ServerAPI:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.aclose()
+
+    def _unreachable(self, path: str, exc: httpx.HTTPError) -> ServerAPIError:
+        return ServerAPIError(redact(f"cannot reach {self.base_url}{path}: {type(exc).__name__}: {exc}", self._key))
+
+    async def _get(self, path: str) -> httpx.Response:
+        try:
+            response = await self._client.get(path)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(path, exc) from None
+        if response.status_code == 401:
+            raise ServerAPIError(f"{self.base_url}{path} answered 401 Unauthorized: the server needs an API key", 401)
+        if response.status_code != 200:
+            raise ServerAPIError(f"{self.base_url}{path} answered HTTP {response.status_code}", response.status_code)
+        return response
+
+    def _object(self, path: str, response: httpx.Response) -> dict[str, Any]:
+        """A 200 reply's JSON object; ServerAPIError (status 200) when it is not one (e.g. a gateway's HTML page)."""
+        try:
+            data = response.json()
+        except ValueError:  # not JSON, or not UTF-8
+            data = None
+        if not isinstance(data, dict):
+            kind = response.headers.get("content-type") or "no content type"
+            raise ServerAPIError(f"{self.base_url}{path} answered 200 but not with a JSON object ({kind}: "
+                                 f"{response.text[:80]!r})", 200)  # fmt: skip
+        return data
+
+    def _malformed(self, path: str, what: str, value: Any) -> ServerAPIError:
+        return ServerAPIError(f"{self.base_url}{path} answered 200 with {what} (got {str(value)[:80]!r})", 200)
+
+    async def models(self) -> list[dict[str, Any]]:
+        """The served models' cards (`data` of `/v1/models`)."""
+        data = self._object("/v1/models", await self._get("/v1/models")).get("data", [])
+        if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+            raise self._malformed("/v1/models", "`data` that is not a list of objects", data)
+        return data
+
+    async def version(self) -> str | None:
+        """The server's version; None when `/version` is missing or unreachable (a malformed 200 raises)."""
+        try:
+            version = self._object("/version", await self._get("/version")).get("version")
+        except ServerAPIError as exc:
+            if exc.status == 200:
+                raise
+            return None
+        if version is not None and not isinstance(version, str):
+            raise self._malformed("/version", "a version that is not a string", version)
+        return version
+
+    async def metrics(self) -> MetricsSnapshot:
+        """One scrape; ServerAPIError when unreachable or not Prometheus text with finite samples."""
+        response = await self._get("/metrics")
+        try:
+            return parse_metrics(response.text)
+        except ValueError as exc:
+            raise self._malformed("/metrics", "text that is not Prometheus metrics", exc) from None
+
+    async def metrics_or_none(self) -> MetricsSnapshot | None:
+        """One scrape, or None when `/metrics` is unreachable or malformed (callers fall back to client-side rules)."""
+        try:
+            return await self.metrics()
+        except ServerAPIError:
+            return None
+
+    async def running_waiting(self) -> tuple[int, int] | None:
+        snap = await self.metrics_or_none()
+        if snap is None:
+            return None
+        return int(snap.value(RUNNING) or 0), int(snap.value(WAITING) or 0)
+
+    async def count_tokens(self, model: str, text: str, *, chat: bool) -> int:
+        """Prompt tokens the server will see for `text` (with the chat template when `chat`)."""
+        body: dict[str, Any] = {"model": model}
+        if chat:
+            body.update(messages=[{"role": "user", "content": text}], add_generation_prompt=True)
+        else:
+            body["prompt"] = text
+        try:
+            response = await self._client.post("/tokenize", json=body)
+        except httpx.HTTPError as exc:
+            raise self._unreachable("/tokenize", exc) from None
+        if response.status_code != 200:
+            detail = redact(response.text[:200], self._key)
+            raise ServerAPIError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {detail}",
+                                 response.status_code)  # fmt: skip
+        count = self._object("/tokenize", response).get("count")
+        if type(count) is not int or count < 0:
+            raise self._malformed("/tokenize", "no token count", count)
+        return count

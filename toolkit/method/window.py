@@ -1,0 +1,136 @@
+"""Pure arithmetic of a measurement window over the streams' token events (docs/METHOD.md quantities)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from toolkit.loadgen.client import StreamResult
+from toolkit.method.spread import Interval, batch_means, edges, sub_window_count
+from toolkit.method.stats import mean, median, percentile
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    output_tokens: int
+    measured_s: float | None
+    total_tok_s: float | None
+    per_request_tok_s: float | None
+    per_request_tok_s_p10: float | None
+    tbt_ms: float | None
+    tbt_p90_ms: float | None
+    tbt_p99_ms: float | None
+    ttft_ms: float | None
+    ttft_p90_ms: float | None
+    ttft_p99_ms: float | None
+    completed: int
+    requests_started: int
+    client_avg_active: float | None
+    tokens_per_chunk: float | None
+
+
+def tokens_between(result: StreamResult, start: float, end: float) -> int:
+    """Tokens of one request that arrived in (start, end]; none when the interval is empty (end <= start)."""
+    if end <= start:
+        return 0
+    before = after = 0
+    for t, count in result.token_events:
+        if t <= start:
+            before = count
+        if t <= end:
+            after = count
+        else:
+            break
+    return after - before
+
+
+def tbt_in_window_s(result: StreamResult, start: float, end: float) -> float | None:
+    """Time between tokens of one request inside the window, per token (multi-token chunks count fully)."""
+    inside = [(t, c) for t, c in result.token_events if start < t <= end]
+    if len(inside) < 2 or inside[-1][1] == inside[0][1]:
+        return None
+    return (inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1])
+
+
+def longest_silence_s(results: Sequence[StreamResult], start: float, end: float) -> float:
+    """Longest stretch of the window (start, end] in which no stream received a token.
+
+    The edges count: window start to the first token, the last token to the window end. A healthy server
+    streams continuously, so a long silence means the server or the machine paused (see `status.disturbance`).
+    """
+    times = sorted(t for r in results for t, _ in r.token_events if start < t <= end)
+    edges = [start, *times, end]
+    return max(b - a for a, b in pairwise(edges))
+
+
+def active_at(results: Sequence[StreamResult], t: float) -> int:
+    """Streams decoding at time t: first token received, not yet ended."""
+    n = 0
+    for r in results:
+        first = r.token_events[0][0] if r.token_events else None
+        if first is not None and first <= t and (r.ended is None or r.ended > t):
+            n += 1
+    return n
+
+
+def summarize_window(
+    results: Sequence[StreamResult], start: float, end: float, sample_times: Sequence[float] = ()
+) -> WindowSummary:
+    """Every client-side quantity of a decode cell from its requests and the window bounds."""
+    output = sum(tokens_between(r, start, end) for r in results)
+    chunks = sum(1 for r in results for t, _ in r.token_events if start < t <= end)
+    last = max((t for r in results for t, _ in r.token_events if start < t <= end), default=None)
+    measured = None if last is None else last - start
+    tbts = [x for r in results if (x := tbt_in_window_s(r, start, end))]
+    rates = [1.0 / x for x in tbts]
+    ttfts = [r.ttft_s * 1000 for r in results if r.ttft_s is not None]
+    to_ms = lambda x: None if x is None else x * 1000  # noqa: E731
+    return WindowSummary(
+        output_tokens=output,
+        measured_s=measured,
+        total_tok_s=output / measured if measured else None,
+        per_request_tok_s=median(rates),
+        per_request_tok_s_p10=percentile(rates, 10),
+        tbt_ms=to_ms(median(tbts)),
+        tbt_p90_ms=to_ms(percentile(tbts, 90)),
+        tbt_p99_ms=to_ms(percentile(tbts, 99)),
+        ttft_ms=median(ttfts),
+        ttft_p90_ms=percentile(ttfts, 90),
+        ttft_p99_ms=percentile(ttfts, 99),
+        completed=sum(1 for r in results if r.done and r.ended is not None and start < r.ended <= end),
+        requests_started=len(results),
+        tokens_per_chunk=output / chunks if chunks else None,
+        client_avg_active=mean([active_at(results, t) for t in sample_times if start <= t <= end]),
+    )
+
+
+@dataclass(frozen=True)
+class WindowSpread:
+    """95 % batch-means intervals of a window's total tok/s, per-request tok/s and TBT (ms) over `sub_windows`."""
+
+    sub_windows: int
+    total_tok_s: Interval | None
+    per_request_tok_s: Interval | None
+    tbt_ms: Interval | None
+
+
+def _sub_window_values(results: Sequence[StreamResult], start: float, end: float, k: int) -> list[list[float]]:
+    """Per sub-window: total tok/s, median per-request tok/s, median TBT in ms (the last two where measurable)."""
+    total, per_request, tbt = [], [], []
+    for a, b in edges(start, end, k):
+        total.append(sum(tokens_between(r, a, b) for r in results) / (b - a))
+        tbts = [x for r in results if (x := tbt_in_window_s(r, a, b))]
+        if tbts:
+            per_request.append(median([1.0 / x for x in tbts]) or 0.0)
+            tbt.append((median(tbts) or 0.0) * 1000)
+    return [total, per_request, tbt]
+
+
+def window_spread(results: Sequence[StreamResult], start: float, end: float) -> WindowSpread:
+    """The window's sub-window intervals (docs/METHOD.md, Spread); None where fewer than two values exist."""
+    if end <= start:
+        return WindowSpread(0, None, None, None)
+    k = sub_window_count(lambda n: _sub_window_values(results, start, end, n)[0])
+    total, per_request, tbt = _sub_window_values(results, start, end, k)
+    return WindowSpread(k, batch_means(total), batch_means(per_request), batch_means(tbt))

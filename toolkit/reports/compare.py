@@ -1,0 +1,307 @@
+"""Comparisons of runs held in one tidy DataFrame (schema columns plus ``run``, see :mod:`toolkit.results.runs`).
+
+Cells are matched on (phase, context tokens, concurrency). Everything here is pure: DataFrames in,
+DataFrames of numbers or display strings and markdown text out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
+from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
+from toolkit.method.spread import Interval, ratio_interval, significant
+from toolkit.reports.tables import markdown_table, summary_line
+from toolkit.schema import PHASE_TITLES
+
+KEY: tuple[str, ...] = ("phase", "context_tokens", "concurrency")
+CELL_COLUMNS: tuple[str, ...] = ("phase", "context_tokens", "context", "concurrency")
+RATIO_QUANTITIES: dict[str, str] = {"total_tok_s": "Total tok/s", "per_request_tok_s": "Per request tok/s",
+                                    "ttft_ms": "TTFT"}  # fmt: skip
+RAN = ("Valid", "Requests queued")
+COMPARE_TITLE = "Speed test matrix comparison"
+RATIO_CAPTION = (
+    "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B. ± is the ratio's "
+    "95 % interval from both cells' sub-window spreads; n.s.: no significant difference (the interval holds 1). "
+    "Those spreads do not hold the machine's drift between runs, which can be larger (docs/METHOD.md, Spread)."
+)
+NOT_SIGNIFICANT = "n.s."
+STATUS_CAPTION = "Cells whose status differs between runs (— : not measured in that run)."
+PREFILL_CAPTION = "Prompt tok/s and cold TTFT by context length, runs side by side."
+TRADEOFF_CAPTION = "Pareto frontier of each run: no other cell of that run is faster both per request and in total."
+_FORMATS = {"total_tok_s": format_tok_s, "per_request_tok_s": format_tok_s, "ttft_ms": format_ms}
+_PHASE_ORDER = {"prefill": 0, "decode": 1}
+
+
+def run_labels(frame: pd.DataFrame) -> list[str]:
+    """The runs of a combined frame, in their order of appearance (the first is the baseline)."""
+    return list(dict.fromkeys(str(label) for label in frame["run"]))
+
+
+def ratio_key(position: int) -> str:
+    """Figure key of the ratio heatmaps of the run at 1-based ``position`` against the first run."""
+    return f"ratio-{position}"
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    order = frame["phase"].map(_PHASE_ORDER).fillna(2)
+    return frame.assign(_order=order).sort_values(["_order", "context_tokens", "concurrency"]).drop(columns="_order")
+
+
+def _run(frame: pd.DataFrame, label: str) -> pd.DataFrame:
+    if label not in run_labels(frame):
+        raise ValueError(f"run {label!r} is not among the runs {run_labels(frame)}")
+    return frame[frame["run"] == label]
+
+
+def _ratio(b: Any, a: Any) -> float:
+    num, den = as_number(b), as_number(a)
+    return num / den if num is not None and den else math.nan
+
+
+def _interval(value: Any, half_width: Any) -> Interval | None:
+    number, width = as_number(value), as_number(half_width)
+    return None if number is None or width is None or not number else Interval(number, width, 0)
+
+
+def _ratio_spread(a: Any, a_hw: Any, b: Any, b_hw: Any) -> tuple[float, bool | None]:
+    """The ratio's 95 % half-width and whether it is significant; (NaN, None) without both cells' spreads."""
+    base, other = _interval(a, a_hw), _interval(b, b_hw)
+    if base is None or other is None:
+        return math.nan, None
+    ratio = ratio_interval(base, other)
+    return ratio.half_width, significant(ratio)
+
+
+def ratio_table(frame: pd.DataFrame, baseline: str, other: str,
+                quantities: Sequence[str] = tuple(RATIO_QUANTITIES)) -> pd.DataFrame:  # fmt: skip
+    """Cells present in both runs with B / A of each quantity (default total tok/s, per-request tok/s, TTFT).
+
+    Columns: the cell (phase, context_tokens, context, concurrency), ``status_a``, ``status_b``,
+    ``disturbed_a``, ``disturbed_b`` (still disturbed after the retries), then per quantity ``<q>_a``, ``<q>_b``,
+    ``<q>_ratio`` (NaN when either value is missing, A is zero, or either cell is disturbed), ``<q>_ratio_hw``
+    (the ratio's 95 % half-width from the cells' ``<q>_ci``; NaN without them) and ``<q>_significant`` (whether
+    that interval leaves out 1; None without it).
+    """
+    spreads = [f"{q}_ci" for q in quantities]
+    columns = [*CELL_COLUMNS, "status", *quantities, *spreads]
+
+    def cells(label: str) -> pd.DataFrame:
+        mine = _run(frame, label).reindex(columns=list(dict.fromkeys([*frame.columns, *spreads])))
+        return mine[columns].assign(disturbed=disturbed_mask(mine))
+
+    a, b = cells(baseline), cells(other).drop(columns="context")
+    merged = a.merge(b, on=list(KEY), how="inner", suffixes=("_a", "_b"))
+    unusable = merged["disturbed_a"] | merged["disturbed_b"]
+    for q in quantities:
+        pairs = zip(merged[f"{q}_b"], merged[f"{q}_a"], unusable, strict=True)
+        merged[f"{q}_ratio"] = [math.nan if bad else _ratio(vb, va) for vb, va, bad in pairs]
+        spread = [_ratio_spread(*cell) if not bad else (math.nan, None) for *cell, bad in
+                  zip(merged[f"{q}_a"], merged[f"{q}_ci_a"], merged[f"{q}_b"], merged[f"{q}_ci_b"], unusable,
+                      strict=True)]  # fmt: skip
+        merged[f"{q}_ratio_hw"] = [hw for hw, _ in spread]
+        merged[f"{q}_significant"] = pd.Series([sig for _, sig in spread], index=merged.index, dtype=object)
+    ordered = [*CELL_COLUMNS, "status_a", "status_b", "disturbed_a", "disturbed_b"]
+    ordered += [f"{q}_{s}" for q in quantities for s in ("a", "b", "ratio", "ratio_hw", "significant")]
+    return _sorted(merged[ordered]).reset_index(drop=True)
+
+
+def status_differences(frame: pd.DataFrame) -> pd.DataFrame:
+    """Cells whose status is not the same in every run; one status column per run (None: not measured)."""
+    labels = run_labels(frame)
+    cells: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for rec in frame[[*CELL_COLUMNS, "status", "run"]].to_dict("records"):
+        key = (str(rec["phase"]), int(rec["context_tokens"]), int(rec["concurrency"]))
+        cell = cells.setdefault(key, {c: rec[c] for c in CELL_COLUMNS} | dict.fromkeys(labels))
+        cell[str(rec["run"])] = rec["status"]
+    rows = [cell for cell in cells.values() if len({cell[label] for label in labels}) > 1]
+    return _sorted(pd.DataFrame(rows, columns=[*CELL_COLUMNS, *labels], dtype=object)).reset_index(drop=True)
+
+
+def prefill_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
+    """Prefill runs side by side: rows (context_tokens, context) by tokens, columns (run, status/total_tok_s/ttft_ms).
+
+    A run without a measurement at a context has None there.
+    """
+    columns = pd.MultiIndex.from_product([run_labels(frame), ["status", "total_tok_s", "ttft_ms"]])
+    rows: dict[tuple[int, str], dict[tuple[str, str], Any]] = {}
+    for rec in frame[frame["phase"] == "prefill"].to_dict("records"):
+        row = rows.setdefault((int(rec["context_tokens"]), str(rec["context"])), {})
+        row[(rec["run"], "status")] = rec["status"]
+        row |= {(rec["run"], q): as_number(rec[q]) for q in ("total_tok_s", "ttft_ms")}
+    keys = sorted(rows)
+    index = pd.MultiIndex.from_arrays([[k[0] for k in keys], [k[1] for k in keys]], names=["context_tokens", "context"])
+    data = [[rows[key].get(column) for column in columns] for key in keys]
+    return pd.DataFrame(data, index=index, columns=columns, dtype=object)
+
+
+def pareto_mask(x: Sequence[float], y: Sequence[float]) -> list[bool]:
+    """True for each point that no other point dominates (at least as high in both, higher in one)."""
+    points = list(zip(x, y, strict=True))
+    return [not any(ox >= px and oy >= py and (ox > px or oy > py) for ox, oy in points) for px, py in points]
+
+
+def tradeoff_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """Decode cells that ran undisturbed, with per-request and total tok/s, and ``on_frontier`` within their run."""
+    decode = frame[(frame["phase"] == "decode") & frame["status"].isin(RAN) & ~disturbed_mask(frame)]
+    points = pd.DataFrame({
+        "run": decode["run"], "context": decode["context"], "context_tokens": decode["context_tokens"],
+        "concurrency": decode["concurrency"], "status": decode["status"],
+        "per_request_tok_s": [as_number(v) for v in decode["per_request_tok_s"]],
+        "total_tok_s": [as_number(v) for v in decode["total_tok_s"]],
+    }).dropna(subset=["per_request_tok_s", "total_tok_s"])  # fmt: skip
+    points["on_frontier"] = False
+    for label in run_labels(frame):
+        mine = points["run"] == label
+        points.loc[mine, "on_frontier"] = pareto_mask(
+            points.loc[mine, "per_request_tok_s"].tolist(), points.loc[mine, "total_tok_s"].tolist()
+        )
+    return points.reset_index(drop=True)
+
+
+def pareto_frontier(frame: pd.DataFrame, label: str) -> pd.DataFrame:
+    """The frontier cells of one run, by per-request tok/s ascending (so total tok/s descends)."""
+    points = tradeoff_points(_run(frame, label))
+    frontier = points[points["on_frontier"]]
+    return frontier.sort_values(["per_request_tok_s", "total_tok_s"]).reset_index(drop=True)
+
+
+# ---- display strings -------------------------------------------------------------------------------
+
+
+def format_ratio(value: Any) -> str:
+    """A ratio with three significant digits: ``0.0253×``, ``1.00×``, ``39.5×``, ``1,234×``; missing: ``—``."""
+    number = as_number(value)
+    if number is None:
+        return MISSING
+    text = f"{number:,.0f}" if abs(number) >= 99.95 else f"{number:#.3g}".removesuffix(".")
+    return f"{text}×"
+
+
+def _phase_title(phase: Any) -> str:
+    return PHASE_TITLES.get(str(phase), str(phase))
+
+
+def _disturbed_in(row: Mapping[str, Any]) -> str | None:
+    """``A``, ``B`` or ``A and B``: the runs whose cell stayed disturbed after its retries; None if neither."""
+    runs = [name for name in ("a", "b") if row.get(f"disturbed_{name}")]
+    return " and ".join(name.upper() for name in runs) or None
+
+
+def _ratio_cell(row: Mapping[str, Any], quantity: str) -> str:
+    a, b = row[f"{quantity}_a"], row[f"{quantity}_b"]
+    if as_number(a) is None and as_number(b) is None:
+        return MISSING
+    if _disturbed_in(row):
+        return DISTURBED_MARK
+    fmt, ratio = _FORMATS[quantity], format_ratio(row[f"{quantity}_ratio"])
+    half_width = as_number(row.get(f"{quantity}_ratio_hw"))
+    if half_width is not None and ratio != MISSING:
+        ratio += f" ±{half_width:.2f}" + (f" {NOT_SIGNIFICANT}" if row.get(f"{quantity}_significant") is False else "")
+    return f"{ratio} ({fmt(a)} → {fmt(b)})"
+
+
+def ratio_display(table: pd.DataFrame) -> pd.DataFrame:
+    """Display strings of a :func:`ratio_table`; cells with no ratio and an unchanged status are left out.
+
+    A cell disturbed in either run shows ``disturbed`` instead of its ratios, and its status says in which run.
+    """
+    data = []
+    for record in table.to_dict("records"):
+        row = {str(k): v for k, v in record.items()}
+        ratios = [as_number(row[f"{q}_ratio"]) for q in RATIO_QUANTITIES]
+        same, disturbed = row["status_a"] == row["status_b"], _disturbed_in(row)
+        if same and not disturbed and all(r is None for r in ratios):
+            continue
+        status = str(row["status_a"]) if same else f"{row['status_a']} → {row['status_b']}"
+        status += f" · {DISTURBED_MARK} in {disturbed}" if disturbed else ""
+        head = [_phase_title(row["phase"]), row["context"], f"{int(row['concurrency']):,}", status]
+        data.append(head + [_ratio_cell(row, q) for q in RATIO_QUANTITIES])
+    columns = ["Phase", "Context", "Requests at once", "Status", *RATIO_QUANTITIES.values()]
+    return pd.DataFrame(data, columns=columns, dtype=object)
+
+
+def status_display(differences: pd.DataFrame) -> pd.DataFrame:
+    """Display strings of :func:`status_differences` (not measured: ``—``)."""
+    labels = [c for c in differences.columns if c not in CELL_COLUMNS]
+    data = [
+        [_phase_title(row["phase"]), row["context"], f"{int(row['concurrency']):,}"]
+        + [MISSING if row[label] is None or pd.isna(row[label]) else str(row[label]) for label in labels]
+        for row in differences.to_dict("records")
+    ]
+    return pd.DataFrame(data, columns=["Phase", "Context", "Requests at once", *labels], dtype=object)
+
+
+def _prefill_cell(row: pd.Series, label: str, quantity: str) -> str:
+    status = row[(label, "status")]
+    if not isinstance(status, str):
+        return MISSING
+    value = row[(label, quantity)]
+    if quantity == "ttft_ms":
+        return format_ms(value)
+    return format_tok_s(value, trim_zero=True) if as_number(value) is not None else status
+
+
+def prefill_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Prefill side by side as display strings: Context, then ``<run> tok/s`` and ``<run> TTFT`` per run."""
+    side, labels = prefill_side_by_side(frame), run_labels(frame)
+    quantities = ("total_tok_s", "ttft_ms")
+    contexts = side.index.get_level_values(1)  # the index is (context tokens, context label)
+    data = [
+        [context, *(_prefill_cell(row, label, q) for label in labels for q in quantities)]
+        for context, (_, row) in zip(contexts, side.iterrows(), strict=True)
+    ]
+    columns = ["Context", *(f"{label} {name}" for label in labels for name in ("tok/s", "TTFT"))]
+    return pd.DataFrame(data, columns=columns, dtype=object)
+
+
+def frontier_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every run's Pareto frontier cells as display strings."""
+    data = [
+        [label, row["context"], f"{int(row['concurrency']):,}", str(row["status"]),
+         format_tok_s(row["per_request_tok_s"]), format_tok_s(row["total_tok_s"])]
+        for label in run_labels(frame)
+        for row in pareto_frontier(frame, label).to_dict("records")
+    ]  # fmt: skip
+    columns = ["Run", "Context", "Requests at once", "Status", "Per request tok/s", "Total tok/s"]
+    return pd.DataFrame(data, columns=columns, dtype=object)
+
+
+def runs_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: label, number of measurements, and the report's summary line."""
+    data = []
+    for label in run_labels(frame):
+        mine = _run(frame, label)
+        data.append([label, f"{len(mine):,}", summary_line(mine.drop(columns="run")) or MISSING])
+    return pd.DataFrame(data, columns=["Run", "Measurements", "Summary"], dtype=object)
+
+
+def compare_markdown(frame: pd.DataFrame, images: Mapping[str, str] | None = None) -> str:
+    """compare.md: runs, prefill side by side, B / A per later run, trade-off, status differences.
+
+    ``images`` maps figure keys (``prefill``, ``ratio-2`` …, ``tradeoff``) to paths beside the file.
+    """
+    images = images or {}
+    labels = run_labels(frame)
+    out = [f"# {COMPARE_TITLE}", markdown_table(runs_table(frame))]
+    if (frame["phase"] == "prefill").any():
+        out += ["## Prefill", PREFILL_CAPTION, markdown_table(prefill_display(frame))]
+        out += [f"![Prefill]({images['prefill']})"] if "prefill" in images else []
+    for position, other in enumerate(labels[1:], 2):
+        out += [f"## {other} vs {labels[0]}", RATIO_CAPTION]
+        key = ratio_key(position)
+        out += [f"![{other} / {labels[0]}]({images[key]})"] if key in images else []
+        ratios = ratio_display(ratio_table(frame, labels[0], other))
+        out.append(markdown_table(ratios) if len(ratios) else "No cell was measured in both runs.")
+    out += ["## Trade-off", TRADEOFF_CAPTION]
+    out += [f"![Trade-off]({images['tradeoff']})"] if "tradeoff" in images else []
+    frontier = frontier_display(frame)
+    out.append(markdown_table(frontier) if len(frontier) else "No decode cell ran.")
+    differences = status_display(status_differences(frame))
+    out += ["## Status differences", STATUS_CAPTION]
+    out.append(markdown_table(differences) if len(differences) else "Every cell has the same status in every run.")
+    return "\n\n".join(out) + "\n"

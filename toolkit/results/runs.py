@@ -1,0 +1,90 @@
+"""Reading run folders: one run (measured or imported) or many runs as one tidy DataFrame with a ``run`` column."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from toolkit.results.store import RESULTS_FILE, RUN_FILE, latest_by_key, load_measurements, read_json, to_dataframe
+from toolkit.schema import COLUMNS, Measurement
+
+RESULTS_CSV = "results.csv"  # an imported report keeps its measurements here (no results.jsonl)
+RUN_COLUMN = "run"
+_INT_FIELDS = frozenset(f.name for f in fields(Measurement) if str(f.type) in ("int", "int | None"))
+
+
+def _cell(name: str, value: Any) -> Any:
+    """A CSV value back to its schema type: NaN -> None, 7.0 -> 7 for integer fields."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if name in _INT_FIELDS and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _csv_measurements(path: Path) -> list[Measurement]:
+    frame = pd.read_csv(path, dtype={"context": str})
+    records = frame.to_dict("records")
+    return [Measurement.from_dict({str(k): _cell(str(k), v) for k, v in row.items()}) for row in records]
+
+
+def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The latest record of every measurement of a run folder, and its run.json.
+
+    A measured run is read from results.jsonl; an imported report (no results.jsonl) from results.csv.
+    Both give the same schema-typed DataFrame.
+    """
+    folder = Path(directory)
+    if not (folder / RUN_FILE).exists():
+        raise ValueError(f"{folder}: not a run folder (no {RUN_FILE})")
+    measurements = load_measurements(folder / RESULTS_FILE)
+    if not measurements and (folder / RESULTS_CSV).exists():
+        measurements = _csv_measurements(folder / RESULTS_CSV)
+    return to_dataframe(list(latest_by_key(measurements).values())), read_json(folder / RUN_FILE)
+
+
+def default_label(run_info: dict[str, Any], directory: str | Path) -> str:
+    """``<run_label or title> (<folder name>)``; just the folder name when the run names neither."""
+    folder = Path(directory).resolve().name
+    name = str(run_info.get("run_label") or run_info.get("title") or "").strip()
+    return f"{name} ({folder})" if name and name != folder else folder
+
+
+def unique_labels(labels: Sequence[str]) -> list[str]:
+    """Labels with repeats numbered: ``a, a, b`` -> ``a, a #2, b``."""
+    out: list[str] = []
+    for label in labels:
+        candidate, number = label, 1
+        while candidate in out:
+            number += 1
+            candidate = f"{label} #{number}"
+        out.append(candidate)
+    return out
+
+
+def load_runs(directories: Sequence[str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:
+    """Many runs as one DataFrame: the ``run`` label column, then the schema's columns, runs in the given order.
+
+    Without ``labels`` each run is labelled by :func:`default_label`, made unique; given labels must be
+    one per folder and distinct.
+    """
+    if labels is not None:
+        labels = [str(label) for label in labels]
+        if len(labels) != len(directories):
+            raise ValueError(f"labels: {len(labels)} labels for {len(directories)} run folders; give one per folder")
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"labels: {labels} has repeats; each run needs its own label")
+    loaded = [load_run(directory) for directory in directories]
+    if labels is None:
+        labels = unique_labels([default_label(info, d) for (_, info), d in zip(loaded, directories, strict=True)])
+    records = [
+        {RUN_COLUMN: label, **record}
+        for label, (frame, _) in zip(labels, loaded, strict=True)
+        for record in frame.to_dict("records")
+    ]
+    return pd.DataFrame(records, columns=[RUN_COLUMN, *COLUMNS])

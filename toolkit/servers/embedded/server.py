@@ -1,0 +1,225 @@
+"""The embedded default server: a real vLLM (CPU) serving the tiny model, on 127.0.0.1 only.
+
+The toolkit never imports vllm: the server runs from the separate `.venv-vllm` interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.params import RunParams, ServerSpec
+from toolkit.servers.managed import ManagedServer, ServerError
+from toolkit.servers.managed import has_live_member as _has_live_member
+
+__all__ = [
+    "DEMO_CONFIG",
+    "EmbeddedServer",
+    "ServerConfig",
+    "ServerError",
+    "_has_live_member",
+    "embedded_spec",
+    "ensure_model",
+    "free_port",
+    "launched_embedded",
+    "vllm_settings",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CACHE_DIR = Path(os.environ.get("TOOLKIT_CACHE", REPO_ROOT / ".cache"))
+VLLM_PYTHON = Path(os.environ.get("TOOLKIT_VLLM_PYTHON", REPO_ROOT / ".venv-vllm" / "bin" / "python"))
+MODEL_DIR = CACHE_DIR / "tiny-llama"
+SERVED_MODEL_NAME = "tiny-llama"
+BLOCK_SIZE_TOKENS = 128  # vLLM's KV block size on CPU
+BUILDER = Path(__file__).with_name("build_tiny_model.py")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Launch settings of the embedded vLLM."""
+
+    port: int | None = None
+    max_model_len: int = 8192
+    kv_blocks: int | None = None
+    max_num_seqs: int | None = None
+    stream_interval: int = 1
+    kv_cache_gib: int = 1
+    startup_timeout_s: float = 240.0
+    log_path: Path | None = None
+
+    def check(self) -> None:
+        """Refuse settings vLLM would only reject after a slow start-up."""
+        if self.max_model_len < 256:
+            raise ValueError(f"max_model_len: {self.max_model_len} is too small; allowed: >= 256")
+        # vLLM keeps one block back (the null block), so one request of max_model_len needs one more.
+        needed = -(-self.max_model_len // BLOCK_SIZE_TOKENS) + 1
+        if self.kv_blocks is not None and self.kv_blocks < needed:
+            raise ValueError(
+                f"kv_blocks: {self.kv_blocks} blocks of {BLOCK_SIZE_TOKENS} tokens cannot hold one request of "
+                f"max_model_len {self.max_model_len}; allowed: >= {needed}"
+            )
+        if self.max_num_seqs is not None and self.max_num_seqs < 1:
+            raise ValueError(f"max_num_seqs: {self.max_num_seqs}; allowed: >= 1")
+        if self.stream_interval < 1:
+            raise ValueError(f"stream_interval: {self.stream_interval}; allowed: >= 1")
+
+
+# `make demo` and a notebook's SERVER = "embedded": small enough that the matrix shows Requests queued and Over
+# capacity (a KV cache of 64 blocks = 8,192 tokens, at most 2 sequences at once).
+DEMO_CONFIG = ServerConfig(max_model_len=4096, kv_blocks=64, max_num_seqs=2)
+
+
+def ensure_model(model_dir: Path = MODEL_DIR) -> Path:
+    """Build the tiny model once (seeded, offline); later calls reuse the cached folder."""
+    if (model_dir / "toolkit-tiny-model.json").exists():
+        return model_dir
+    if not VLLM_PYTHON.exists():
+        raise ServerError(f"{VLLM_PYTHON} not found: run `make vllm` first")
+    model_dir.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(VLLM_PYTHON), str(BUILDER), str(model_dir)], check=True, env=_vllm_env(1))
+    return model_dir
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def vllm_settings(kv_cache_gib: int) -> dict[str, str]:
+    """The variables the embedded vLLM needs besides the caller's environment (no secrets)."""
+    return {
+        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
+        "VLLM_HOST_IP": "127.0.0.1",
+        "VLLM_TARGET_DEVICE": "cpu",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
+def _vllm_env(kv_cache_gib: int) -> dict[str, str]:
+    return {**os.environ, **vllm_settings(kv_cache_gib)}
+
+
+def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str]:
+    """The vLLM command line (the API key travels in the environment, never on the command line)."""
+    cmd = [
+        str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model_dir),
+        "--served-model-name", SERVED_MODEL_NAME,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--max-model-len", str(config.max_model_len),
+        "--dtype", "bfloat16",
+        "--enforce-eager",
+        "--enable-prefix-caching",
+    ]  # fmt: skip
+    if config.kv_blocks is not None:
+        cmd += ["--num-gpu-blocks-override", str(config.kv_blocks)]
+    if config.max_num_seqs is not None:
+        cmd += ["--max-num-seqs", str(config.max_num_seqs)]
+    if config.stream_interval != 1:
+        cmd += ["--stream-interval", str(config.stream_interval)]
+    return cmd
+
+
+def embedded_spec(config: ServerConfig, port: int) -> ServerSpec:
+    """The embedded vLLM as a params `server:` block, for runs that launch it (`toolkit demo`)."""
+    config.check()
+    return ServerSpec(command=launch_command(config, port, ensure_model()), env=vllm_settings(config.kv_cache_gib),
+                      health_timeout_s=config.startup_timeout_s)  # fmt: skip
+
+
+@contextmanager
+def launched_embedded(params: RunParams, results_dir: Path, config: ServerConfig = DEMO_CONFIG) -> Iterator[RunParams]:
+    """The embedded vLLM launched for one run as a `server:` block would be (recorded in server.json, stopped on
+    exit, error or interrupt); yields the params pointed at it."""
+    from toolkit.servers.launch import (
+        launched_server,  # launch imports environment and the engine probe: only when used
+    )
+
+    port = free_port()
+    spec = embedded_spec(config, port)
+    params = params.model_copy(update={"base_url": f"http://127.0.0.1:{port}"})
+    results_dir.mkdir(parents=True, exist_ok=True)
+    with launched_server(spec, params, results_dir):
+        yield params
+
+
+class EmbeddedServer:
+    """Start the real vLLM on 127.0.0.1, wait for `/health`, stop it with all its engine processes.
+
+    One instance of :class:`toolkit.servers.managed.ManagedServer`: this class only builds the command and environment.
+    Use as a context manager: `with EmbeddedServer(ServerConfig()) as server: server.base_url`.
+    """
+
+    def __init__(self, config: ServerConfig | None = None, *, api_key: str | None = None) -> None:
+        """`api_key` overrides VLLM_API_KEY for this server only; it goes to vLLM through its environment."""
+        self.config = config or ServerConfig()
+        self._api_key = api_key
+        self.config.check()
+        self.port = self.config.port or free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = self.config.log_path or CACHE_DIR / "logs" / f"vllm-{self.port}.log"
+        self.managed: ManagedServer | None = None
+        self.command: list[str] = []
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return None if self.managed is None else self.managed.process
+
+    def start(self) -> EmbeddedServer:
+        """Launch vLLM through ManagedServer: its own process group, inside the caller's session."""
+        model_dir = ensure_model()
+        self.command = launch_command(self.config, self.port, model_dir)
+        env = _vllm_env(self.config.kv_cache_gib)
+        if self._api_key is not None:
+            env["VLLM_API_KEY"] = self._api_key
+        self.managed = ManagedServer(self.command, base_url=self.base_url, env=env, log_path=self.log_path,
+                                     health_timeout_s=self.config.startup_timeout_s, name="vLLM")  # fmt: skip
+        self.managed.start()
+        return self
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "(no log)" if self.managed is None else self.managed.log_tail(lines)
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """SIGTERM the whole process group (API server and engine cores), SIGKILL what remains."""
+        if self.managed is not None:
+            self.managed.stop(timeout_s)
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_forever(config: ServerConfig) -> int:
+    """Foreground server for `python -m toolkit serve`: print the URL, stop cleanly on Ctrl-C, SIGTERM or SIGHUP."""
+    server = EmbeddedServer(config)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        server.start()
+        print(server.base_url, flush=True)
+        print(f"log: {server.log_path}", file=sys.stderr, flush=True)
+        while server.process is not None and server.process.poll() is None:
+            time.sleep(0.5)
+        print(f"vLLM exited:\n{server.log_tail()}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
