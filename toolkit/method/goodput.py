@@ -1,0 +1,167 @@
+"""Open-loop steps judged from their per-request records: latencies, a service level, goodput (pure).
+
+A rate step stores one record per request (`RECORD_COLUMNS`, times in seconds from the step's start). Everything a
+step reports is computed here from those records alone, so a finished sweep can be judged again against another
+service level without a server (docs/METHOD.md, Open-loop rates).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# One row per request of a step. `chunk_times_s` holds every content chunk's arrival (a list; a chunk may carry
+# more than one token); `first_token_s`/`last_token_s` are NaN and `error` a one-line text when it failed.
+RECORD_COLUMNS: tuple[str, ...] = (
+    "step", "offered_rate", "request", "scheduled_s", "sent_s", "first_token_s", "last_token_s", "chunk_times_s",
+    "input_tokens", "output_tokens", "error",
+)  # fmt: skip
+PERCENTILES: tuple[int, ...] = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class ServiceLevel:
+    """Limits a request must meet (None: no limit) and the fraction of requests that must meet them."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    target: float = 0.99
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name}: {value} is not a positive number of milliseconds")
+        if not 0 < self.target <= 1:
+            raise ValueError(f"target: {self.target} is not a fraction in (0, 1]")
+
+
+def request_latencies(records: pd.DataFrame) -> pd.DataFrame:
+    """Per request: ok (no error, a token came), ttft/tpot/e2e in ms from the send, and the scheduling lag in ms.
+
+    TPOT is (last token - first token) / (output tokens - 1), 0 for a single token, as `vllm bench serve` counts it.
+    """
+    import pandas as pd
+
+    ok = records["error"].isna() & records["first_token_s"].notna() & (records["output_tokens"] > 0)
+    decode_tokens = (records["output_tokens"] - 1).clip(lower=1)
+    tpot = ((records["last_token_s"] - records["first_token_s"]) / decode_tokens * 1e3).where(
+        records["output_tokens"] > 1, 0.0
+    )
+    return pd.DataFrame({
+        "ok": ok,
+        "ttft_ms": ((records["first_token_s"] - records["sent_s"]) * 1e3).where(ok),
+        "tpot_ms": tpot.where(ok),
+        "e2e_ms": ((records["last_token_s"] - records["sent_s"]) * 1e3).where(ok),
+        "lag_ms": (records["sent_s"] - records["scheduled_s"]) * 1e3,
+    })  # fmt: skip
+
+
+def meets(latencies: pd.DataFrame, level: ServiceLevel) -> pd.Series:
+    """Whether each request met every limit of `level` (a failed request never does)."""
+    met = latencies["ok"].copy()
+    for column, limit in (("ttft_ms", level.ttft_ms), ("tpot_ms", level.tpot_ms), ("e2e_ms", level.e2e_ms)):
+        if limit is not None:
+            met &= latencies[column] <= limit
+    return met
+
+
+def inter_token_ms(records: pd.DataFrame) -> list[float]:
+    """Every gap between consecutive chunks of the successful requests, in ms (ITL as `vllm bench serve` has it)."""
+    gaps: list[float] = []
+    for times, error in zip(records["chunk_times_s"], records["error"], strict=True):
+        if isinstance(error, str) or times is None:
+            continue
+        values = list(times)
+        gaps.extend((b - a) * 1e3 for a, b in zip(values, values[1:], strict=False))
+    return gaps
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """One rate step as a results row: load, throughput, latency percentiles, goodput and the client's lag."""
+
+    offered_rate: float
+    scheduled_rate: float | None  # the drawn schedule's own rate: (n - 1) / its span
+    achieved_rate: float | None  # the same over the actual send times: below scheduled when the client lagged
+    requests: int
+    completed: int
+    failed: int
+    duration_s: float  # first send to last token (or last send)
+    request_throughput: float
+    output_tok_s: float
+    input_tokens: int
+    output_tokens: int
+    goodput: float  # requests/s that met the service level
+    slo_fraction: float  # of all requests
+    slo_met: bool
+    percentiles: dict[str, float | None]  # "ttft_p50_ms" ... "lag_max_ms"
+
+    def row(self) -> dict[str, Any]:
+        """A flat dict, percentiles as columns."""
+        data = asdict(self)
+        return {**{k: v for k, v in data.items() if k != "percentiles"}, **data["percentiles"]}
+
+
+def _quantile(values: Sequence[float] | pd.Series, q: int) -> float | None:
+    import pandas as pd
+
+    series = pd.Series(values, dtype=float).dropna()
+    return float(series.quantile(q / 100)) if len(series) else None
+
+
+def _rate(times: pd.Series) -> float | None:
+    span = float(times.max() - times.min()) if len(times) > 1 else 0.0
+    return (len(times) - 1) / span if span > 0 else None
+
+
+def summarize_step(records: pd.DataFrame, level: ServiceLevel) -> StepSummary:
+    """The step's row from its records alone."""
+    latencies = request_latencies(records)
+    met = meets(latencies, level)
+    completed, requests = int(latencies["ok"].sum()), len(records)
+    end = records["last_token_s"].max() if completed else records["sent_s"].max()
+    duration = float(end - records["sent_s"].min()) if requests else 0.0
+    per_second = lambda count: count / duration if duration > 0 else 0.0  # noqa: E731
+    out_tokens = int(records.loc[latencies["ok"], "output_tokens"].sum())
+    percentiles: dict[str, float | None] = {}
+    for name in ("ttft", "tpot", "e2e", "lag"):
+        for q in PERCENTILES:
+            percentiles[f"{name}_p{q}_ms"] = _quantile(latencies[f"{name}_ms"], q)
+    itl = inter_token_ms(records)
+    for q in PERCENTILES:
+        percentiles[f"itl_p{q}_ms"] = _quantile(itl, q)
+    percentiles["lag_max_ms"] = float(latencies["lag_ms"].max()) if requests else None
+    fraction = float(met.sum()) / requests if requests else 0.0
+    offered = records["offered_rate"].iloc[0] if requests else math.nan
+    return StepSummary(
+        offered_rate=float(offered), scheduled_rate=_rate(records["scheduled_s"]),
+        achieved_rate=_rate(records["sent_s"]), requests=requests, completed=completed,
+        failed=requests - completed, duration_s=duration, request_throughput=per_second(completed),
+        output_tok_s=per_second(out_tokens), input_tokens=int(records.loc[latencies["ok"], "input_tokens"].sum()),
+        output_tokens=out_tokens, goodput=per_second(int(met.sum())), slo_fraction=fraction,
+        slo_met=fraction >= level.target, percentiles=percentiles,
+    )  # fmt: skip
+
+
+def judge_steps(records: pd.DataFrame, level: ServiceLevel) -> pd.DataFrame:
+    """Every step of a sweep (records of all steps, `step` column) judged against `level`: one row per step."""
+    import pandas as pd
+
+    rows = [{"step": step, **summarize_step(group, level).row()} for step, group in records.groupby("step")]
+    return pd.DataFrame(rows)
+
+
+def highest_rate_meeting(steps: Sequence[tuple[float, bool]]) -> tuple[float | None, float | None]:
+    """From (offered rate, met) pairs: the highest rate that met the level below every rate that failed it, and the
+    lowest failing rate above it (None where there is none): the bracket a search narrows."""
+    failing = sorted(rate for rate, met in steps if not met)
+    first_fail = failing[0] if failing else None
+    passing = [rate for rate, met in steps if met and (first_fail is None or rate < first_fail)]
+    return (max(passing) if passing else None), first_fail
