@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def inter_token_ms(records: pd.DataFrame) -> list[float]:
         if isinstance(error, str) or times is None:
             continue
         values = list(times)
-        gaps.extend((b - a) * 1e3 for a, b in zip(values, values[1:], strict=False))
+        gaps.extend((b - a) * 1e3 for a, b in pairwise(values))
     return gaps
 
 
