@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
+from toolkit.errors import ResultsError
+
 SCHEMA_VERSION = 1
 
 Phase = Literal["prefill", "decode"]
@@ -112,7 +114,7 @@ class Measurement:
         """Build from a stored dict; unknown keys from newer schemas are ignored."""
         version = data.get("schema_version", SCHEMA_VERSION)
         if version > SCHEMA_VERSION:
-            raise ValueError(f"schema_version {version} is newer than this toolkit's {SCHEMA_VERSION}")
+            raise ResultsError(f"schema_version {version} is newer than this toolkit's {SCHEMA_VERSION}")
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.errors import ParamsError
 from toolkit.matrix.runner import run_matrix
-from toolkit.params import ParamsError, RunParams, make_params
+from toolkit.params import RunParams, make_params
 from toolkit.results import runs
 from toolkit.results.store import to_dataframe
 

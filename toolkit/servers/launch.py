@@ -20,16 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.api_keys import REDACTED, api_key_from_env, redact
-from toolkit.params import ParamsError, RunParams, ServerSpec
+from toolkit.errors import HealthTimeout, ParamsError, PortTaken, ServerError
+from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import public_paths
 from toolkit.results.store import read_json, write_json_atomic
 from toolkit.servers.machine import engine_facts
 from toolkit.servers.managed import (
     STOP_SIGNALS,
-    HealthTimeout,
     ManagedServer,
-    PortTaken,
-    ServerError,
     exit_description,
     port_taken,
     resolve_executable,

@@ -22,26 +22,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from toolkit.errors import HealthTimeout, PortTaken, ServerError
 from toolkit.servers.autogroups import listening_pids
 
 TAIL_BYTES = 64 * 1024
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # what stops a run and its launched server
-
-
-class ServerError(RuntimeError):
-    """A launched server could not be started or stopped running; `reason` is one line, the log tail follows."""
-
-    def __init__(self, reason: str, log_tail: str = "", log_path: Path | None = None) -> None:
-        super().__init__(f"{reason}:\n{log_tail}" if log_tail else reason)
-        self.reason, self.log_tail, self.log_path = reason, log_tail, log_path
-
-
-class HealthTimeout(ServerError):
-    """The server ran but did not answer `/health` in time."""
-
-
-class PortTaken(ServerError):
-    """Another process listens on, or answers at, the address the launched server was to serve."""
 
 
 def port_taken(base_url: str) -> str | None:
