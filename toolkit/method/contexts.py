@@ -94,14 +94,6 @@ def prefill_only_context(max_model_len: int) -> int:
     return max_model_len - MARGIN
 
 
-def prefill_contexts(
-    max_model_len: int, max_output: int, candidates: Sequence[int] = DEFAULT_DECODE_CANDIDATES
-) -> list[int]:
-    """Every decode context plus the prefill-only context ``max_model_len - 64``."""
-    contexts = decode_contexts(max_model_len, max_output, candidates)
-    return [*contexts, prefill_only_context(max_model_len)]
-
-
 def _describe(tokens: int) -> str:
     return format_context(tokens) if tokens % K == 0 else f"{tokens:,} tokens"
 
