@@ -12,8 +12,10 @@ SCHEMA_VERSION = 1
 Phase = Literal["prefill", "decode"]
 Status = Literal["Valid", "Requests queued", "Over capacity", "Error"]
 
-PHASE_TITLES: dict[str, str] = {"prefill": "Prefill", "decode": "Sustained decode"}
+PHASES: tuple[Phase, ...] = ("prefill", "decode")  # the order a run measures them and reports show them
+PHASE_TITLES: dict[str, str] = dict(zip(PHASES, ("Prefill", "Sustained decode"), strict=True))
 STATUSES: tuple[str, ...] = ("Valid", "Requests queued", "Over capacity", "Error")
+RAN_STATUSES: tuple[Status, ...] = ("Valid", "Requests queued")  # the cell ran: its numbers exist
 
 
 @dataclass(frozen=True)

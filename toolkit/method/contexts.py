@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from toolkit.errors import ParamsError
+from toolkit.schema import PHASES
 
 K = 1024
 MARGIN = 64  # tokens kept free beyond context + max output (chat template, marker)
@@ -111,7 +112,7 @@ def check_contexts(
     needs ``context + 64 <= max_model_len``, matching the prefill-only context.
     """
     _check_lengths(max_model_len, max_output)
-    if phase not in ("prefill", "decode"):
+    if phase not in PHASES:
         raise ValueError(f"phase: {phase!r} is not 'prefill' or 'decode'")
     for context in contexts:
         if context <= 0:

@@ -74,6 +74,13 @@ ALL_COLUMNS: tuple[str, ...] = (
     "Phase", "Context", "Requests at once", "Status", "Total tok/s", "Per request tok/s", "TTFT",
     "Time between tokens", "Average active requests", "Completed requests", "Output tokens", "Measured for",
 )  # fmt: skip
+# What figures and comparisons call the result columns, and the units an axis adds.
+QUANTITY_TITLES: dict[str, str] = {
+    "total_tok_s": "Total tok/s", "per_request_tok_s": "Per request tok/s", "ttft_ms": "TTFT",
+    "tbt_ms": "Time between tokens", "avg_active": "Average active requests",
+    "joules_per_token": "Energy per output token", "tokens_per_joule": "Output tokens per joule",
+}  # fmt: skip
+QUANTITY_UNITS: dict[str, str] = {"ttft_ms": "ms", "tbt_ms": "ms", "joules_per_token": "J"}
 IMAGE_TITLES: dict[str, str] = {
     "prefill": "Prefill",
     "decode": "Sustained decode heatmaps",

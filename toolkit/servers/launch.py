@@ -30,6 +30,7 @@ from toolkit.servers.managed import (
     ManagedServer,
     exit_description,
     port_taken,
+    process_running,
     resolve_executable,
 )
 
@@ -149,14 +150,6 @@ def stop_signals_as_interrupt() -> Any:
     return lambda: [signal.signal(sig, handler) for sig, handler in previous.items()]
 
 
-def _process_running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def exit_note(results_dir: str | Path, wait_s: float = 5.0) -> str | None:
     """Why the launched server is gone (exit status and log tail), for an Error cell; None while it runs.
 
@@ -167,7 +160,7 @@ def exit_note(results_dir: str | Path, wait_s: float = 5.0) -> str | None:
         return None
     deadline = time.monotonic() + wait_s
     while record.get("exit_code") is None:
-        if _process_running(int(record["pid"])):
+        if process_running(int(record["pid"])):
             return None
         if time.monotonic() > deadline:
             return f"the server (pid {record['pid']}) is gone; its exit status was not recorded"

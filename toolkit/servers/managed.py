@@ -250,13 +250,28 @@ def group_alive(pgid: int) -> bool:
     return has_live_member(pgid)
 
 
+def proc_stat(path: Path) -> tuple[str, int] | None:
+    """A process's state letter and process group from its `/proc/<pid>/stat`; None when it is gone or unreadable.
+
+    The fields after the command name, which is in parentheses and may hold any character: state, ppid, pgrp, ...
+    """
+    try:
+        fields = path.read_text().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    stat = proc_stat(Path(f"/proc/{pid}/stat"))
+    return stat is not None and stat[0] != "Z"
+
+
 def has_live_member(pgid: int) -> bool:
     """Whether /proc shows a process of group `pgid` that is not a zombie."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
+    for path in Path("/proc").glob("[0-9]*/stat"):
+        stat = proc_stat(path)
+        if stat is not None and stat[1] == pgid and stat[0] != "Z":
             return True
     return False
