@@ -16,6 +16,8 @@ from toolkit.matrix.runner import run_matrix
 from toolkit.params import RunParams, make_params
 from toolkit.results.store import to_dataframe
 
+__all__ = ["measure", "params_from"]
+
 # Notebook parameter (UPPER_CASE) -> RunParams field.
 _PARAMETER_NAMES = {name.upper(): name for name in RunParams.model_fields}
 

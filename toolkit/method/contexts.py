@@ -9,6 +9,19 @@ from typing import Literal
 from toolkit.errors import ParamsError
 from toolkit.schema import PHASES
 
+__all__ = [
+    "DEFAULT_DECODE_CANDIDATES",
+    "MARGIN",
+    "K",
+    "check_contexts",
+    "decode_contexts",
+    "format_context",
+    "largest_decode_context",
+    "parse_context",
+    "parse_contexts",
+    "prefill_only_context",
+]
+
 K = 1024
 MARGIN = 64  # tokens kept free beyond context + max output (chat template, marker)
 DEFAULT_DECODE_CANDIDATES: tuple[int, ...] = (8 * K, 16 * K, 32 * K, 64 * K, 128 * K)

@@ -18,6 +18,33 @@ from toolkit.method.spread import Interval, ratio_interval, significant
 from toolkit.reports.tables import QUANTITY_TITLES, markdown_table, summary_line
 from toolkit.schema import PHASE_TITLES, PHASES, RAN_STATUSES
 
+__all__ = [
+    "CELL_COLUMNS",
+    "COMPARE_TITLE",
+    "KEY",
+    "NOT_SIGNIFICANT",
+    "PREFILL_CAPTION",
+    "RATIO_CAPTION",
+    "RATIO_QUANTITIES",
+    "STATUS_CAPTION",
+    "TRADEOFF_CAPTION",
+    "compare_markdown",
+    "format_ratio",
+    "frontier_display",
+    "pareto_frontier",
+    "pareto_mask",
+    "prefill_display",
+    "prefill_side_by_side",
+    "ratio_display",
+    "ratio_key",
+    "ratio_table",
+    "run_labels",
+    "runs_table",
+    "status_differences",
+    "status_display",
+    "tradeoff_points",
+]
+
 KEY: tuple[str, ...] = ("phase", "context_tokens", "concurrency")
 CELL_COLUMNS: tuple[str, ...] = ("phase", "context_tokens", "context", "concurrency")
 RATIO_QUANTITIES: dict[str, str] = {q: QUANTITY_TITLES[q] for q in ("total_tok_s", "per_request_tok_s", "ttft_ms")}

@@ -22,6 +22,8 @@ from toolkit.reports import compare
 from toolkit.reports.plots import ERROR_LABEL, LOG_SCALE_RATIO, OVER_LABEL, QUEUED_MARK, note_figure
 from toolkit.reports.tables import QUANTITY_TITLES
 
+__all__ = ["MIN_RATIO_SPAN", "prefill_comparison", "ratio_heatmaps", "tradeoff_figure"]
+
 MIN_RATIO_SPAN = 1.5  # the colour scale reaches at least ×1.5 and ÷1.5, so small differences stay pale
 
 

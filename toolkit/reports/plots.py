@@ -24,6 +24,24 @@ from toolkit.method.number_format import as_number, format_tok_s
 from toolkit.reports.tables import QUANTITY_TITLES, QUANTITY_UNITS
 from toolkit.schema import RAN_STATUSES
 
+__all__ = [
+    "ERROR_LABEL",
+    "HEATMAP_METRICS",
+    "LOG_SCALE_RATIO",
+    "MARKED_NOTE",
+    "METRIC_TITLES",
+    "OVER_LABEL",
+    "QUEUED_MARK",
+    "WIDE_MARK",
+    "WIDE_SPREAD_PCT",
+    "decode_heatmaps",
+    "metric_title",
+    "note_figure",
+    "prefill_figure",
+    "scaling_figure",
+    "wide_spread",
+]
+
 OVER_LABEL = "Over"
 ERROR_LABEL = "Err"
 QUEUED_MARK = "Q"

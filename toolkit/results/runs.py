@@ -14,6 +14,8 @@ from toolkit.errors import ParamsError, ResultsError
 from toolkit.results.store import RESULTS_FILE, RUN_FILE, latest_by_key, load_measurements, read_json, to_dataframe
 from toolkit.schema import COLUMNS, Measurement
 
+__all__ = ["RESULTS_CSV", "RUN_COLUMN", "default_label", "load_run", "load_runs", "unique_labels"]
+
 RESULTS_CSV = "results.csv"  # an imported report keeps its measurements here (no results.jsonl)
 RUN_COLUMN = "run"
 _INT_FIELDS = frozenset(f.name for f in fields(Measurement) if str(f.type) in ("int", "int | None"))
