@@ -13,6 +13,8 @@ import os
 import re
 from urllib.parse import quote, quote_plus
 
+from toolkit.errors import SecretError
+
 REDACTED = "<redacted>"
 MIN_KEY_LENGTH = 8  # a shorter key is refused: redacting "1234" would mangle "port 12345" and show the key
 SECRET_FLAGS = ("--api-key", "--hf-token")
@@ -30,10 +32,6 @@ _OPTION = re.compile(rf"(?<!\S)(--[A-Za-z][\w-]*)(?:(=)({_WORD})|((?:\s+(?!-){_W
 # is not rescanned from each of its positions.
 _USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#'\"]+@")
 _KNOWN: set[str] = set()  # every key read from the environment by this process
-
-
-class SecretError(ValueError):
-    """A key or secret that cannot be used; the message names the variable, never its value."""
 
 
 def looks_secret(name: str) -> bool:

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from toolkit.api_keys import api_key_from_env, redact
-from toolkit.params import ParamsError
-from toolkit.servers.managed import ManagedServer, ServerError, exit_description
+from toolkit.errors import ParamsError, ReportFormatError, RunRefused, ToolkitError
+from toolkit.servers.managed import ManagedServer, exit_description
 
 if TYPE_CHECKING:
     from toolkit.matrix.discovery import ServerInfo
@@ -131,12 +131,12 @@ def _import_report(args: argparse.Namespace) -> int:
     try:
         report = import_report_file(source)  # ReportFormatError: "FILE:LINE: what was expected"
     except OSError as exc:
-        raise ValueError(f"{source}: cannot read: {exc.strerror}") from None
+        raise ParamsError(f"{source}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
-        raise ValueError(f"{source}: not a UTF-8 text report") from None
+        raise ReportFormatError(f"{source}: not a UTF-8 text report") from None
     existing = read_json(out / RUN_FILE) if (out / RUN_FILE).exists() else {"source": "imported"}
     if (out / RESULTS_FILE).exists() or existing.get("source") != "imported":  # re-importing is fine
-        raise ValueError(f"out: {out} already holds a measured run; choose another folder")
+        raise RunRefused(f"out: {out} already holds a measured run; choose another folder")
     out.mkdir(parents=True, exist_ok=True)
     to_dataframe(report.measurements).to_csv(out / RESULTS_CSV, index=False)
     write_json_atomic(out / RUN_FILE, {**report.run_info, "source_file": source.name})
@@ -153,7 +153,7 @@ def _compare(args: argparse.Namespace) -> int:
     from toolkit.jupyter.execute import write_compare
 
     if len(args.run_dirs) < 2:
-        raise ValueError("compare: give at least two run folders")
+        raise ParamsError("compare: give at least two run folders")
     labels = [label.strip() for label in args.labels.split(",")] if args.labels else None
     for name, path in write_compare([Path(d).resolve() for d in args.run_dirs], Path(args.out), labels).items():
         print(f"{name}: {path}")
@@ -262,15 +262,23 @@ def _error(text: str) -> None:
     print(redact(f"error: {text}"), file=sys.stderr)
 
 
+def _os_error(exc: OSError) -> str:
+    """An OSError as one line: the file named, then what the system said."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    return f"{exc.filename}: {what}" if exc.filename is not None else what
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run a command. A `ToolkitError` or an `OSError` is one line on stderr (exit 2: bad input, 1: the
+    environment); a notebook that failed, one line naming its cell; anything else is a bug: its traceback."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ParamsError, ValueError) as exc:
-        _error(str(exc))
-        return 2
-    except ServerError as exc:  # a launched server that did not come up: one line, its log named
-        _error(exc.reason)
+    except ToolkitError as exc:  # a launched server that did not come up: its reason, the log named in it
+        _error(exc.line)
+        return exc.exit_code
+    except OSError as exc:
+        _error(_os_error(exc))
         return 1
     except Exception as exc:
         from papermill.exceptions import PapermillExecutionError

@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from toolkit.api_keys import ENV_NAME, KEY_ENV_NAME, env_secret, looks_secret, redact, secret_assignment, secret_flag
+from toolkit.errors import ParamsError
 from toolkit.method.contexts import parse_contexts
 
 DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -24,10 +25,6 @@ _FLAG_HINTS = {
     "--api-key": "the server gets the key as VLLM_API_KEY from the variable named by api_key_env",
     "--hf-token": "the server inherits HF_TOKEN from the toolkit's environment",
 }
-
-
-class ParamsError(ValueError):
-    """Bad input: one line naming the parameter and what is allowed."""
 
 
 class RunParams(BaseModel):

@@ -5,13 +5,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
+from toolkit.errors import ResultsError
+
 SCHEMA_VERSION = 1
 
 Phase = Literal["prefill", "decode"]
 Status = Literal["Valid", "Requests queued", "Over capacity", "Error"]
 
-PHASE_TITLES: dict[str, str] = {"prefill": "Prefill", "decode": "Sustained decode"}
+PHASES: tuple[Phase, ...] = ("prefill", "decode")  # the order a run measures them and reports show them
+PHASE_TITLES: dict[str, str] = dict(zip(PHASES, ("Prefill", "Sustained decode"), strict=True))
 STATUSES: tuple[str, ...] = ("Valid", "Requests queued", "Over capacity", "Error")
+RAN_STATUSES: tuple[Status, ...] = ("Valid", "Requests queued")  # the cell ran: its numbers exist
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,7 @@ class Measurement:
         """Build from a stored dict; unknown keys from newer schemas are ignored."""
         version = data.get("schema_version", SCHEMA_VERSION)
         if version > SCHEMA_VERSION:
-            raise ValueError(f"schema_version {version} is newer than this toolkit's {SCHEMA_VERSION}")
+            raise ResultsError(f"schema_version {version} is newer than this toolkit's {SCHEMA_VERSION}")
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 

@@ -1,8 +1,12 @@
 """The Over capacity rule, checked against the patterns of both reference reports."""
 
+from collections.abc import Iterable, Mapping
+
 import pytest
 
-from toolkit.method.capacity import budget_interval_for_pattern, capacity_pattern, is_over_capacity, request_tokens
+from toolkit.method.capacity import is_over_capacity, request_tokens
+
+Cell = tuple[int, int]  # (context tokens, concurrency)
 
 K = 1024
 MAX_OUTPUT = 4096
@@ -18,6 +22,33 @@ LFM_PATTERN = {(c, n): (c, n) == (122_880, 128) for c in LFM_CONTEXTS for n in L
 # By hand: lo = 64K × 128 = 128 × (65,536 + 4,096) = 8,912,896 (the largest need that ran);
 # hi = 120K × 128 = 128 × (122,880 + 4,096) = 16,252,928 (the only over-capacity need).
 LFM_INTERVAL = (8_912_896, 16_252_928)
+
+
+def capacity_pattern(
+    contexts: Iterable[int], concurrencies: Iterable[int], max_output: int, budget: int
+) -> dict[Cell, bool]:
+    """Over-capacity flag for every (context, concurrency) cell of a matrix, by the rule under test."""
+    levels = list(concurrencies)
+    return {(c, n): is_over_capacity(n, c, max_output, budget) for c in contexts for n in levels}
+
+
+def budget_interval_for_pattern(pattern: Mapping[Cell, bool], max_output: int) -> tuple[int, int]:
+    """The budgets ``[lo, hi)`` that reproduce ``pattern`` exactly: ``lo`` the largest need of a cell that ran
+    (0 if none), ``hi`` the smallest need of an Over capacity cell. ValueError when no budget bounds or fits it."""
+    needs = {cell: cell[1] * request_tokens(cell[0], max_output) for cell in pattern}
+    ran = [needs[cell] for cell, over in pattern.items() if not over]
+    over = [needs[cell] for cell, over in pattern.items() if over]
+    if not over:
+        raise ValueError("pattern has no Over capacity cell, so the budget has no upper bound")
+    lo, hi = max(ran, default=0), min(over)
+    if lo >= hi:
+        raise ValueError(
+            f"no KV budget reproduces this pattern: a cell that ran needs {lo:,} tokens "
+            f"but an Over capacity cell needs only {hi:,}"
+        )
+    return lo, hi
+
+
 # By hand: lo = 16K × 16 = 16 × 20,480 = 327,680; hi = 8K × 32 = 32 × 12,288 = 393,216.
 KIMI_INTERVAL = (327_680, 393_216)
 

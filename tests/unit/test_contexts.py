@@ -9,10 +9,17 @@ from toolkit.method.contexts import (
     format_context,
     parse_context,
     parse_contexts,
-    prefill_contexts,
+    prefill_only_context,
 )
 
 K = 1024
+
+
+def prefill_contexts(
+    max_model_len: int, max_output: int, candidates: list[int] = DEFAULT_DECODE_CANDIDATES
+) -> list[int]:
+    """The prefill contexts of docs/METHOD.md: every decode context, then the prefill-only one."""
+    return [*decode_contexts(max_model_len, max_output, candidates), prefill_only_context(max_model_len)]
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import random
 import re
 from pathlib import Path
@@ -23,7 +22,6 @@ from toolkit.reports.tables import (
     footnotes,
     markdown_table,
     prefill_table,
-    report_html_fragments,
     report_markdown,
     summary_line,
 )
@@ -242,25 +240,6 @@ def test_report_without_images_or_extras() -> None:
     assert "## Extras" not in report
     assert "## Hardware" not in report
     assert report.endswith("| 29.9 s |\n")  # no status notes when everything is valid
-
-
-def test_html_fragments_escape_and_classify() -> None:
-    df = frame([*KIMI_CELLS, Measurement("decode", 8192, "8K", 2, "Requests queued", 47.9, 25.0, 258.0)])
-    parts = report_html_fragments(df, {**KIMI_INFO, "title": "A <b> & B"})
-    assert set(parts) == {"style", "header", "prefill", "decode", "all_measurements", "extras"}
-    assert "<p>A &lt;b&gt; &amp; B</p>" in parts["header"]
-    assert "--api-key &lt;redacted&gt;" in parts["header"]
-    decode = parts["decode"]
-    assert '<td class="status-valid">24.3 · 136 ms TTFT</td>' in decode
-    assert '<td class="status-queued">47.9 · Requests queued · 258 ms TTFT</td>' in decode
-    assert '<td class="status-over">Over capacity</td>' in decode
-    assert f'<p class="footnote">{html.escape(TTFT_NOTE)}</p>' in decode
-    assert "<td>8K</td>" in decode  # the context column carries no status class
-    rows = parts["all_measurements"]
-    assert '<td class="status-over">Over capacity</td>' in rows
-    assert rows.count('class="status-valid"') == 5
-    for css in ("status-queued", "status-over", "status-error"):
-        assert f".{css} {{" in parts["style"]
 
 
 def test_concurrency_not_held_marks_valid_cells_only() -> None:

@@ -8,7 +8,6 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from toolkit.jupyter import notebook
 from toolkit.results.runs import RESULTS_CSV, default_label, load_run, load_runs, unique_labels
 from toolkit.results.store import RUN_FILE, ResultStore, to_dataframe, write_json_atomic
 from toolkit.schema import COLUMNS, Measurement
@@ -63,8 +62,8 @@ def test_a_measured_run_keeps_the_latest_record_of_each_cell(tmp_path: Path) -> 
     assert frame[frame["concurrency"] == 8].iloc[0]["status"] == "Valid"
 
 
-def test_notebook_load_results_reads_imported_runs_too(tmp_path: Path) -> None:
-    frame, info = notebook.load_results(imported_run(tmp_path / "b", CELLS, title="X"))
+def test_load_run_reads_imported_runs_too(tmp_path: Path) -> None:
+    frame, info = load_run(imported_run(tmp_path / "b", CELLS, title="X"))
     assert len(frame) == len(CELLS) and info["title"] == "X"
 
 

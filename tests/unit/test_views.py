@@ -56,6 +56,8 @@ def test_text_blocks_and_empty_sections() -> None:
     assert TTFT_NOTE not in views.notes(df, ttft_note=False).data
     header = views.header(df, {"title": "A <b>", "engine": {"Engine": "vllm"}}).data
     assert "<h1>" not in header and "<p>A &lt;b&gt;</p>" in header and "<h2>Engine</h2>" in header
+    launch = views.header(df, {"launch_command": "vllm serve m --api-key <redacted>"}).data
+    assert "<pre><code>vllm serve m --api-key &lt;redacted&gt;</code></pre>" in launch
     decode_only = frame(CELLS[1:])
     assert isinstance(views.prefill(decode_only), Markdown) and isinstance(views.prefill(df), Styler)
     assert isinstance(views.decode_matrix(frame(CELLS[:1])), Markdown)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.batch.sweep import Variant
+from toolkit.errors import ParamsError
 
 INSTALL_HINT = "--ray: Ray is not installed; install it with `.venv/bin/pip install -e '.[ray]'` (ray>=2.9)"
 RUN_LOG = "run.log"
@@ -43,12 +44,14 @@ def connect(address: str) -> Any:
     try:
         import ray
     except ImportError:
-        raise ValueError(INSTALL_HINT) from None
+        raise ParamsError(INSTALL_HINT) from None
     extra: dict[str, Any] = {"_node_ip_address": "127.0.0.1"} if loopback else {}
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, **extra)
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"--ray: cannot connect to the Ray cluster at {address}: {str(exc).splitlines()[0]}") from None
+        raise ParamsError(
+            f"--ray: cannot connect to the Ray cluster at {address}: {str(exc).splitlines()[0]}"
+        ) from None
     return ray
 
 
@@ -79,7 +82,7 @@ def check_resources(variants: Sequence[Variant], nodes: Sequence[dict[str, Any]]
         asked = {"CPU": 1.0, **variant.resources}
         if not any(all(have.get(name, 0) >= amount for name, amount in asked.items()) for have in alive):
             shown = ", ".join(f"{name}: {amount:g}" for name, amount in asked.items())
-            raise ValueError(f"variant {variant.label}: resources: no node of the Ray cluster has {{{shown}}} "
+            raise ParamsError(f"variant {variant.label}: resources: no node of the Ray cluster has {{{shown}}} "
                              f"({len(alive)} alive node(s))")  # fmt: skip
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.api_keys import SecretError, api_key_from_env, env_secret, redact
 from toolkit.batch.progress import BatchProgress
 from toolkit.batch.sweep import Variant
-from toolkit.params import ParamsError
+from toolkit.errors import ParamsError, RunRefused
 from toolkit.results.store import RUN_FILE, check_writable, read_json, write_json_atomic
 
 if TYPE_CHECKING:
@@ -162,14 +162,14 @@ def check_jobs(variants: Sequence[Variant], jobs: int, ray: bool) -> None:
     for variant in variants:
         if variant.launched:
             if not ray:
-                raise ValueError(
+                raise ParamsError(
                     f"--jobs {jobs}: variant {variant.label} launches its server (server:); launched "
                     "servers run one at a time here (--jobs 1), or side by side on Ray (--ray)"
                 )
             continue
         url = variant.params.base_url
         if url in found:
-            raise ValueError(
+            raise ParamsError(
                 f"--jobs {jobs}: variants {found[url]} and {variant.label} measure the same server "
                 f"({url}); variants sharing a base_url must run one at a time (--jobs 1)"
             )
@@ -181,10 +181,10 @@ def check_out(out: Path, variants: Sequence[Variant], resume: bool) -> None:
     if resume:
         return
     if (out / STATE_FILE).exists():
-        raise ValueError(f"out: {out} already holds a batch; pass --resume to continue it or choose another folder")
+        raise RunRefused(f"out: {out} already holds a batch; pass --resume to continue it or choose another folder")
     for variant in variants:
         if (out / variant.label / RUN_FILE).exists():
-            raise ValueError(f"out: {out / variant.label} already holds a run; pass --resume or choose another folder")
+            raise RunRefused(f"out: {out / variant.label} already holds a run; pass --resume or choose another folder")
 
 
 def finished(out: Path, entry: dict[str, Any], label: str) -> bool:
@@ -405,6 +405,6 @@ def main(sweep_path: str, *, out: str | None, outputs: str, resume: bool, jobs: 
 
     variants = load_sweep(sweep_path)
     if resume and out is None:
-        raise ValueError("--resume: give the batch's folder with --out")
+        raise ParamsError("--resume: give the batch's folder with --out")
     folder = Path(out) if out else default_out(outputs, sweep_path)
     return run_batch(variants, folder, sweep=str(sweep_path), resume=resume, jobs=jobs, ray_address=ray)

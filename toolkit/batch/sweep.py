@@ -23,6 +23,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from toolkit.api_keys import redact
+from toolkit.errors import SweepError
 from toolkit.params import (
     MAX_LABEL,
     ParamsError,
@@ -47,10 +48,6 @@ _SweepFile = create_model("_SweepFile", __config__=_FORBID, variants=(list[Any] 
                           **_ANY_RUN_FIELD)  # fmt: skip
 _VariantEntry = create_model("_VariantEntry", __config__=_FORBID, label=(str, Field(pattern=LABEL_PATTERN)),
                              resources=(dict[str, Any] | None, None), **_ANY_RUN_FIELD)  # fmt: skip
-
-
-class SweepError(ParamsError):
-    """A sweep file that cannot run: one line naming the variant (if any) and the field."""
 
 
 class Variant(BaseModel):

@@ -11,10 +11,12 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.errors import ParamsError
 from toolkit.matrix.runner import run_matrix
-from toolkit.params import ParamsError, RunParams, make_params
-from toolkit.results import runs
+from toolkit.params import RunParams, make_params
 from toolkit.results.store import to_dataframe
+
+__all__ = ["measure", "params_from"]
 
 # Notebook parameter (UPPER_CASE) -> RunParams field.
 _PARAMETER_NAMES = {name.upper(): name for name in RunParams.model_fields}
@@ -42,8 +44,3 @@ def measure(params: RunParams, results_dir: str | Path, phases: list[str], serve
     with launched as measured:
         measurements = run_matrix(measured, results_dir, phases=phases, attach=True)
     return to_dataframe([m for m in measurements if m.phase in phases])
-
-
-def load_results(results_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The latest record of every measurement of a run (measured or imported), and its run.json."""
-    return runs.load_run(results_dir)

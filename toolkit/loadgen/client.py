@@ -27,6 +27,7 @@ import orjson
 
 from toolkit import __version__
 from toolkit.api_keys import redact
+from toolkit.errors import ConnectError, ParamsError
 from toolkit.loadgen.http_reply import HttpReply
 from toolkit.loadgen.stream_events import ENDPOINT_PATHS, STREAM_OPTIONS, Endpoint, StreamResult, build_request
 
@@ -48,7 +49,7 @@ class StreamClient:
         self.base_url = base_url.rstrip("/")
         url = urlsplit(self.base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"base_url: expected http(s)://host[:port][/prefix], got {base_url!r}")
+            raise ParamsError(f"base_url: expected http(s)://host[:port][/prefix], got {base_url!r}")
         self._host = url.hostname
         self._tls = url.scheme == "https"
         self._port = url.port or (443 if self._tls else 80)
@@ -182,10 +183,6 @@ class StreamClient:
         self._open.discard(conn)
         if conn in self._idle:
             self._idle.remove(conn)
-
-
-class ConnectError(Exception):
-    """A connection to the server could not be opened (refused, unreachable, timed out)."""
 
 
 class _Connection(asyncio.Protocol):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import httptools
 
+from toolkit.errors import ReplyError
 from toolkit.loadgen.stream_events import StreamAccount, StreamResult
 
 MAX_ERROR_BODY = 64 * 1024
@@ -77,5 +78,5 @@ class HttpReply:
             self.complete = True
 
 
-class _Unexpected(Exception):
+class _Unexpected(ReplyError):
     """Raised inside the parser to stop it at bytes that follow the reply."""

@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 import orjson
 
-from toolkit.loadgen.sse import SSEDecoder, SSEError
+from toolkit.errors import ReplyError, SSEError
+from toolkit.loadgen.sse import SSEDecoder
 
 Endpoint = Literal["chat", "completions"]
 ENDPOINT_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -192,5 +193,5 @@ def _count(fields: dict[str, Any], name: str) -> int | None:
     raise _Malformed(f"usage.{name} is not a token count ({str(value)[:40]!r})")
 
 
-class _Malformed(ValueError):
+class _Malformed(ReplyError):
     """A field of a stream's event has the wrong type or value."""

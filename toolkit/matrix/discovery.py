@@ -5,12 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.errors import DiscoveryError, ServerAPIError
 from toolkit.matrix.prometheus import MetricsSnapshot, cache_config
-from toolkit.matrix.server_api import ServerAPI, ServerAPIError
-
-
-class DiscoveryError(ValueError):
-    """A parameter does not match the server (one line, naming the parameter)."""
+from toolkit.matrix.server_api import ServerAPI
 
 
 @dataclass(frozen=True)

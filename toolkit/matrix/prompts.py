@@ -5,14 +5,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from toolkit.errors import PromptError
 from toolkit.matrix.server_api import ServerAPI
 
 _SYLLABLES = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
 MAX_TOKENIZE_CALLS = 64  # a build takes about a dozen; far more means the counts do not follow the words
-
-
-class PromptError(ValueError):
-    """The server's tokenizer would not let a prompt of the planned length be built."""
 
 
 def prompt_tolerance(target_tokens: int) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 from toolkit.api_keys import api_key_from_env, redact
+from toolkit.errors import RunRefused
 from toolkit.matrix.discovery import ServerInfo
 from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import public_paths
@@ -27,10 +28,6 @@ from toolkit.results.store import RUN_FILE, read_json
 from toolkit.servers.launch import shown_command
 
 LOCK_FILE = ".lock"
-
-
-class RunRefused(ValueError):
-    """An existing results folder does not match this run (parameters, server), or another run writes there."""
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from toolkit import __version__
 from toolkit.api_keys import api_key_from_env, env_secret, redact
+from toolkit.errors import CellFailure
 from toolkit.loadgen.client import StreamClient, build_request
 from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
 from toolkit.matrix.discovery import ServerInfo, discover
@@ -185,10 +186,6 @@ def progress_bar(**kwargs: Any) -> tqdm:
 
         return notebook_tqdm(**kwargs)
     return tqdm(file=sys.stderr, **kwargs)
-
-
-class CellFailure(RuntimeError):
-    """A request of a cell failed outside its measurement (the cache warm-up): the cell is an Error."""
 
 
 # What the server or the network can do to a cell: an Error cell that --resume redoes. Anything else is a bug

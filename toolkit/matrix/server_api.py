@@ -7,15 +7,8 @@ from typing import Any
 import httpx
 
 from toolkit.api_keys import redact
+from toolkit.errors import ServerAPIError
 from toolkit.matrix.prometheus import RUNNING, WAITING, MetricsSnapshot, parse_metrics
-
-
-class ServerAPIError(RuntimeError):
-    """The server could not be reached (`status` None) or answered `status`; the message names what and why."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class ServerAPI:

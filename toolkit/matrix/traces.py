@@ -25,6 +25,17 @@ import pandas as pd
 from toolkit.loadgen.client import StreamResult
 from toolkit.matrix.sampler import Samples
 
+__all__ = [
+    "COLUMNS",
+    "TRACES_DIR",
+    "CellTrace",
+    "load_trace",
+    "token_increments",
+    "trace_frame",
+    "trace_path",
+    "write_trace",
+]
+
 TRACES_DIR = "traces"
 COLUMNS: tuple[str, ...] = ("kind", "stream", "request", "t_s", "end_s", "tokens", "running", "waiting",
                             "kv_usage", "lag_ms", "attempt")  # fmt: skip

@@ -6,6 +6,22 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from toolkit.errors import ParamsError
+from toolkit.schema import PHASES
+
+__all__ = [
+    "DEFAULT_DECODE_CANDIDATES",
+    "MARGIN",
+    "K",
+    "check_contexts",
+    "decode_contexts",
+    "format_context",
+    "largest_decode_context",
+    "parse_context",
+    "parse_contexts",
+    "prefill_only_context",
+]
+
 K = 1024
 MARGIN = 64  # tokens kept free beyond context + max output (chat template, marker)
 DEFAULT_DECODE_CANDIDATES: tuple[int, ...] = (8 * K, 16 * K, 32 * K, 64 * K, 128 * K)
@@ -17,16 +33,16 @@ _ALLOWED = "a whole number of tokens (8192) or a whole number of K = 1024 tokens
 def parse_context(label: str | int) -> int:
     """Parse a context label: "8K"/"8k" -> 8192, "8192" -> 8192; ints pass through."""
     if isinstance(label, bool) or not isinstance(label, int | str):
-        raise ValueError(f"{label!r} is not a context; use {_ALLOWED}")
+        raise ParamsError(f"{label!r} is not a context; use {_ALLOWED}")
     if isinstance(label, int):
         tokens = label
     else:
         match = _LABEL.fullmatch(label.strip())
         if match is None:
-            raise ValueError(f"{label!r} is not a context; use {_ALLOWED}")
+            raise ParamsError(f"{label!r} is not a context; use {_ALLOWED}")
         tokens = int(match[1]) * (K if match[2] else 1)
     if tokens <= 0:
-        raise ValueError(f"{label!r} is not a context; use a positive count, {_ALLOWED}")
+        raise ParamsError(f"{label!r} is not a context; use a positive count, {_ALLOWED}")
     return tokens
 
 
@@ -39,15 +55,15 @@ def parse_contexts(value: str | int | Iterable[str | int], parameter: str = "con
     else:
         items = list(value)
     if not items or items == [""]:
-        raise ValueError(f"{parameter}: give at least one context, each {_ALLOWED}")
+        raise ParamsError(f"{parameter}: give at least one context, each {_ALLOWED}")
     result: list[int] = []
     for item in items:
         try:
             tokens = parse_context(item)
         except ValueError as exc:
-            raise ValueError(f"{parameter}: {exc}") from None
+            raise ParamsError(f"{parameter}: {exc}") from None
         if tokens in result:
-            raise ValueError(f"{parameter}: {item!r} is listed twice")
+            raise ParamsError(f"{parameter}: {item!r} is listed twice")
         result.append(tokens)
     return result
 
@@ -59,9 +75,9 @@ def format_context(tokens: int) -> str:
 
 def _check_lengths(max_model_len: int, max_output: int) -> None:
     if max_model_len <= MARGIN:
-        raise ValueError(f"max_model_len: {max_model_len:,} must be larger than the {MARGIN}-token margin")
+        raise ParamsError(f"max_model_len: {max_model_len:,} must be larger than the {MARGIN}-token margin")
     if max_output < 1:
-        raise ValueError(f"max_output: {max_output:,} must be at least 1")
+        raise ParamsError(f"max_output: {max_output:,} must be at least 1")
 
 
 def largest_decode_context(max_model_len: int, max_output: int) -> int:
@@ -79,7 +95,7 @@ def decode_contexts(
     if largest > 0 and (not kept or largest > kept[-1]):
         kept.append(largest)
     if not kept:
-        raise ValueError(
+        raise ParamsError(
             f"max_model_len: {max_model_len:,} leaves no room for a decode context "
             f"with max_output {max_output:,} and a {MARGIN}-token margin"
         )
@@ -90,14 +106,6 @@ def prefill_only_context(max_model_len: int) -> int:
     """The prefill-only context: ``max_model_len - 64`` tokens."""
     _check_lengths(max_model_len, 1)
     return max_model_len - MARGIN
-
-
-def prefill_contexts(
-    max_model_len: int, max_output: int, candidates: Sequence[int] = DEFAULT_DECODE_CANDIDATES
-) -> list[int]:
-    """Every decode context plus the prefill-only context ``max_model_len - 64``."""
-    contexts = decode_contexts(max_model_len, max_output, candidates)
-    return [*contexts, prefill_only_context(max_model_len)]
 
 
 def _describe(tokens: int) -> str:
@@ -111,24 +119,24 @@ def check_contexts(
     phase: Literal["prefill", "decode"],
     parameter: str = "contexts",
 ) -> None:
-    """Raise ``ValueError`` naming ``parameter`` when an explicit context cannot fit.
+    """Raise ``ParamsError`` naming ``parameter`` when an explicit context cannot fit.
 
     Decode needs ``context + max_output + 64 <= max_model_len``; prefill (one token out)
     needs ``context + 64 <= max_model_len``, matching the prefill-only context.
     """
     _check_lengths(max_model_len, max_output)
-    if phase not in ("prefill", "decode"):
+    if phase not in PHASES:
         raise ValueError(f"phase: {phase!r} is not 'prefill' or 'decode'")
     for context in contexts:
         if context <= 0:
-            raise ValueError(f"{parameter}: {context} is not a positive number of tokens")
+            raise ParamsError(f"{parameter}: {context} is not a positive number of tokens")
         if phase == "decode" and context + max_output + MARGIN > max_model_len:
-            raise ValueError(
+            raise ParamsError(
                 f"{parameter}: {_describe(context)} does not fit max_model_len {max_model_len:,} with "
                 f"max_output {max_output:,} (needs context + max_output + {MARGIN} <= max_model_len)"
             )
         if phase == "prefill" and context + MARGIN > max_model_len:
-            raise ValueError(
+            raise ParamsError(
                 f"{parameter}: {_describe(context)} does not fit max_model_len {max_model_len:,} "
                 f"for prefill (needs context + {MARGIN} <= max_model_len)"
             )

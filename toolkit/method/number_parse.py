@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-MISSING = "—"
+from toolkit.method.number_format import MISSING
+
 UNITS: tuple[str, ...] = ("ms", "s", "tokens")
 MAX_NUMBER_CHARS = 40  # longer than any number a report displays ("1,234,567.8901 tokens" is 21)
 

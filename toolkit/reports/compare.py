@@ -15,14 +15,39 @@ import pandas as pd
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
 from toolkit.method.spread import Interval, ratio_interval, significant
-from toolkit.reports.tables import markdown_table, summary_line
-from toolkit.schema import PHASE_TITLES
+from toolkit.reports.tables import QUANTITY_TITLES, markdown_table, summary_line
+from toolkit.schema import PHASE_TITLES, PHASES, RAN_STATUSES
+
+__all__ = [
+    "CELL_COLUMNS",
+    "COMPARE_TITLE",
+    "KEY",
+    "NOT_SIGNIFICANT",
+    "PREFILL_CAPTION",
+    "RATIO_CAPTION",
+    "RATIO_QUANTITIES",
+    "STATUS_CAPTION",
+    "TRADEOFF_CAPTION",
+    "compare_markdown",
+    "format_ratio",
+    "frontier_display",
+    "pareto_frontier",
+    "pareto_mask",
+    "prefill_display",
+    "prefill_side_by_side",
+    "ratio_display",
+    "ratio_key",
+    "ratio_table",
+    "run_labels",
+    "runs_table",
+    "status_differences",
+    "status_display",
+    "tradeoff_points",
+]
 
 KEY: tuple[str, ...] = ("phase", "context_tokens", "concurrency")
 CELL_COLUMNS: tuple[str, ...] = ("phase", "context_tokens", "context", "concurrency")
-RATIO_QUANTITIES: dict[str, str] = {"total_tok_s": "Total tok/s", "per_request_tok_s": "Per request tok/s",
-                                    "ttft_ms": "TTFT"}  # fmt: skip
-RAN = ("Valid", "Requests queued")
+RATIO_QUANTITIES: dict[str, str] = {q: QUANTITY_TITLES[q] for q in ("total_tok_s", "per_request_tok_s", "ttft_ms")}
 COMPARE_TITLE = "Speed test matrix comparison"
 RATIO_CAPTION = (
     "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B. ± is the ratio's "
@@ -34,7 +59,7 @@ STATUS_CAPTION = "Cells whose status differs between runs (— : not measured in
 PREFILL_CAPTION = "Prompt tok/s and cold TTFT by context length, runs side by side."
 TRADEOFF_CAPTION = "Pareto frontier of each run: no other cell of that run is faster both per request and in total."
 _FORMATS = {"total_tok_s": format_tok_s, "per_request_tok_s": format_tok_s, "ttft_ms": format_ms}
-_PHASE_ORDER = {"prefill": 0, "decode": 1}
+_PHASE_ORDER = {phase: i for i, phase in enumerate(PHASES)}
 
 
 def run_labels(frame: pd.DataFrame) -> list[str]:
@@ -147,7 +172,7 @@ def pareto_mask(x: Sequence[float], y: Sequence[float]) -> list[bool]:
 
 def tradeoff_points(frame: pd.DataFrame) -> pd.DataFrame:
     """Decode cells that ran undisturbed, with per-request and total tok/s, and ``on_frontier`` within their run."""
-    decode = frame[(frame["phase"] == "decode") & frame["status"].isin(RAN) & ~disturbed_mask(frame)]
+    decode = frame[(frame["phase"] == "decode") & frame["status"].isin(RAN_STATUSES) & ~disturbed_mask(frame)]
     points = pd.DataFrame({
         "run": decode["run"], "context": decode["context"], "context_tokens": decode["context_tokens"],
         "concurrency": decode["concurrency"], "status": decode["status"],

@@ -19,10 +19,12 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from toolkit.method.disturbed import DISTURBED_MARK
 from toolkit.method.number_format import format_tok_s
 from toolkit.reports import compare
-from toolkit.reports.plots import ERROR_LABEL, LOG_SCALE_RATIO, OVER_LABEL, QUEUED_MARK, metric_title, note_figure
+from toolkit.reports.plots import ERROR_LABEL, LOG_SCALE_RATIO, OVER_LABEL, QUEUED_MARK, note_figure
+from toolkit.reports.tables import QUANTITY_TITLES
+
+__all__ = ["MIN_RATIO_SPAN", "prefill_comparison", "ratio_heatmaps", "tradeoff_figure"]
 
 MIN_RATIO_SPAN = 1.5  # the colour scale reaches at least ×1.5 and ÷1.5, so small differences stay pale
-_TITLES = {"total_tok_s": "Total tok/s", "per_request_tok_s": "Per request tok/s", "ttft_ms": "TTFT (lower is better)"}
 
 
 def _colors(labels: Sequence[str]) -> dict[str, tuple[float, float, float]]:
@@ -149,7 +151,7 @@ def ratio_heatmaps(frame: pd.DataFrame, baseline: str, other: str,
     fig = Figure(figsize=(width, len(quantities) * (0.45 * len(contexts) + 1.2)), layout="constrained")
     for ax, quantity in zip(np.atleast_1d(fig.subplots(len(quantities), 1)), quantities, strict=True):
         lower_better = quantity.endswith("_ms")
-        title = _TITLES.get(quantity, metric_title(quantity) + (" (lower is better)" if lower_better else ""))
+        title = QUANTITY_TITLES.get(quantity, quantity) + (" (lower is better)" if lower_better else "")
         _ratio_heatmap(ax, table, quantity, title, "RdBu_r" if lower_better else "RdBu", contexts, levels)
     fig.suptitle(f"{other} / {baseline}\nblue is better · blank: not measured in both runs")
     return fig

@@ -21,6 +21,26 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLo
 
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.number_format import as_number, format_tok_s
+from toolkit.reports.tables import QUANTITY_TITLES, QUANTITY_UNITS
+from toolkit.schema import RAN_STATUSES
+
+__all__ = [
+    "ERROR_LABEL",
+    "HEATMAP_METRICS",
+    "LOG_SCALE_RATIO",
+    "MARKED_NOTE",
+    "METRIC_TITLES",
+    "OVER_LABEL",
+    "QUEUED_MARK",
+    "WIDE_MARK",
+    "WIDE_SPREAD_PCT",
+    "decode_heatmaps",
+    "metric_title",
+    "note_figure",
+    "prefill_figure",
+    "scaling_figure",
+    "wide_spread",
+]
 
 OVER_LABEL = "Over"
 ERROR_LABEL = "Err"
@@ -29,12 +49,9 @@ WIDE_MARK = "±"
 WIDE_SPREAD_PCT = 5.0  # a cell whose 95 % interval is wider than this share of its value gets WIDE_MARK
 LOG_SCALE_RATIO = 20.0  # heatmap colours go logarithmic when max / min reaches this
 HEATMAP_METRICS = ("total_tok_s", "per_request_tok_s", "ttft_ms")
-METRIC_TITLES = {"total_tok_s": "Total tok/s", "per_request_tok_s": "Per request tok/s", "ttft_ms": "TTFT (ms)",
-                 "tbt_ms": "Time between tokens (ms)", "avg_active": "Average active requests",
-                 "joules_per_token": "Energy per output token (J)",
-                 "tokens_per_joule": "Output tokens per joule"}  # fmt: skip
+METRIC_TITLES = {q: f"{title} ({QUANTITY_UNITS[q]})" if q in QUANTITY_UNITS else title
+                 for q, title in QUANTITY_TITLES.items()}  # fmt: skip
 MARKED_NOTE = "gold star: meets the service level"
-_RUN_STATUSES = ("Valid", "Requests queued")
 
 
 def _phase(df: pd.DataFrame, phase: str) -> pd.DataFrame:
@@ -85,7 +102,7 @@ def prefill_figure(df: pd.DataFrame, *, log_scale: bool | None = None) -> Figure
     labels = list(prefill["context"])
     speed = np.array([_number(v) for v in prefill["total_tok_s"]])
     ttft = np.array([_number(v) for v in prefill["ttft_ms"]])
-    failed = [str(s) if s not in _RUN_STATUSES else "" for s in prefill["status"]]
+    failed = [str(s) if s not in RAN_STATUSES else "" for s in prefill["status"]]
     disturbed = disturbed_mask(prefill).tolist()
     fig = Figure(figsize=(11, 4), layout="constrained")
     axes = fig.subplots(1, 2)
@@ -128,7 +145,7 @@ def _status_grid(decode: pd.DataFrame, shape_like: pd.DataFrame) -> pd.DataFrame
     """Statuses by cell; a cell that ran but stayed disturbed after its retries says ``disturbed`` instead."""
     status = decode.pivot(index="context_tokens", columns="concurrency", values="status")
     status = status.reindex(index=shape_like.index, columns=shape_like.columns)
-    disturbed = _flag_grid(decode, disturbed_mask(decode), shape_like) & status.isin(_RUN_STATUSES)
+    disturbed = _flag_grid(decode, disturbed_mask(decode), shape_like) & status.isin(RAN_STATUSES)
     return status.mask(disturbed, DISTURBED_MARK)
 
 
@@ -253,7 +270,7 @@ def scaling_figure(df: pd.DataFrame, metric: str = "total_tok_s", *, log_scale: 
     """
     _check_metric(df, metric)
     decode = _phase(df, "decode")
-    decode = decode[decode["status"].isin(_RUN_STATUSES) & ~disturbed_mask(decode)]
+    decode = decode[decode["status"].isin(RAN_STATUSES) & ~disturbed_mask(decode)]
     decode = decode.assign(total=[_number(v) for v in decode[metric]]).dropna(subset=["total"])
     if decode.empty:
         what = "throughput" if metric == "total_tok_s" else metric_title(metric)

@@ -12,6 +12,8 @@ import pandas as pd
 from toolkit.method.disturbed import disturbed_mask
 from toolkit.results.runs import RUN_COLUMN
 
+__all__ = ["COLUMNS", "highest_concurrency", "limits_text", "meets"]
+
 COLUMNS: tuple[str, ...] = ("context_tokens", "context", "concurrency", "total_tok_s", "ttft_ms", "per_request_tok_s")
 
 

@@ -1,4 +1,4 @@
-"""Report tables, markdown report and HTML fragments from a results DataFrame.
+"""Report tables, the markdown report and its HTML header and notes, from a results DataFrame.
 
 The DataFrame has the schema's columns, one row per :class:`toolkit.schema.Measurement`.
 Everything here is pure: it builds strings and DataFrames of display strings, and never does I/O.
@@ -74,20 +74,18 @@ ALL_COLUMNS: tuple[str, ...] = (
     "Phase", "Context", "Requests at once", "Status", "Total tok/s", "Per request tok/s", "TTFT",
     "Time between tokens", "Average active requests", "Completed requests", "Output tokens", "Measured for",
 )  # fmt: skip
+# What figures and comparisons call the result columns, and the units an axis adds.
+QUANTITY_TITLES: dict[str, str] = {
+    "total_tok_s": "Total tok/s", "per_request_tok_s": "Per request tok/s", "ttft_ms": "TTFT",
+    "tbt_ms": "Time between tokens", "avg_active": "Average active requests",
+    "joules_per_token": "Energy per output token", "tokens_per_joule": "Output tokens per joule",
+}  # fmt: skip
+QUANTITY_UNITS: dict[str, str] = {"ttft_ms": "ms", "tbt_ms": "ms", "joules_per_token": "J"}
 IMAGE_TITLES: dict[str, str] = {
     "prefill": "Prefill",
     "decode": "Sustained decode heatmaps",
     "scaling": "Total tok/s by simultaneous requests",
 }
-HTML_STYLE = """<style>
-table.speed-matrix { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-table.speed-matrix th, table.speed-matrix td { border: 1px solid #ddd; padding: 2px 8px; text-align: right; }
-table.speed-matrix caption { caption-side: top; text-align: left; color: #555; }
-.status-queued { background: #fff4d6; }
-.status-over { color: #777; background: repeating-linear-gradient(45deg, #f4f4f4 0 4px, #e8e8e8 4px 8px); }
-.status-error { color: #a00000; background: #fde2e2; }
-.status-disturbed { color: #888; background: repeating-linear-gradient(-45deg, #fafafa 0 4px, #e4e4e4 4px 8px); }
-</style>"""
 
 _INFO_SECTIONS = (("hardware", "Hardware"), ("engine", "Engine"), ("run", "Run"))
 
@@ -323,23 +321,6 @@ def status_class(cell: str) -> str:
     return STATUS_CLASSES["Requests queued" if "Requests queued" in cell else "Valid"]
 
 
-def _td(value: Any, css_class: str) -> str:
-    attr = f' class="{css_class}"' if css_class else ""
-    return f"<td{attr}>{_esc(value)}</td>"
-
-
-def html_table(frame: pd.DataFrame, *, caption: str = "", status_columns: Iterable[Any] = ()) -> str:
-    """An escaped HTML table; cells of ``status_columns`` get the CSS class of their status."""
-    wanted = set(status_columns)
-    body = ""
-    for values in frame.itertuples(index=False):
-        pairs = zip(values, frame.columns, strict=True)
-        body += "<tr>" + "".join(_td(v, status_class(str(v)) if c in wanted else "") for v, c in pairs) + "</tr>"
-    head = "".join(f"<th>{_esc(c)}</th>" for c in frame.columns)
-    cap = f"<caption>{_esc(caption)}</caption>" if caption else ""
-    return f'<table class="speed-matrix">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
 def notes_html(notes: list[str]) -> str:
     """Footnote paragraphs (status notes together, then the TTFT note), escaped."""
     return "".join(f'<p class="footnote">{_esc(p)}</p>' for p in _note_paragraphs(notes))
@@ -358,21 +339,3 @@ def header_html(df: pd.DataFrame, run_info: Mapping[str, Any], *, with_h1: bool 
     if run_info.get("launch_command"):
         parts.append(f"<h2>Launch command</h2><pre><code>{_esc(run_info['launch_command'])}</code></pre>")
     return "".join(parts)
-
-
-def report_html_fragments(df: pd.DataFrame, run_info: Mapping[str, Any]) -> dict[str, str]:
-    """HTML pieces for a notebook: style, header, prefill, decode, all_measurements and (if any) extras."""
-    fragments = {"style": HTML_STYLE, "header": header_html(df, run_info)}
-    if (df["phase"] == "prefill").any():
-        fragments["prefill"] = html_table(prefill_table(df), caption=PREFILL_CAPTION)
-    decode = df[df["phase"] == "decode"]
-    if len(decode):
-        matrix = decode_matrix(df)
-        table = html_table(matrix.reset_index(), caption=DECODE_CAPTION, status_columns=matrix.columns)
-        fragments["decode"] = table + notes_html(footnotes(decode))
-    table = html_table(all_measurements_table(df), caption=ALL_CAPTION, status_columns=["Status"])
-    fragments["all_measurements"] = table + notes_html(footnotes(df, ttft_note=False))
-    extras = extras_table(df)
-    if len(extras):
-        fragments["extras"] = html_table(extras, caption="Extras") + notes_html(overhead_notes(df))
-    return fragments

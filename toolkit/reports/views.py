@@ -26,6 +26,23 @@ from toolkit.results.runs import RUN_COLUMN
 if TYPE_CHECKING:
     from pandas.io.formats.style_render import CSSDict
 
+__all__ = [
+    "all_measurements",
+    "decode_matrix",
+    "extras",
+    "frontier",
+    "header",
+    "notes",
+    "pair_heading",
+    "prefill",
+    "prefill_comparison",
+    "ratios",
+    "runs",
+    "service_levels",
+    "status_differences",
+    "table",
+]
+
 _TABLE_CSS: list[CSSDict] = [
     {"selector": "", "props": "border-collapse: collapse; font-variant-numeric: tabular-nums;"},
     {"selector": "th, td", "props": "border: 1px solid #ddd; padding: 2px 8px; text-align: right;"},

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+from toolkit.errors import ReportFormatError
 from toolkit.method.contexts import MARGIN, format_context, parse_context
 from toolkit.method.number_parse import MAX_NUMBER_CHARS, parse_int, parse_number
 from toolkit.schema import PHASE_TITLES, STATUSES, Measurement, Phase, Status
@@ -39,10 +40,6 @@ _PHASES = {title: phase for phase, title in PHASE_TITLES.items()}
 _PREFILL_ENTRY = re.compile(r"(\d+K) context(.+)")
 _MAX_MODEL_LEN = re.compile(r"--max-model-len[= ](\d+)")
 _SEPARATOR = re.compile(r":?-{3,}:?")
-
-
-class ReportFormatError(ValueError):
-    """The text is not a speed test matrix report; the message starts with ``source:line:``."""
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,11 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.errors import ParamsError, ResultsError
 from toolkit.results.store import RESULTS_FILE, RUN_FILE, latest_by_key, load_measurements, read_json, to_dataframe
 from toolkit.schema import COLUMNS, Measurement
+
+__all__ = ["RESULTS_CSV", "RUN_COLUMN", "default_label", "load_run", "load_runs", "unique_labels"]
 
 RESULTS_CSV = "results.csv"  # an imported report keeps its measurements here (no results.jsonl)
 RUN_COLUMN = "run"
@@ -41,7 +44,7 @@ def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """
     folder = Path(directory)
     if not (folder / RUN_FILE).exists():
-        raise ValueError(f"{folder}: not a run folder (no {RUN_FILE})")
+        raise ResultsError(f"{folder}: not a run folder (no {RUN_FILE})")
     measurements = load_measurements(folder / RESULTS_FILE)
     if not measurements and (folder / RESULTS_CSV).exists():
         measurements = _csv_measurements(folder / RESULTS_CSV)
@@ -76,9 +79,9 @@ def load_runs(directories: Sequence[str | Path], labels: Sequence[str] | None = 
     if labels is not None:
         labels = [str(label) for label in labels]
         if len(labels) != len(directories):
-            raise ValueError(f"labels: {len(labels)} labels for {len(directories)} run folders; give one per folder")
+            raise ParamsError(f"labels: {len(labels)} labels for {len(directories)} run folders; give one per folder")
         if len(set(labels)) != len(labels):
-            raise ValueError(f"labels: {labels} has repeats; each run needs its own label")
+            raise ParamsError(f"labels: {labels} has repeats; each run needs its own label")
     loaded = [load_run(directory) for directory in directories]
     if labels is None:
         labels = unique_labels([default_label(info, d) for (_, info), d in zip(loaded, directories, strict=True)])

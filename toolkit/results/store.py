@@ -14,15 +14,11 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.errors import ResultsError, StoreError
 from toolkit.schema import COLUMNS, Measurement
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
-
-
-class StoreError(ValueError):
-    """The results folder cannot be written (full disk, no permission): one line naming the path; what was
-    written before stays whole."""
 
 
 class ResultStore:
@@ -137,7 +133,7 @@ def load_measurements(path: str | Path) -> list[Measurement]:
             if number == len(lines):
                 warnings.warn(f"{path}:{number}: truncated last line ignored", stacklevel=2)
                 continue
-            raise ValueError(f"{path}:{number}: not a JSON record") from None
+            raise ResultsError(f"{path}:{number}: not a JSON record") from None
     return out
 
 
@@ -188,4 +184,8 @@ def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """A JSON file of the toolkit (run.json, server.json); `ResultsError` in one line when it is damaged."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: not a JSON document ({exc}); the file is damaged") from None

@@ -20,18 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.api_keys import REDACTED, api_key_from_env, redact
-from toolkit.params import ParamsError, RunParams, ServerSpec
+from toolkit.errors import HealthTimeout, ParamsError, PortTaken, ServerError
+from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import public_paths
 from toolkit.results.store import read_json, write_json_atomic
 from toolkit.servers.machine import engine_facts
 from toolkit.servers.managed import (
     STOP_SIGNALS,
-    HealthTimeout,
     ManagedServer,
-    PortTaken,
-    ServerError,
     exit_description,
     port_taken,
+    process_running,
     resolve_executable,
 )
 
@@ -151,14 +150,6 @@ def stop_signals_as_interrupt() -> Any:
     return lambda: [signal.signal(sig, handler) for sig, handler in previous.items()]
 
 
-def _process_running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def exit_note(results_dir: str | Path, wait_s: float = 5.0) -> str | None:
     """Why the launched server is gone (exit status and log tail), for an Error cell; None while it runs.
 
@@ -169,7 +160,7 @@ def exit_note(results_dir: str | Path, wait_s: float = 5.0) -> str | None:
         return None
     deadline = time.monotonic() + wait_s
     while record.get("exit_code") is None:
-        if _process_running(int(record["pid"])):
+        if process_running(int(record["pid"])):
             return None
         if time.monotonic() > deadline:
             return f"the server (pid {record['pid']}) is gone; its exit status was not recorded"

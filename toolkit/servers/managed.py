@@ -22,26 +22,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from toolkit.errors import HealthTimeout, PortTaken, ServerError
 from toolkit.servers.autogroups import listening_pids
 
 TAIL_BYTES = 64 * 1024
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # what stops a run and its launched server
-
-
-class ServerError(RuntimeError):
-    """A launched server could not be started or stopped running; `reason` is one line, the log tail follows."""
-
-    def __init__(self, reason: str, log_tail: str = "", log_path: Path | None = None) -> None:
-        super().__init__(f"{reason}:\n{log_tail}" if log_tail else reason)
-        self.reason, self.log_tail, self.log_path = reason, log_tail, log_path
-
-
-class HealthTimeout(ServerError):
-    """The server ran but did not answer `/health` in time."""
-
-
-class PortTaken(ServerError):
-    """Another process listens on, or answers at, the address the launched server was to serve."""
 
 
 def port_taken(base_url: str) -> str | None:
@@ -265,13 +250,28 @@ def group_alive(pgid: int) -> bool:
     return has_live_member(pgid)
 
 
+def proc_stat(path: Path) -> tuple[str, int] | None:
+    """A process's state letter and process group from its `/proc/<pid>/stat`; None when it is gone or unreadable.
+
+    The fields after the command name, which is in parentheses and may hold any character: state, ppid, pgrp, ...
+    """
+    try:
+        fields = path.read_text().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    stat = proc_stat(Path(f"/proc/{pid}/stat"))
+    return stat is not None and stat[0] != "Z"
+
+
 def has_live_member(pgid: int) -> bool:
     """Whether /proc shows a process of group `pgid` that is not a zombie."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
+    for path in Path("/proc").glob("[0-9]*/stat"):
+        stat = proc_stat(path)
+        if stat is not None and stat[1] == pgid and stat[0] != "Z":
             return True
     return False

@@ -16,8 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.errors import ParamsError, ServerError
 from toolkit.params import RunParams, ServerSpec
-from toolkit.servers.managed import ManagedServer, ServerError
+from toolkit.servers.managed import ManagedServer
 from toolkit.servers.managed import has_live_member as _has_live_member
 
 __all__ = [
@@ -58,18 +59,18 @@ class ServerConfig:
     def check(self) -> None:
         """Refuse settings vLLM would only reject after a slow start-up."""
         if self.max_model_len < 256:
-            raise ValueError(f"max_model_len: {self.max_model_len} is too small; allowed: >= 256")
+            raise ParamsError(f"max_model_len: {self.max_model_len} is too small; allowed: >= 256")
         # vLLM keeps one block back (the null block), so one request of max_model_len needs one more.
         needed = -(-self.max_model_len // BLOCK_SIZE_TOKENS) + 1
         if self.kv_blocks is not None and self.kv_blocks < needed:
-            raise ValueError(
+            raise ParamsError(
                 f"kv_blocks: {self.kv_blocks} blocks of {BLOCK_SIZE_TOKENS} tokens cannot hold one request of "
                 f"max_model_len {self.max_model_len}; allowed: >= {needed}"
             )
         if self.max_num_seqs is not None and self.max_num_seqs < 1:
-            raise ValueError(f"max_num_seqs: {self.max_num_seqs}; allowed: >= 1")
+            raise ParamsError(f"max_num_seqs: {self.max_num_seqs}; allowed: >= 1")
         if self.stream_interval < 1:
-            raise ValueError(f"stream_interval: {self.stream_interval}; allowed: >= 1")
+            raise ParamsError(f"stream_interval: {self.stream_interval}; allowed: >= 1")
 
 
 # `make demo` and a notebook's SERVER = "embedded": small enough that the matrix shows Requests queued and Over
