@@ -27,6 +27,11 @@ def _summary(sweep: RateSweep) -> str:
     return f"Service level: {rate_tables.level_text(sweep.level)}. {line}"
 
 
+def summary(sweep: RateSweep) -> Markdown:
+    """The service level the sweep was judged against and the highest rate meeting it."""
+    return Markdown(_summary(sweep))
+
+
 def heading(sweep: RateSweep | None) -> HTML | None:
     """The section's heading, its service level and the highest rate meeting it; None without a sweep."""
     if sweep is None:
@@ -95,8 +100,13 @@ class RejudgePanel:
     def _show(self) -> None:
         with self.output:
             self.output.clear_output(wait=True)
-            display(Markdown(f"{rate_tables.level_text(self.level)}: {rate_tables.search_line(self.judged)}"))
+            display(verdict(self.judged, self.level))
             display(rejudged(self.judged))
+
+
+def verdict(judged: pd.DataFrame, level: ServiceLevel) -> Markdown:
+    """The limits judged against and the highest rate meeting them, from a :func:`rate_tables.rejudge` frame."""
+    return Markdown(f"{rate_tables.level_text(level)}: {rate_tables.search_line(judged)}")
 
 
 def rejudged(judged: pd.DataFrame) -> Any:
