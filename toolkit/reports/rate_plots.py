@@ -32,11 +32,10 @@ _OFFERED = "offered_rate"
 
 
 def _ordered(steps: pd.DataFrame, x: str) -> pd.DataFrame:
-    """The steps with a finite x, by offered rate."""
+    """The steps with a finite `x`, in order of offered rate."""
     if x not in X_AXES:
         raise ValueError(f"x: {x!r}; one of {', '.join(X_AXES)}")
-    shown = steps[np.isfinite(steps[x].astype(float)) & np.isfinite(steps[_OFFERED].astype(float))]
-    return shown.sort_values([_OFFERED, "step"])
+    return steps[np.isfinite(steps[x].astype(float))].sort_values([_OFFERED, "step"])  # inf (all at once) last
 
 
 def _mark_lag(ax: Axes, shown: pd.DataFrame, x: str, columns: list[str]) -> None:
