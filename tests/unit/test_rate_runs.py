@@ -58,10 +58,12 @@ def test_a_sweep_that_did_not_search_has_no_search(tmp_path: Path) -> None:
 def test_missing_step_columns_read_as_missing_numbers(folder: Path) -> None:
     path = folder / "rates" / "steps.jsonl"
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    lines = [{k: v for k, v in line.items() if not k.startswith("server_") and k != "lag_flagged"} for line in lines]
+    lines = [{k: v for k, v in line.items() if not k.startswith("server_")} for line in lines]
+    del lines[2]["lag_flagged"], lines[3]["searched"]  # the flagged step loses its flag
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     steps = load_rate_sweep(folder).steps
-    assert steps["server_waiting_mean"].isna().all() and not steps["lag_flagged"].any()
+    assert steps["server_waiting_mean"].isna().all() and steps["server_waiting_mean"].dtype == float
+    assert list(steps["lag_flagged"]) == [False] * 5 and list(steps["searched"]) == [False] * 4 + [True]
 
 
 def _write(relative: str, text: str) -> Callable[[Path], str]:

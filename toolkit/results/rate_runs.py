@@ -121,7 +121,7 @@ def _read_steps(path: Path) -> pd.DataFrame:
     for column in STEP_NUMBERS:
         steps[column] = pd.to_numeric(steps[column], errors="coerce") if column in steps else math.nan
     for column in STEP_FLAGS:
-        steps[column] = steps[column].fillna(False).astype(bool) if column in steps else False
+        steps[column] = steps[column].map(lambda v: v is True) if column in steps else False  # JSON true only
     return steps.sort_values("step").reset_index(drop=True)
 
 
