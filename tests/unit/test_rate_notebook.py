@@ -10,7 +10,9 @@ import pydantic
 import pytest
 
 from tests.rate_folders import write_rate_sweep
+from tests.unit.test_notebook_parameters import _parameter_cell
 from toolkit.jupyter import rate_notebook
+from toolkit.jupyter.execute import declared_parameters
 from toolkit.params import ParamsError
 
 NAMESPACE: dict[str, Any] = {
@@ -69,3 +71,12 @@ def test_a_parameter_the_params_do_not_take_is_named() -> None:
         rate_notebook.rate_arguments(NAMESPACE, NarrowParams)
     with pytest.raises(TypeError, match="neither a pydantic model nor a dataclass"):
         rate_notebook.rate_arguments(NAMESPACE, dict)
+
+
+def test_the_notebook_declares_every_rate_parameter_and_the_re_judging_ones() -> None:
+    declared = _parameter_cell("rate_sweep")
+    rejudging = {"REJUDGE_TTFT_MS", "REJUDGE_TPOT_MS", "REJUDGE_E2E_MS", "REJUDGE_TARGET"}
+    assert {*rate_notebook.RATE_PARAMETERS, "RESULTS_DIR", "MEASURE", *rejudging} <= set(declared)
+    assert declared_parameters("rate_sweep") == set(declared)  # papermill's inspection reads the same cell
+    assert all(declared[name] is None for name in rejudging)  # the sweep's own level unless asked
+    assert declared["API_KEY_ENV"] == "VLLM_API_KEY" and not any("KEY" in n and n != "API_KEY_ENV" for n in declared)
