@@ -10,6 +10,7 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 NAMES = [path.stem for path in NOTEBOOKS]
 PUBLISHED = ["prefill", "decode_matrix", "report", "compare"]  # what `toolkit run` and `toolkit compare` execute
+DOCUMENTS = [*PUBLISHED, "rate_sweep"]  # read as documents, like the published ones
 SHORT = 5  # lines of a code cell a reader takes in at a glance
 
 
@@ -27,7 +28,7 @@ def test_no_outputs_and_no_execution_counts(path: Path) -> None:
             assert cell.execution_count is None, cell.source
 
 
-@pytest.mark.parametrize("name", PUBLISHED)
+@pytest.mark.parametrize("name", DOCUMENTS)
 def test_cells_read_top_to_bottom(name: str) -> None:
     notebook = nbformat.read(NOTEBOOKS[NAMES.index(name)], as_version=4)
     cells = notebook.cells

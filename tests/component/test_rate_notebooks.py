@@ -1,0 +1,117 @@
+"""The rate notebooks under papermill on synthetic sweep folders (no server, no load generator).
+
+rate_sweep.ipynb shows a finished sweep without measuring and judges it again against other limits: the goodputs
+it gives equal those computed here straight from the per-request Parquet records. report.ipynb gains its rate
+section only when the run holds `rates/`; compare.ipynb overlays the curves only when two runs do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.component.test_notebooks_offline import execute, pngs
+from tests.rate_folders import add_matrix_results, write_rate_sweep
+from toolkit.jupyter.execute import html_report
+from toolkit.results.store import RUN_FILE, write_json_atomic
+
+pytestmark = pytest.mark.timeout(600)
+RATE_CELLS = ("rates", "rate-steps", "rate-knee", "rate-goodput", "rate-queue")
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_rate_sweep(tmp_path_factory.mktemp("sweep") / "run", searched=(6.5, 5.75), lag_flagged=(2,))
+
+
+def direct_goodputs(folder: Path, ttft_ms: float | None, tpot_ms: float | None, target: float) -> list[tuple]:
+    """Per step file, straight from the records: (step, goodput, share meeting, met), without toolkit code."""
+    out = []
+    for path in sorted((folder / "rates").glob("step-*.parquet")):
+        r = pd.read_parquet(path)
+        ok = r["error"].isna() & r["first_token_s"].notna()
+        ttft = (r["first_token_s"] - r["sent_s"]) * 1000
+        tpot = (r["last_token_s"] - r["first_token_s"]) / (r["output_tokens"] - 1).clip(lower=1) * 1000
+        met = ok & (ttft <= (ttft_ms or np.inf)) & (tpot <= (tpot_ms or np.inf))
+        duration = r.loc[ok, "last_token_s"].max() - r["sent_s"].min()
+        out.append((int(r["step"].iloc[0]), met.sum() / duration, met.mean(), bool(met.mean() >= target)))
+    return out
+
+
+def rows(frame: dict[str, Any]) -> list[dict[str, Any]]:
+    return [dict(zip(frame["columns"], values, strict=True)) for values in frame["data"]]
+
+
+@pytest.mark.parametrize(
+    ("limits", "level"),
+    [
+        ({"REJUDGE_TTFT_MS": 65, "REJUDGE_TPOT_MS": 25}, (65, 25, 0.9)),  # stricter than the sweep's 200 / 30
+        ({"REJUDGE_TTFT_MS": 1500, "REJUDGE_TPOT_MS": 0, "REJUDGE_TARGET": 0.5}, (1500, None, 0.5)),  # 0: no limit
+    ],
+)
+def test_rejudging_gives_the_goodputs_of_the_records(sweep_dir: Path, tmp_path: Path, limits: dict[str, float],
+                                                     level: tuple) -> None:  # fmt: skip
+    executed, probe = execute("rate_sweep", tmp_path, {"RESULTS_DIR": str(sweep_dir), **limits})  # MEASURE True
+    (measure,) = [c for c in executed.cells if c.id == "measure"]
+    assert "holds a rate sweep already: shown as it is" in measure.outputs[0].text  # skipped: no toolkit.rates here
+    expected = direct_goodputs(sweep_dir, *level)
+    judged = rows(probe["rejudge"]["frame"])
+    assert [r["step"] for r in judged] == [step for step, *_ in expected] == [0, 1, 2, 3, 4, 5]
+    assert [r["goodput"] for r in judged] == pytest.approx([goodput for _, goodput, _, _ in expected])
+    assert [r["slo_fraction"] for r in judged] == pytest.approx([share for _, _, share, _ in expected])
+    assert [r["slo_met"] for r in judged] == [met for *_, met in expected]
+    own = direct_goodputs(sweep_dir, 200, 30, 0.9)  # the sweep's own level gives other goodputs: the test can fail
+    assert [g for _, g, _, _ in own] != pytest.approx([g for _, g, _, _ in expected])
+    assert all(pngs(executed, cell) == 1 for cell in ("knee", "goodput", "queue"))
+    knee = {line["label"]: line["xy"] for line in probe["knee"]["figure"][0]["lines"]}
+    assert len(knee["TTFT p99"]) == 6 and len(knee["lag flagged"]) == 2
+
+
+def test_the_two_levels_judge_the_records_apart(sweep_dir: Path) -> None:
+    strict, loose = direct_goodputs(sweep_dir, 65, 25, 0.9), direct_goodputs(sweep_dir, 1500, None, 0.5)
+    assert [share for _, _, share, _ in strict[:3]] == [0.75] * 3  # every fourth request: TTFT 70 ms
+    assert [met for *_, met in strict] == [False] * 6
+    assert [met for *_, met in loose] == [True] * 6  # past capacity 7 of 12 start within 1.5 s
+
+
+def test_report_with_a_rate_sweep_and_matrix_results(tmp_path: Path) -> None:
+    folder = add_matrix_results(write_rate_sweep(tmp_path / "run", searched=(6.0,)))
+    executed, probe = execute("report", tmp_path, {"RESULTS_DIR": str(folder)})
+    assert [pngs(executed, cell) for cell in RATE_CELLS[2:]] == [1, 1, 1]
+    goodput = {line["label"]: line["xy"] for line in probe["rate-goodput"]["figure"][0]["lines"]}
+    assert [x for x, _ in goodput["goodput"]] == [1.0, 2.0, 4.0, 6.0, 8.0]
+    page = html_report(nbformat.read(tmp_path / "report.ipynb", as_version=4))
+    assert "<h2>Open-loop rates</h2>" in page and "Highest rate meeting the service level: 4.00 req/s" in page
+    assert "Speed test matrix" in page and ">Sustained decode<" in page and "rate_views." not in page
+
+
+def test_report_without_rates_shows_no_rate_section(tmp_path: Path) -> None:
+    folder = add_matrix_results(tmp_path / "run")
+    write_json_atomic(folder / RUN_FILE, {"source": "toolkit", "run_label": "matrix"})
+    executed, _ = execute("report", tmp_path, {"RESULTS_DIR": str(folder)})
+    assert [c.outputs for c in executed.cells if c.id in RATE_CELLS] == [[]] * len(RATE_CELLS)
+    assert "Open-loop rates" not in html_report(nbformat.read(tmp_path / "report.ipynb", as_version=4))
+
+
+def test_compare_overlays_two_runs_curves_only_when_both_have_rates(sweep_dir: Path, tmp_path: Path) -> None:
+    other = write_rate_sweep(tmp_path / "other", rates=(2.0, 4.0, 6.0), capacity=3.0)
+    parameters = {"RUN_DIRS": [str(sweep_dir), str(other)], "LABELS": ["A", "B"]}
+    (tmp_path / "both").mkdir()
+    executed, probe = execute("compare", tmp_path / "both", parameters)
+    assert pngs(executed, "rate-curves") == 1
+    goodput, ttft = probe["rate-curves"]["figure"]
+    assert [line["label"] for line in goodput["lines"]] == ["A", "B"] and ttft["title"] == "TTFT p99 (ms)"
+    assert [x for x, _ in goodput["lines"][1]["xy"]] == [2.0, 4.0, 6.0]
+    page = html_report(nbformat.read(tmp_path / "both" / "compare.ipynb", as_version=4))
+    assert "<h2>Open-loop rates</h2>" in page and "<b>B</b>: Service level" in page
+
+    matrix = add_matrix_results(tmp_path / "matrix")
+    write_json_atomic(matrix / RUN_FILE, {"source": "toolkit", "run_label": "matrix"})
+    (tmp_path / "one").mkdir()
+    one, _ = execute("compare", tmp_path / "one", {"RUN_DIRS": [str(sweep_dir), str(matrix)]})
+    assert [c.outputs for c in one.cells if c.id in ("rates", "rate-curves")] == [[], []]

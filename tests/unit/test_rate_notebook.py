@@ -1,0 +1,82 @@
+"""rate_sweep.ipynb's measuring cell: whether it measures, and the RateParams arguments it builds."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+from tests.rate_folders import write_rate_sweep
+from tests.unit.test_notebook_parameters import _parameter_cell
+from toolkit.jupyter import rate_notebook
+from toolkit.jupyter.execute import declared_parameters
+from toolkit.params import ParamsError
+
+NAMESPACE: dict[str, Any] = {
+    "BASE_URL": "http://127.0.0.1:9", "MODEL": None, "RATES": [1, 2], "ARRIVAL": "gamma", "BURSTINESS": 0.5,
+    "SLO_TTFT_MS": 300, "GOODPUT_TARGET": 0.9, "API_KEY_ENV": "MY_KEY", "RESULTS_DIR": "/tmp/out",
+    "MEASURE": True, "REJUDGE_TTFT_MS": 100, "steps": object(),
+}  # fmt: skip
+
+
+class PydanticParams(pydantic.BaseModel):
+    base_url: str
+    model: str | None = None
+    rates: list[float]
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    slo_ttft_ms: float | None = None
+    goodput_target: float = 0.99
+    api_key_env: str = "VLLM_API_KEY"
+    out: str
+
+
+@dataclasses.dataclass
+class NarrowParams:
+    base_url: str
+    rates: list[float]
+    out: str
+
+
+def test_measures_only_when_asked_and_the_folder_holds_no_sweep(tmp_path: Path) -> None:
+    said: list[str] = []
+    assert rate_notebook.should_measure(True, None, said.append)
+    assert rate_notebook.should_measure(True, tmp_path / "empty", said.append)
+    assert not rate_notebook.should_measure(False, tmp_path / "empty", said.append) and said == []
+    folder = write_rate_sweep(tmp_path / "done")
+    assert not rate_notebook.should_measure(True, folder, said.append)
+    assert said == [f"{folder} holds a rate sweep already: shown as it is (RESULTS_DIR = None measures a new one)"]
+
+
+def test_the_arguments_are_the_parameters_given_lower_cased_and_the_folder_as_out() -> None:
+    arguments = rate_notebook.rate_arguments(NAMESPACE, PydanticParams)
+    assert arguments == {
+        "base_url": "http://127.0.0.1:9", "rates": [1, 2], "arrival": "gamma", "burstiness": 0.5, "slo_ttft_ms": 300,
+        "goodput_target": 0.9, "api_key_env": "MY_KEY", "out": "/tmp/out",
+    }  # fmt: skip
+    assert PydanticParams(**arguments).model is None  # None: the field's default
+
+
+def test_no_folder_is_a_new_one_under_outputs() -> None:
+    out = Path(rate_notebook.rate_arguments({**NAMESPACE, "RESULTS_DIR": None}, PydanticParams)["out"])
+    assert out.parent == rate_notebook.OUTPUTS and out.name.endswith("Z") and len(out.name) == 16
+
+
+def test_a_parameter_the_params_do_not_take_is_named() -> None:
+    with pytest.raises(ParamsError, match=r"^API_KEY_ENV, ARRIVAL, BURSTINESS, GOODPUT_TARGET, SLO_TTFT_MS: not fields "
+                                          r"of NarrowParams$"):  # fmt: skip
+        rate_notebook.rate_arguments(NAMESPACE, NarrowParams)
+    with pytest.raises(TypeError, match="neither a pydantic model nor a dataclass"):
+        rate_notebook.rate_arguments(NAMESPACE, dict)
+
+
+def test_the_notebook_declares_every_rate_parameter_and_the_re_judging_ones() -> None:
+    declared = _parameter_cell("rate_sweep")
+    rejudging = {"REJUDGE_TTFT_MS", "REJUDGE_TPOT_MS", "REJUDGE_E2E_MS", "REJUDGE_TARGET"}
+    assert {*rate_notebook.RATE_PARAMETERS, "RESULTS_DIR", "MEASURE", *rejudging} <= set(declared)
+    assert declared_parameters("rate_sweep") == set(declared)  # papermill's inspection reads the same cell
+    assert all(declared[name] is None for name in rejudging)  # the sweep's own level unless asked
+    assert declared["API_KEY_ENV"] == "VLLM_API_KEY" and not any("KEY" in n and n != "API_KEY_ENV" for n in declared)

@@ -1,0 +1,158 @@
+"""A rate sweep's table, lines and figures on a synthetic sweep, and the re-judging sliders."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from tests.rate_folders import write_rate_sweep
+from toolkit.method.goodput import ServiceLevel, judge_steps
+from toolkit.reports import rate_plots, rate_tables, rate_views
+from toolkit.results.rate_runs import RateSweep, load_rate_sweep
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> RateSweep:
+    folder = tmp_path_factory.mktemp("rates") / "run"
+    return load_rate_sweep(write_rate_sweep(folder, searched=(6.5, 5.75), lag_flagged=(2,)))
+
+
+def lines(fig: Figure, panel: int = 0) -> dict[str, list[list[float]]]:
+    return {line.get_label(): line.get_xydata().tolist() for line in fig.axes[panel].get_lines()}
+
+
+def test_the_steps_table_formats_every_step_like_the_report_tables(sweep: RateSweep) -> None:
+    table = rate_tables.steps_table(sweep.steps)
+    assert tuple(table.columns) == rate_tables.STEP_COLUMNS and len(table) == 6
+    over = sweep.steps.iloc[3]
+    row = dict(zip(table.columns, table.iloc[3], strict=True))
+    assert row["Offered req/s"] == "8.00" and row["Achieved req/s"] == f"{over['achieved_rate']:.2f}"
+    assert (row["Completed"], row["Failed"]) == ("11", "1")
+    assert row["TTFT p99"] == f"{over['ttft_p99_ms']:,.0f} ms" and row["TPOT p50"] == f"{over['tpot_p50_ms']:.1f} ms"
+    assert row["Meeting SLO"] == f"{over['slo_fraction'] * 100:.1f}%" and row["Waiting mean / max"] == "4.5 / 12"
+    assert table.iloc[0]["Meeting SLO"] == "100.0% ✓"  # ✓: the step met the level
+    assert list(table["Notes"]) == ["", "", "lag flagged", "", "searched", "searched"]
+    assert rate_tables.step_notes(sweep.steps) == [rate_tables.LAG_NOTE]
+    assert rate_tables.step_notes(sweep.steps.assign(lag_flagged=False)) == []
+
+
+def test_rates_and_levels_as_text() -> None:
+    assert [rate_tables.format_rate(v) for v in (7.5, 1234.567, math.inf, math.nan, None)] == [
+        "7.50", "1,234.57", "all at once", "—", "—"]  # fmt: skip
+    assert rate_tables.level_text(ServiceLevel(ttft_ms=200, e2e_ms=5000, target=0.9)) == (
+        "TTFT ≤ 200 ms · end-to-end ≤ 5000 ms, for 90 % of requests"
+    )
+    assert rate_tables.level_text(ServiceLevel()).startswith("no latency limit")
+
+
+def test_the_highest_rate_from_the_search_or_from_the_listed_steps(sweep: RateSweep) -> None:
+    assert rate_tables.search_line(sweep.steps, sweep.search, 0.1) == (
+        "Highest rate meeting the service level: 4.00 req/s (searched to 10 %: meets at 4.00 req/s, "
+        "fails at 5.75 req/s).")  # fmt: skip
+    assert rate_tables.search_line(sweep.steps) == (
+        "Highest rate meeting the service level: 4.00 req/s; 5.75 req/s failed it."
+    )
+    everything = sweep.steps.assign(slo_met=True)
+    assert rate_tables.search_line(everything).startswith("Every step met the service level: the highest, 8.00")
+    assert rate_tables.search_line(sweep.steps.assign(slo_met=False)) == (
+        "No step met the service level (the lowest, 1.00 req/s, failed it)."
+    )
+    nothing = {"highest_rate": None, "bracket": [None, 1.0]}
+    line = rate_tables.search_line(sweep.steps, nothing)
+    assert "no rate met the service level (the lowest probed, 1.00 req/s" in line
+
+
+def test_rejudging_replaces_the_limits_given(sweep: RateSweep) -> None:
+    level = sweep.level  # TTFT 200, TPOT 30, 90 %
+    assert rate_tables.rejudge_level(level) == level
+    assert rate_tables.rejudge_level(level, ttft_ms=100, tpot_ms=0, target=0.5) == ServiceLevel(100, None, None, 0.5)
+    stricter = rate_tables.rejudge(sweep.records, ServiceLevel(ttft_ms=60, target=0.9))
+    own = rate_tables.rejudge(sweep.records, level)
+    assert tuple(own.columns) == rate_tables.REJUDGED_COLUMNS
+    assert list(own["goodput"]) == pytest.approx(list(sweep.steps["goodput"]))  # as the sweep judged itself
+    assert (stricter["goodput"] <= own["goodput"]).all() and (stricter["goodput"] < own["goodput"]).any()
+    assert rate_tables.rejudge(sweep.records.iloc[:0], level).empty
+
+
+def test_the_markdown_section(sweep: RateSweep) -> None:
+    text = rate_tables.rate_markdown(sweep.steps, sweep.level, sweep.search, 0.1, images={"rate-knee": "k.png"})
+    assert text.startswith("## Open-loop rates\n\nService level: TTFT ≤ 200 ms · TPOT ≤ 30 ms, for 90 % of requests.")
+    assert "| Step | Offered req/s |" in text and "| 2 | 4.00 |" in text and rate_tables.LAG_NOTE in text
+    assert text.endswith("![rate-knee](k.png)\n")
+
+
+def test_the_knee_follows_the_steps_in_order_of_offered_rate(sweep: RateSweep) -> None:
+    fig = rate_plots.knee_figure(sweep.steps, sweep.level)
+    ordered = sweep.steps.sort_values("offered_rate")
+    ttft = lines(fig, 0)
+    assert ttft["TTFT p99"] == ordered[["output_tok_s", "ttft_p99_ms"]].to_numpy().tolist()
+    assert lines(fig, 1)["TPOT p50"] == ordered[["output_tok_s", "tpot_p50_ms"]].to_numpy().tolist()
+    assert [y for _, y in ttft["limit 200 ms"]] == [200, 200]
+    flagged = sweep.steps.iloc[2]
+    assert [flagged["output_tok_s"], flagged["ttft_p50_ms"]] in ttft["lag flagged"]
+    assert len(ttft["TTFT p99 (searched)"]) == 2
+    by_rate = lines(rate_plots.knee_figure(sweep.steps, x="offered_rate"), 0)["TTFT p50"]
+    assert [x for x, _ in by_rate] == [1.0, 2.0, 4.0, 5.75, 6.5, 8.0]
+    with pytest.raises(ValueError, match="x: 'tokens'; one of output_tok_s"):
+        rate_plots.knee_figure(sweep.steps, x="tokens")
+
+
+def test_goodput_against_offered_with_its_target_and_bracket(sweep: RateSweep) -> None:
+    fig = rate_plots.goodput_figure(sweep.steps, sweep.level, sweep.search)
+    drawn = lines(fig)
+    ordered = sweep.steps.sort_values("offered_rate")
+    assert drawn["goodput"] == ordered[["offered_rate", "goodput"]].to_numpy().tolist()
+    assert drawn["target: 90 %"] == [[0.0, 0.0], [8.0, pytest.approx(7.2)]]
+    assert drawn["highest meeting: 4 req/s"][0][0] == 4.0
+    (span,) = [p for p in fig.axes[0].patches if p.get_label() == "search bracket"]
+    assert isinstance(span, Rectangle)
+    assert (span.get_x(), span.get_x() + span.get_width()) == (4.0, 5.75)
+
+
+def test_the_queue_and_an_infinite_rate(sweep: RateSweep) -> None:
+    drawn = lines(rate_plots.queue_figure(sweep.steps))
+    assert drawn["waiting (mean)"][-1] == [8.0, 4.5] and drawn["waiting (peak)"][-1] == [8.0, 12.0]
+    all_at_once = sweep.steps.copy()
+    all_at_once.loc[3, "offered_rate"] = math.inf
+    assert len(lines(rate_plots.goodput_figure(all_at_once))["goodput"]) == 5  # no place on an offered axis
+    assert len(lines(rate_plots.knee_figure(all_at_once))["TTFT p50"]) == 6
+    empty = rate_plots.queue_figure(sweep.steps.iloc[:0])
+    assert [t.get_text() for t in empty.axes[0].texts] == ["No step with a finite offered rate"]
+
+
+def test_runs_overlaid(sweep: RateSweep) -> None:
+    other = sweep.steps.assign(goodput=sweep.steps["goodput"] / 2)
+    fig = rate_plots.compare_figure({"A": sweep.steps, "B": other})
+    assert set(lines(fig, 0)) == set(lines(fig, 1)) == {"A", "B"}
+    assert [y for _, y in lines(fig, 0)["B"]] == pytest.approx(
+        [y / 2 for _, y in lines(fig, 0)["A"]])  # fmt: skip
+    assert [t.get_text() for t in rate_plots.compare_figure({}).axes[0].texts] == ["No run holds a rate sweep"]
+
+
+def test_the_sliders_judge_every_step_again(sweep: RateSweep) -> None:
+    panel = rate_views.RejudgePanel(sweep.records, sweep.level)
+    assert panel.level == sweep.level
+    own = judge_steps(sweep.records, sweep.level)[list(rate_tables.REJUDGED_COLUMNS)]
+    pd.testing.assert_frame_equal(panel.judged, own)
+    panel.sliders["ttft_ms"].value = 60
+    panel.sliders["tpot_ms"].value = 0  # no limit
+    level = ServiceLevel(ttft_ms=60, tpot_ms=None, target=0.9)
+    assert panel.level == level
+    pd.testing.assert_frame_equal(panel.judged, rate_tables.rejudge(sweep.records, level))
+    assert panel.sliders["ttft_ms"].max >= sweep.steps["ttft_p99_ms"].max()
+
+
+def test_nothing_to_show_without_a_sweep(sweep: RateSweep, tmp_path: Path) -> None:
+    assert rate_views.heading(None) is None and rate_views.steps(None) is None
+    assert rate_views.comparison_heading({"A": sweep}) is None
+    two = rate_views.comparison_heading({"A": sweep, "B & C": sweep})
+    assert two is not None and "<b>B &amp; C</b>" in two.data and two.data.startswith("<h2>Open-loop rates</h2>")
+    heading = rate_views.heading(sweep)
+    assert heading is not None and "Highest rate meeting the service level: 4.00 req/s" in heading.data
+    shown = rate_views.steps(sweep)
+    assert shown is not None and "lag flagged: the client sent" in shown.data

@@ -1,0 +1,59 @@
+"""What notebooks/rate_sweep.ipynb's measuring cell asks before it measures, and the arguments it measures with.
+
+The load generator itself (`toolkit.rates`) is imported by that cell only when it measures, so a finished sweep
+is shown and re-judged without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from toolkit.params import ParamsError
+from toolkit.results.rate_runs import has_rates
+
+# The notebook's parameters that are RateParams fields (lower-cased); RESULTS_DIR is its `out`.
+RATE_PARAMETERS: tuple[str, ...] = (
+    "BASE_URL", "MODEL", "RATES", "ARRIVAL", "BURSTINESS", "DURATION_S", "REQUESTS_PER_STEP", "MAX_IN_FLIGHT",
+    "SEED", "INPUT_TOKENS", "OUTPUT_TOKENS", "DATASET", "SLO_TTFT_MS", "SLO_TPOT_MS", "SLO_E2E_MS",
+    "GOODPUT_TARGET", "SEARCH", "SEARCH_PRECISION", "API_KEY_ENV",
+)  # fmt: skip
+OUTPUTS = Path("../outputs/rates")  # where a sweep goes when RESULTS_DIR is None (relative to notebooks/)
+
+
+def should_measure(measure: bool, results_dir: str | Path | None, say: Callable[[str], object] = print) -> bool:
+    """Measure when asked and RESULTS_DIR does not hold a sweep yet; a finished sweep is shown as it is."""
+    if not measure:
+        return False
+    if results_dir is not None and has_rates(results_dir):
+        say(f"{results_dir} holds a rate sweep already: shown as it is (RESULTS_DIR = None measures a new one)")
+        return False
+    return True
+
+
+def new_results_dir(outputs: Path = OUTPUTS) -> Path:
+    """outputs/<UTC timestamp>: a fresh folder name for a sweep (not created here)."""
+    return outputs / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _field_names(params_class: type) -> set[str]:
+    if hasattr(params_class, "model_fields"):  # pydantic
+        return set(params_class.model_fields)
+    if dataclasses.is_dataclass(params_class):
+        return {f.name for f in dataclasses.fields(params_class)}
+    raise TypeError(f"{params_class.__name__}: neither a pydantic model nor a dataclass")
+
+
+def rate_arguments(namespace: Mapping[str, Any], params_class: type) -> dict[str, Any]:
+    """RateParams keyword arguments from the notebook's UPPER_CASE parameters (None: the field's default) and
+    `out` from RESULTS_DIR (None: a new folder); ParamsError naming any parameter RateParams does not take."""
+    fields = _field_names(params_class)
+    values = {name.lower(): namespace[name] for name in RATE_PARAMETERS if namespace.get(name) is not None}
+    values["out"] = str(namespace.get("RESULTS_DIR") or new_results_dir())
+    unknown = sorted("RESULTS_DIR" if name == "out" else name.upper() for name in values if name not in fields)
+    if unknown:
+        raise ParamsError(f"{', '.join(unknown)}: not fields of {params_class.__name__}")
+    return values

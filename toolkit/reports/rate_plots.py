@@ -1,0 +1,161 @@
+"""Figures of an open-loop rate sweep: the latency curve with its knee, goodput against offered rate, the queue,
+and two or more runs' curves overlaid (pure: steps DataFrames in, :class:`matplotlib.figure.Figure` out).
+
+Every curve follows the steps in order of offered rate (searched probes included), so past capacity, where the
+achieved throughput stops growing or falls back, the line turns instead of zigzagging. Lag-flagged steps (the
+client sent late) carry a red ×. An infinite offered rate ("all at once") has no place on an offered-rate axis
+and is left out of those figures only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from toolkit.method.goodput import ServiceLevel
+from toolkit.reports.plots import note_figure
+
+X_AXES = {
+    "output_tok_s": "Achieved output tok/s",
+    "request_throughput": "Achieved requests/s (completed)",
+    "achieved_rate": "Achieved requests/s (sent)",
+    "offered_rate": "Offered requests/s",
+}
+LAG_LABEL = "lag flagged"
+_OFFERED = "offered_rate"
+
+
+def _ordered(steps: pd.DataFrame, x: str) -> pd.DataFrame:
+    """The steps with a finite `x`, in order of offered rate."""
+    if x not in X_AXES:
+        raise ValueError(f"x: {x!r}; one of {', '.join(X_AXES)}")
+    return steps[np.isfinite(steps[x].astype(float))].sort_values([_OFFERED, "step"])  # inf (all at once) last
+
+
+def _mark_lag(ax: Axes, shown: pd.DataFrame, x: str, columns: list[str]) -> None:
+    flagged = shown[shown["lag_flagged"].astype(bool)]
+    if flagged.empty:
+        return
+    xs = np.concatenate([flagged[x].to_numpy(float) for _ in columns])
+    ys = np.concatenate([flagged[c].to_numpy(float) for c in columns])
+    ax.plot(xs, ys, linestyle="none", marker="x", markersize=10, color="tab:red", label=LAG_LABEL)
+
+
+def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: str = "output_tok_s") -> Figure:
+    """TTFT and TPOT (p50 and p99) against `x` (achieved output tok/s by default): where the curve turns up is
+    the knee. Dashed: the service level's limits. Hollow markers: searched probes."""
+    shown = _ordered(steps, x)
+    if shown.empty:
+        return note_figure("No step to plot")
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    panels = (("ttft", "TTFT (ms)", None if level is None else level.ttft_ms),
+              ("tpot", "TPOT (ms)", None if level is None else level.tpot_ms))  # fmt: skip
+    palette = sns.color_palette("deep")
+    for ax, (name, title, limit) in zip(fig.subplots(1, 2), panels, strict=True):
+        for color, q in zip((palette[0], palette[3]), (50, 99), strict=True):
+            column = f"{name}_p{q}_ms"
+            ax.plot(shown[x], shown[column], marker="o", color=color, label=f"{name.upper()} p{q}")
+            probes = shown[shown["searched"].astype(bool)]
+            if len(probes):
+                ax.plot(probes[x], probes[column], linestyle="none", marker="o", markerfacecolor="white",
+                        color=color, label=f"{name.upper()} p{q} (searched)")  # fmt: skip
+        if limit is not None:
+            ax.axhline(limit, linestyle="--", color="0.4", label=f"limit {limit:g} ms")
+        _mark_lag(ax, shown, x, [f"{name}_p50_ms", f"{name}_p99_ms"])
+        ax.set_title(title)
+        ax.set_xlabel(X_AXES[x])
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+        sns.despine(ax=ax)
+    fig.suptitle("Latency against load: the knee")
+    return fig
+
+
+def _search_marks(ax: Axes, search: Mapping[str, Any] | None) -> None:
+    if not search:
+        return
+    bracket = [b for b in list(search.get("bracket") or []) if isinstance(b, int | float)]
+    if len(bracket) == 2:
+        ax.axvspan(bracket[0], bracket[1], color="tab:green", alpha=0.12, label="search bracket")
+    highest = search.get("highest_rate")
+    if isinstance(highest, int | float):
+        ax.axvline(highest, color="tab:green", label=f"highest meeting: {highest:g} req/s")
+
+
+def goodput_figure(steps: pd.DataFrame, level: ServiceLevel | None = None,
+                   search: Mapping[str, Any] | None = None) -> Figure:  # fmt: skip
+    """Goodput (requests/s meeting the service level) and completed requests/s against the offered rate, with
+    the offered rate itself and the target line (target × offered: a step meets the level on or above it);
+    the search's bracket shaded and its highest rate drawn."""
+    shown = _ordered(steps, _OFFERED)
+    if shown.empty:
+        return note_figure("No step with a finite offered rate")
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.add_subplot()
+    offered = shown[_OFFERED].to_numpy(float)
+    ends = np.array([0.0, offered.max()])
+    ax.plot(ends, ends, color="0.7", label="offered")
+    if level is not None:
+        ax.plot(ends, ends * level.target, linestyle="--", color="0.4", label=f"target: {level.target * 100:g} %")
+    ax.plot(offered, shown["request_throughput"], marker="s", color=sns.color_palette("deep")[0], label="completed")
+    ax.plot(offered, shown["goodput"], marker="o", color=sns.color_palette("deep")[2], label="goodput")
+    _mark_lag(ax, shown, _OFFERED, ["goodput"])
+    _search_marks(ax, search)
+    ax.set_xlabel(X_AXES[_OFFERED])
+    ax.set_ylabel("requests/s")
+    ax.set_title("Goodput against offered rate")
+    ax.legend(fontsize=8)
+    sns.despine(ax=ax)
+    return fig
+
+
+def queue_figure(steps: pd.DataFrame) -> Figure:
+    """The server's waiting requests (mean and peak over the step's samples) and its peak running requests,
+    against the offered rate: past capacity the queue builds."""
+    shown = _ordered(steps, _OFFERED)
+    if shown.empty:
+        return note_figure("No step with a finite offered rate")
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    palette = sns.color_palette("deep")
+    series = (("server_waiting_mean", "waiting (mean)", palette[3], "-"),
+              ("server_waiting_max", "waiting (peak)", palette[3], ":"),
+              ("server_running_max", "running (peak)", palette[0], "-"))  # fmt: skip
+    for column, label, color, style in series:
+        ax.plot(shown[_OFFERED], shown[column], marker="o", linestyle=style, color=color, label=label)
+    _mark_lag(ax, shown, _OFFERED, ["server_waiting_mean"])
+    ax.set_xlabel(X_AXES[_OFFERED])
+    ax.set_ylabel("requests on the server")
+    ax.set_ylim(bottom=0)
+    ax.set_title("The server's queue")
+    ax.legend(fontsize=8)
+    sns.despine(ax=ax)
+    return fig
+
+
+def compare_figure(steps_by_run: Mapping[str, pd.DataFrame], *, x: str = "output_tok_s") -> Figure:
+    """Runs overlaid, one colour each: goodput against offered rate, and TTFT p99 against `x`."""
+    if not steps_by_run:
+        return note_figure("No run holds a rate sweep")
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    palette = sns.color_palette("deep", len(steps_by_run))
+    for color, (label, steps) in zip(palette, steps_by_run.items(), strict=True):
+        offered = _ordered(steps, _OFFERED)
+        left.plot(offered[_OFFERED], offered["goodput"], marker="o", color=color, label=label)
+        curve = _ordered(steps, x)
+        right.plot(curve[x], curve["ttft_p99_ms"], marker="o", color=color, label=label)
+    for ax, title, xlabel in ((left, "Goodput (req/s)", X_AXES[_OFFERED]), (right, "TTFT p99 (ms)", X_AXES[x])):
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+        sns.despine(ax=ax)
+    fig.suptitle("Open-loop rates by run")
+    return fig

@@ -1,0 +1,149 @@
+"""Tables and lines of an open-loop rate sweep, as display strings (pure; docs/METHOD.md, Open-loop rates).
+
+The steps DataFrame is `toolkit.results.rate_runs.RateSweep.steps`: one row per step, the columns of
+`toolkit.method.goodput.StepSummary.row()` plus the server samples and flags the runner adds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from toolkit.method.goodput import ServiceLevel, highest_rate_meeting, judge_steps
+from toolkit.method.number_format import (
+    MISSING,
+    as_number,
+    format_count,
+    format_ms,
+    format_percent,
+    format_tbt_ms,
+    format_tok_s,
+)
+from toolkit.reports.tables import markdown_table
+
+STEPS_CAPTION = (
+    "One row per step, in the order run · latencies from the send (percentiles over the step's requests) · "
+    "goodput: requests/s meeting the service level"
+)
+STEP_COLUMNS: tuple[str, ...] = (
+    "Step", "Offered req/s", "Achieved req/s", "Completed", "Failed", "Output tok/s", "TTFT p50", "TTFT p99",
+    "TPOT p50", "TPOT p99", "Goodput req/s", "Meeting SLO", "Lag p99", "Waiting mean / max", "Notes",
+)  # fmt: skip
+SEARCHED_MARK = "searched"
+LAG_MARK = "lag flagged"
+LAG_NOTE = (
+    "lag flagged: the client sent this step's requests late (scheduling lag over its limit), so the server saw "
+    "less than the offered rate; its numbers describe the client as much as the server."
+)
+REJUDGED_COLUMNS: tuple[str, ...] = ("step", "offered_rate", "completed", "goodput", "slo_fraction", "slo_met")
+
+
+def format_rate(value: Any) -> str:
+    """Requests per second with two decimals (``7.50``); an infinite offered rate is ``all at once``."""
+    if isinstance(value, int | float) and math.isinf(value) and value > 0:
+        return "all at once"
+    number = as_number(value)
+    return MISSING if number is None else f"{number:,.2f}"
+
+
+def level_text(level: ServiceLevel) -> str:
+    """``TTFT ≤ 200 ms · TPOT ≤ 30 ms, for 90 % of requests`` (no limits: every completed request counts)."""
+    named = (("TTFT", level.ttft_ms), ("TPOT", level.tpot_ms), ("end-to-end", level.e2e_ms))
+    limits = [f"{name} ≤ {value:g} ms" for name, value in named if value is not None]
+    head = " · ".join(limits) if limits else "no latency limit (every completed request meets it)"
+    return f"{head}, for {level.target * 100:g} % of requests"
+
+
+def _notes(row: Mapping[Any, Any]) -> str:
+    marks = [SEARCHED_MARK if row.get("searched") else "", LAG_MARK if row.get("lag_flagged") else ""]
+    return " · ".join(m for m in marks if m)
+
+
+def _waiting(row: Mapping[Any, Any]) -> str:
+    mean, peak = as_number(row.get("server_waiting_mean")), as_number(row.get("server_waiting_max"))
+    if mean is None and peak is None:
+        return MISSING
+    return f"{MISSING if mean is None else f'{mean:,.1f}'} / {format_count(peak)}"
+
+
+def _step_cells(row: Mapping[Any, Any]) -> list[str]:
+    slo = format_percent(row["slo_fraction"]) + (" ✓" if row.get("slo_met") else "")
+    return [
+        str(int(row["step"])), format_rate(row["offered_rate"]), format_rate(row["achieved_rate"]),
+        format_count(row["completed"]), format_count(row["failed"]), format_tok_s(row["output_tok_s"]),
+        format_ms(row["ttft_p50_ms"]), format_ms(row["ttft_p99_ms"]), format_tbt_ms(row["tpot_p50_ms"]),
+        format_tbt_ms(row["tpot_p99_ms"]), format_rate(row["goodput"]), slo, format_tbt_ms(row["lag_p99_ms"]),
+        _waiting(row), _notes(row),
+    ]  # fmt: skip
+
+
+def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """Display strings of every step (✓: the step met the service level)."""
+    rows = [_step_cells(row) for row in steps.sort_values("step").to_dict("records")]
+    return pd.DataFrame(rows, columns=list(STEP_COLUMNS), dtype=object)
+
+
+def step_notes(steps: pd.DataFrame) -> list[str]:
+    """The note on lag-flagged steps, when any step is."""
+    return [LAG_NOTE] if "lag_flagged" in steps and steps["lag_flagged"].astype(bool).any() else []
+
+
+def _listed_line(steps: pd.DataFrame) -> str:
+    pairs = [(float(r), bool(m)) for r, m in zip(steps["offered_rate"], steps["slo_met"], strict=True)]
+    highest, failing = highest_rate_meeting(pairs)
+    if highest is None:
+        return "No step met the service level" + (f" (the lowest, {format_rate(failing)} req/s, failed it)."
+                                                  if failing is not None else ".")  # fmt: skip
+    if failing is None:
+        return f"Every step met the service level: the highest, {format_rate(highest)} req/s, is a lower bound."
+    return (f"Highest rate meeting the service level: {format_rate(highest)} req/s; "
+            f"{format_rate(failing)} req/s failed it.")  # fmt: skip
+
+
+def search_line(steps: pd.DataFrame, search: Mapping[str, Any] | None = None, precision: Any = None) -> str:
+    """The highest rate meeting the service level: the search's answer and bracket when the sweep searched
+    (``search``: sweep.json's ``{"highest_rate", "bracket"}``), else read from the steps (with their `slo_met`)."""
+    if not search:
+        return _listed_line(steps)
+    low, high = [*list(search.get("bracket") or []), None, None][:2]
+    highest = search.get("highest_rate")
+    within = f" to {float(precision) * 100:g} %" if as_number(precision) is not None else ""
+    if highest is None:
+        lowest = format_rate(high)
+        return f"Searched{within}: no rate met the service level (the lowest probed, {lowest} req/s, failed)."
+    bracket = (f"meets at {format_rate(low)} req/s, fails at {format_rate(high)} req/s" if high is not None
+               else f"meets at {format_rate(low)} req/s, no probed rate failed")  # fmt: skip
+    return f"Highest rate meeting the service level: {format_rate(highest)} req/s (searched{within}: {bracket})."
+
+
+def rejudge_level(level: ServiceLevel, ttft_ms: float | None = None, tpot_ms: float | None = None,
+                  e2e_ms: float | None = None, target: float | None = None) -> ServiceLevel:  # fmt: skip
+    """`level` with the limits given replaced: None keeps the sweep's own, 0 removes the limit."""
+
+    def pick(new: float | None, old: float | None) -> float | None:
+        return old if new is None else (None if new == 0 else float(new))
+
+    return ServiceLevel(
+        ttft_ms=pick(ttft_ms, level.ttft_ms), tpot_ms=pick(tpot_ms, level.tpot_ms), e2e_ms=pick(e2e_ms, level.e2e_ms),
+        target=level.target if target is None else float(target),
+    )  # fmt: skip
+
+
+def rejudge(records: pd.DataFrame, level: ServiceLevel) -> pd.DataFrame:
+    """Every step judged again from its per-request records alone: offered rate, completed, goodput (req/s
+    meeting `level`), the fraction meeting it and whether that reaches the target."""
+    if records.empty:
+        return pd.DataFrame(columns=list(REJUDGED_COLUMNS))
+    return judge_steps(records, level)[list(REJUDGED_COLUMNS)]
+
+
+def rate_markdown(steps: pd.DataFrame, level: ServiceLevel, search: Mapping[str, Any] | None = None,
+                  precision: Any = None, images: Mapping[str, str] | None = None) -> str:  # fmt: skip
+    """The report.md section of a sweep: heading, service level, highest rate, steps table, notes, figures."""
+    out = ["## Open-loop rates", f"Service level: {level_text(level)}.", search_line(steps, search, precision),
+           STEPS_CAPTION, markdown_table(steps_table(steps)), *step_notes(steps)]  # fmt: skip
+    out += [f"![{key}]({path})" for key, path in (images or {}).items()]
+    return "\n\n".join(out) + "\n"

@@ -1,0 +1,123 @@
+"""A rate sweep's pieces as objects a notebook displays (HTML, Stylers), and the re-judging sliders.
+
+Nothing here displays on its own except :class:`RejudgePanel`, whose output area redraws when a slider moves.
+Each function given None (no sweep in the run) returns None, so a report cell shows nothing.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import ipywidgets as widgets
+import pandas as pd
+from IPython.display import HTML, Markdown, display
+
+from toolkit.method.goodput import ServiceLevel, request_latencies
+from toolkit.reports import rate_tables, views
+from toolkit.results.rate_runs import RateSweep
+
+HEADING = "Open-loop rates"
+
+
+def _summary(sweep: RateSweep) -> str:
+    line = rate_tables.search_line(sweep.steps, sweep.search, sweep.sweep.get("search_precision"))
+    return f"Service level: {rate_tables.level_text(sweep.level)}. {line}"
+
+
+def summary(sweep: RateSweep) -> Markdown:
+    """The service level the sweep was judged against and the highest rate meeting it."""
+    return Markdown(_summary(sweep))
+
+
+def heading(sweep: RateSweep | None) -> HTML | None:
+    """The section's heading, its service level and the highest rate meeting it; None without a sweep."""
+    if sweep is None:
+        return None
+    return HTML(f"<h2>{HEADING}</h2><p>{html.escape(_summary(sweep))}</p>")
+
+
+def steps(sweep: RateSweep | None) -> HTML | None:
+    """The per-step table, then the note on lag-flagged steps if any; None without a sweep."""
+    if sweep is None:
+        return None
+    table = views.table(rate_tables.steps_table(sweep.steps), caption=rate_tables.STEPS_CAPTION)
+    notes = "".join(f'<p class="footnote">{html.escape(n)}</p>' for n in rate_tables.step_notes(sweep.steps))
+    return HTML(table.to_html() + notes)
+
+
+def comparison_heading(sweeps: Mapping[str, RateSweep]) -> HTML | None:
+    """The heading and, per run, its service level and highest rate; None unless two runs hold a sweep."""
+    if len(sweeps) < 2:
+        return None
+    items = "".join(f"<li><b>{html.escape(label)}</b>: {html.escape(_summary(s))}</li>" for label, s in sweeps.items())
+    return HTML(f"<h2>{HEADING}</h2><ul>{items}</ul>")
+
+
+def _limit_slider(description: str, value: float | None, observed: pd.Series) -> widgets.FloatSlider:
+    finite = observed[observed.notna()]
+    top = max(float(finite.max()) if len(finite) else 0.0, value or 0.0) * 1.2 or 1000.0
+    step = 10 ** math.floor(math.log10(top / 200))
+    return widgets.FloatSlider(value=value or 0.0, min=0.0, max=math.ceil(top / step) * step, step=step,
+                               description=description, continuous_update=False,
+                               style={"description_width": "initial"})  # fmt: skip
+
+
+class RejudgePanel:
+    """Sliders for the latency limits (0: no limit) and the target; each move judges every step again from the
+    per-request records, without a server. `judged` holds the latest :func:`rate_tables.rejudge` frame."""
+
+    def __init__(self, records: pd.DataFrame, level: ServiceLevel) -> None:
+        self.records = records
+        latencies = request_latencies(records)
+        self.sliders: dict[str, widgets.FloatSlider] = {
+            "ttft_ms": _limit_slider("TTFT ≤ (ms)", level.ttft_ms, latencies["ttft_ms"]),
+            "tpot_ms": _limit_slider("TPOT ≤ (ms)", level.tpot_ms, latencies["tpot_ms"]),
+            "e2e_ms": _limit_slider("end-to-end ≤ (ms)", level.e2e_ms, latencies["e2e_ms"]),
+            "target": widgets.FloatSlider(value=level.target, min=0.01, max=1.0, step=0.01, description="target",
+                                          continuous_update=False),
+        }  # fmt: skip
+        self.output = widgets.Output()
+        self.judged = rate_tables.rejudge(records, self.level)
+        for slider in self.sliders.values():
+            slider.observe(self._update, names="value")
+        self.widget = widgets.VBox([widgets.HBox(list(self.sliders.values())[:2]),
+                                    widgets.HBox(list(self.sliders.values())[2:]), self.output])  # fmt: skip
+        self._show()
+
+    @property
+    def level(self) -> ServiceLevel:
+        """The service level the sliders set."""
+        limits = {name: (self.sliders[name].value or None) for name in ("ttft_ms", "tpot_ms", "e2e_ms")}
+        return ServiceLevel(**limits, target=self.sliders["target"].value)
+
+    def _update(self, _change: Any) -> None:
+        self.judged = rate_tables.rejudge(self.records, self.level)
+        self._show()
+
+    def _show(self) -> None:
+        with self.output:
+            self.output.clear_output(wait=True)
+            display(verdict(self.judged, self.level))
+            display(rejudged(self.judged))
+
+
+def verdict(judged: pd.DataFrame, level: ServiceLevel) -> Markdown:
+    """The limits judged against and the highest rate meeting them, from a :func:`rate_tables.rejudge` frame."""
+    return Markdown(f"{rate_tables.level_text(level)}: {rate_tables.search_line(judged)}")
+
+
+def rejudged(judged: pd.DataFrame) -> Any:
+    """A :func:`rate_tables.rejudge` frame for display: rates, goodput and the share meeting the level."""
+    meeting = [f"{fraction * 100:.1f}%" + (" ✓" if met else "")
+               for fraction, met in zip(judged["slo_fraction"], judged["slo_met"], strict=True)]  # fmt: skip
+    shown = pd.DataFrame({
+        "Step": [str(int(s)) for s in judged["step"]],
+        "Offered req/s": [rate_tables.format_rate(r) for r in judged["offered_rate"]],
+        "Completed": [str(int(c)) for c in judged["completed"]],
+        "Goodput req/s": [rate_tables.format_rate(g) for g in judged["goodput"]],
+        "Meeting SLO": meeting,
+    })  # fmt: skip
+    return views.table(shown)
