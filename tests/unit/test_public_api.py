@@ -48,6 +48,23 @@ EXPORTED: dict[str, list[str]] = {
         "prefill_comparison", "ratios", "runs", "service_levels", "status_differences", "table",
     ],
     "toolkit.results.runs": ["RESULTS_CSV", "RUN_COLUMN", "default_label", "load_run", "load_runs", "unique_labels"],
+    "toolkit.jupyter.rate_notebook": [
+        "OUTPUTS", "RATE_PARAMETERS", "new_results_dir", "rate_arguments", "should_measure",
+    ],
+    "toolkit.reports.rate_plots": [
+        "LAG_LABEL", "X_AXES", "compare_figure", "goodput_figure", "knee_figure", "queue_figure",
+    ],
+    "toolkit.reports.rate_tables": [
+        "LAG_MARK", "LAG_NOTE", "REJUDGED_COLUMNS", "SEARCHED_MARK", "STEPS_CAPTION", "STEP_COLUMNS", "format_rate",
+        "level_text", "rate_markdown", "rejudge", "rejudge_level", "search_line", "step_notes", "steps_table",
+    ],
+    "toolkit.reports.rate_views": [
+        "HEADING", "RejudgePanel", "comparison_heading", "heading", "rejudged", "steps", "summary", "verdict",
+    ],
+    "toolkit.results.rate_runs": [
+        "DEFAULT_TARGET", "RATES_DIR", "RateSweep", "RateSweepError", "STEPS_FILE", "STEP_FLAGS", "STEP_NUMBERS",
+        "SWEEP_FILE", "has_rates", "load_rate_sweep", "load_rate_sweeps", "service_level", "step_file",
+    ],
 }  # fmt: skip
 
 

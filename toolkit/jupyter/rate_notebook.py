@@ -15,6 +15,8 @@ from typing import Any
 from toolkit.params import ParamsError
 from toolkit.results.rate_runs import has_rates
 
+__all__ = ["OUTPUTS", "RATE_PARAMETERS", "new_results_dir", "rate_arguments", "should_measure"]
+
 # The notebook's parameters that are RateParams fields (lower-cased); RESULTS_DIR is its `out`.
 RATE_PARAMETERS: tuple[str, ...] = (
     "BASE_URL", "MODEL", "RATES", "ARRIVAL", "BURSTINESS", "DURATION_S", "REQUESTS_PER_STEP", "MAX_IN_FLIGHT",

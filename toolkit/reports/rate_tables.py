@@ -24,6 +24,23 @@ from toolkit.method.number_format import (
 )
 from toolkit.reports.tables import markdown_table
 
+__all__ = [
+    "LAG_MARK",
+    "LAG_NOTE",
+    "REJUDGED_COLUMNS",
+    "SEARCHED_MARK",
+    "STEPS_CAPTION",
+    "STEP_COLUMNS",
+    "format_rate",
+    "level_text",
+    "rate_markdown",
+    "rejudge",
+    "rejudge_level",
+    "search_line",
+    "step_notes",
+    "steps_table",
+]
+
 STEPS_CAPTION = (
     "One row per step, in the order run · latencies from the send (percentiles over the step's requests) · "
     "goodput: requests/s meeting the service level"

@@ -19,6 +19,8 @@ from toolkit.method.goodput import ServiceLevel, request_latencies
 from toolkit.reports import rate_tables, views
 from toolkit.results.rate_runs import RateSweep
 
+__all__ = ["HEADING", "RejudgePanel", "comparison_heading", "heading", "rejudged", "steps", "summary", "verdict"]
+
 HEADING = "Open-loop rates"
 
 

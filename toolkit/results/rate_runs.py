@@ -20,6 +20,22 @@ from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel
 from toolkit.results.runs import default_label, unique_labels
 from toolkit.results.store import RUN_FILE, read_json
 
+__all__ = [
+    "DEFAULT_TARGET",
+    "RATES_DIR",
+    "STEPS_FILE",
+    "STEP_FLAGS",
+    "STEP_NUMBERS",
+    "SWEEP_FILE",
+    "RateSweep",
+    "RateSweepError",
+    "has_rates",
+    "load_rate_sweep",
+    "load_rate_sweeps",
+    "service_level",
+    "step_file",
+]
+
 RATES_DIR = "rates"
 SWEEP_FILE = "sweep.json"
 STEPS_FILE = "steps.jsonl"
