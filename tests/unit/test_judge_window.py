@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from toolkit.loadgen.client import StreamResult
-from toolkit.matrix.decode import WindowEdges, judge_window
 from toolkit.matrix.prometheus import MetricsSnapshot
 from toolkit.matrix.sampler import Samples
+from toolkit.matrix.verdict import WindowEdges, judge_window
 
 
 def snapshot(generated: float, itl_sum: float = 0.0, itl_count: float = 0.0) -> MetricsSnapshot:
