@@ -91,8 +91,9 @@ def _reported(result: RunResult, heading: str | None = None) -> int:
 
 def _import_report(args: argparse.Namespace) -> int:
     from toolkit.results.imported_reports import import_report_file
+    from toolkit.results.run_document import RunDocument
     from toolkit.results.runs import RESULTS_CSV
-    from toolkit.results.store import RESULTS_FILE, RUN_FILE, read_json, to_dataframe, write_json_atomic
+    from toolkit.results.store import RESULTS_FILE, RUN_FILE, to_dataframe
 
     source, out = Path(args.file), Path(args.out)
     try:
@@ -101,12 +102,12 @@ def _import_report(args: argparse.Namespace) -> int:
         raise ValueError(f"{source}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ValueError(f"{source}: not a UTF-8 text report") from None
-    existing = read_json(out / RUN_FILE) if (out / RUN_FILE).exists() else {"source": "imported"}
-    if (out / RESULTS_FILE).exists() or existing.get("source") != "imported":  # re-importing is fine
+    existing = RunDocument.load(out).source if (out / RUN_FILE).exists() else "imported"
+    if (out / RESULTS_FILE).exists() or existing != "imported":  # re-importing is fine
         raise ValueError(f"out: {out} already holds a measured run; choose another folder")
     out.mkdir(parents=True, exist_ok=True)
     to_dataframe(report.measurements).to_csv(out / RESULTS_CSV, index=False)
-    write_json_atomic(out / RUN_FILE, {**report.run_info, "source_file": source.name})
+    RunDocument.model_validate({**report.run_info, "source_file": source.name}).save(out)
     print(f"{len(report.measurements)} measurements: {out / RESULTS_CSV}, {out / RUN_FILE}")
     if args.report:
         from toolkit.jupyter.execute import write_reports

@@ -60,4 +60,4 @@ def test_a_given_launch_command_loses_its_local_paths_in_run_json(monkeypatch: p
     params = make_params({"launch_command": f"{REPO_ROOT}/.venv-vllm/bin/vllm serve {Path.home()}/models/m"})
     server = ServerInfo("http://127.0.0.1:8000", "m", 4096, None, None, "none", None, None, True)
     info = environment.run_info(params, server, "run1", None)
-    assert info["launch_command"] == ".venv-vllm/bin/vllm serve ~/models/m"
+    assert info.launch_command == ".venv-vllm/bin/vllm serve ~/models/m"

@@ -1,4 +1,5 @@
-"""What run.json says about a run: the report's descriptive blocks, and the client's software and machine."""
+"""What run.json says about a run (toolkit.results.run_document): its descriptive blocks, the client's software and
+machine."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from toolkit import __version__
 from toolkit.matrix.discovery import ServerInfo
 from toolkit.matrix.run_folder import launch_command
 from toolkit.params import RunParams
+from toolkit.results.run_document import RunDocument
 from toolkit.servers.gpu import installed_gpus
 from toolkit.servers.machine import hardware_block, machine_facts, served_here
 
@@ -35,12 +37,6 @@ def environment_info() -> dict[str, Any]:
 HARDWARE_FIELDS = ("Type", "GPU", "GPU count", "VRAM", "GPU driver", "OS", "Kernel", "CPU", "CPU cores", "Memory")
 
 
-PREFILL_MODES = {
-    True: "Measured during decode warm-up",
-    False: "Cold request per context, before the decode cells",
-}
-
-
 def run_info(
     params: RunParams,
     server: ServerInfo,
@@ -49,7 +45,7 @@ def run_info(
     *,
     prefill_in_warmup: bool = True,
     launch: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> RunDocument:
     """run.json: the report's descriptive blocks, server facts, parameters (no secrets), environment.
 
     `launch` (toolkit.servers.launch.launch_info) says whether the toolkit launched the server and with what. This
@@ -73,31 +69,21 @@ def run_info(
     engine = {"Engine": "vllm", "Version": server.version or found.get("version"), "Commit": found.get("commit"),
               "Quantization": params.quantization, "Backend": params.backend or backend,
               "Repository": "github.com/vllm-project/vllm", "Build": params.build or build}  # fmt: skip
-    run = {
-        "Served model": server.model,
-        "Revision": params.revision,
-        "Benchmark tool": f"toolkit v{__version__}",
-        "Server": "launched by the toolkit" if launched else f"found running at {params.base_url}",
-        "Decode test": "Fixed duration",
-        "Prefill mode": PREFILL_MODES[prefill_in_warmup],
-        "Time per measurement": f"{params.duration_s:g} s",
-        "Max output": f"{params.max_output:,} tokens",
-    }
     clean = lambda d: {k: str(v) for k, v in d.items() if v not in (None, "")}  # noqa: E731
     command = launch_command(params, launch, api_key)
-    return {
-        "run_id": run_id,
-        "run_label": params.run_label,
-        "title": title,
-        "hardware": clean(hardware),
-        "engine": clean(engine),
-        "run": clean(run),
-        "launch_command": command,
-        "launch": launch,
-        "params": params.model_dump(exclude={"launch_command"}),
-        "fingerprint": params.fingerprint(),
-        "server": {k: v for k, v in asdict(server).items()},
-        "environment": environment,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "source": "toolkit",
-    }
+    return RunDocument(
+        run_id=run_id,
+        run_label=params.run_label,
+        title=title,
+        hardware=clean(hardware),
+        engine=clean(engine),
+        launch_command=command,
+        launch=launch,
+        params=params.model_dump(exclude={"launch_command"}),
+        fingerprint=params.fingerprint(),
+        server=asdict(server),
+        environment=environment,
+        prefill_in_warmup=prefill_in_warmup,
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        source="toolkit",
+    )

@@ -36,7 +36,8 @@ from toolkit.method.contexts import format_context
 from toolkit.method.disturbed import disturbed_count_text
 from toolkit.method.overhead import matrix_overhead, overhead_line
 from toolkit.params import ParamsError, RunParams
-from toolkit.results.store import RUN_FILE, ResultStore, check_writable, latest_by_key, read_json, write_json_atomic
+from toolkit.results.run_document import RunDocument
+from toolkit.results.store import ResultStore, check_writable, latest_by_key
 from toolkit.schema import Measurement
 from toolkit.servers.autogroups import protected_from_autogroups
 from toolkit.servers.gpu import GpuSampler, energy_per_token, telemetry, window_telemetry
@@ -85,7 +86,7 @@ async def _run_matrix(
         info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both,
                                     launch=launch)  # fmt: skip
         if existing is None:
-            write_json_atomic(out / RUN_FILE, info)
+            info.save(out)
         earlier = store.load()
         done = latest_by_key(earlier)
         finished = {k for k, m in done.items() if m.status != "Error"}
@@ -96,7 +97,7 @@ async def _run_matrix(
         shielded = protected_from_autogroups(params.base_url, say) if todo else nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with shielded, gpus as gpu_sampler, frozen_heap():  # no full GC pass stalls the loop while it measures
-                runner = _Runner(params, server, info["run_id"], api, client, store, earlier, gpu_sampler)
+                runner = _Runner(params, server, info.run_id or "", api, client, store, earlier, gpu_sampler)
                 bar = progress_bar(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
                                    desc=params.run_label, unit="cell", disable=not progress)  # fmt: skip
                 for key in todo:
@@ -107,7 +108,7 @@ async def _run_matrix(
                 bar.close()
     latest = list(latest_by_key(store.load()).values())
     if (spent := matrix_overhead(m.to_dict() for m in latest)) is not None:
-        write_json_atomic(out / RUN_FILE, {**read_json(out / RUN_FILE), "overhead": spent})
+        RunDocument.load(out).model_copy(update={"overhead": spent}).save(out)
         if progress:
             tqdm.write(f"overhead: {overhead_line(spent)}", file=sys.stderr)
     if disturbed := disturbed_count_text(m.disturbed for m in latest):  # said as each cell's warning is
