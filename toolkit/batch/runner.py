@@ -218,6 +218,16 @@ def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: B
             shown = outcome["state"] + (f": {outcome['error']}" if outcome.get("error") else "")
             progress.end(slot, variant.label, f"{shown} ({outcome.get('duration_s', 0):g} s)")
 
+    if jobs == 1:
+        worker(0)
+        return
+    _in_threads(worker, min(jobs, len(todo)), stopping, on_stop)
+
+
+def _in_threads(worker: Callable[[int], None], slots: int, stopping: threading.Event,
+                on_stop: Callable[[], None] | None) -> None:  # fmt: skip
+    """`worker(slot)` in `slots` threads, waited for; interrupted: `stopping` set, `on_stop` called, and the threads
+    waited for a bounded time."""
     # One release per thread that ended. Not Thread.join: in CPython 3.11 a join that Ctrl-C interrupted marks the
     # thread ended though it still runs.
     ended = threading.Semaphore(0)
@@ -228,11 +238,8 @@ def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: B
         finally:
             ended.release()
 
-    if jobs == 1:
-        worker(0)
-        return
     threads = [threading.Thread(target=slot_thread, args=(slot,), name=f"batch-{slot}", daemon=True)
-               for slot in range(min(jobs, len(todo)))]  # fmt: skip
+               for slot in range(slots)]  # fmt: skip
     for thread in threads:
         thread.start()
     try:
