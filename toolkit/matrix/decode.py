@@ -7,6 +7,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 
 from toolkit.loadgen.client import Endpoint, StreamClient, StreamResult, build_request
 from toolkit.matrix.prometheus import PREEMPTIONS, PREFIX_HITS, PROMPT_TOKENS, MetricsSnapshot, delta
@@ -194,40 +195,47 @@ async def measure_decode_cell(
         ]
         gate = await _wait_ready(streams, sampler, n, failed, spec.readiness_timeout_s)
         readiness_s = time.perf_counter() - wall0
+        judge = partial(judge_window, samples=sampler.samples, concurrency=n, duration_s=spec.duration_s,
+                        readiness_queued=gate.queued, use_metrics=use_metrics)  # fmt: skip
         for attempt in range(1, retries + 2):
             edges = await _measure_window(api, spec.duration_s, failed, use_metrics)
             windows.append((edges.start, edges.end))
             windows_s += edges.after_received - edges.start
             results = [r for s in streams for r in s]
-            fields = judge_window(results, edges, sampler.samples, concurrency=n, duration_s=spec.duration_s,
-                                  readiness_queued=gate.queued, use_metrics=use_metrics,
-                                  error=next((r.error for r in results if r.error), None))  # fmt: skip
-            if not fields["disturbed"] or attempt > retries or failed.is_set():
+            verdict = judge(results, edges, error=next((r.error for r in results if r.error), None))
+            if not verdict.disturbed or attempt > retries or failed.is_set():
                 break
             retries_s += edges.after_received - edges.start
             if on_disturbed is not None:
-                on_disturbed(fields["disturbed"], attempt)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    drain_start = time.perf_counter()
-    drained = await drain(api, spec.drain_timeout_s, use_metrics)
-    drain_s = time.perf_counter() - drain_start
+                on_disturbed(verdict.disturbed, attempt)
+        await _cancel(tasks)
+    drained, drain_s = await _timed_drain(api, spec.drain_timeout_s, use_metrics)
     after_cell = await api.metrics_or_none() if use_metrics else None
-    if fields["error"] is None and not drained:
-        undrained = f"server did not drain within {spec.drain_timeout_s:g} s after the cell"
-        fields = judge_window(results, edges, sampler.samples, concurrency=n, duration_s=spec.duration_s,
-                              readiness_queued=gate.queued, use_metrics=use_metrics, error=undrained)  # fmt: skip
+    if verdict.error is None and not drained:
+        verdict = judge(results, edges, error=f"server did not drain within {spec.drain_timeout_s:g} s after the cell")
     times = CellTimes(readiness_s, windows_s, retries_s, drain_s, time.perf_counter() - wall0)
     trace = CellTrace(streams, sampler.samples, windows)
     return Measurement(
-        phase="decode", context_tokens=context_tokens, context=context, concurrency=n, **fields,
+        phase="decode", context_tokens=context_tokens, context=context, concurrency=n, **verdict.measurement_fields(),
         cached_tokens=_int(delta(before_cell, after_cell, PREFIX_HITS)),
         preemptions=_int(delta(before_cell, after_cell, PREEMPTIONS)),
         server_prompt_tokens=_int(delta(before_cell, after_cell, PROMPT_TOKENS)),
         kv_usage_peak=sampler.samples.kv_usage_peak, readiness_queued=gate.queued or None,
         attempts=attempt, **asdict(times),
     ), trace  # fmt: skip
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _timed_drain(api: ServerAPI, timeout_s: float, use_metrics: bool) -> tuple[bool, float]:
+    """Whether the server drained (toolkit.matrix.decode.drain), and the seconds it took."""
+    started = time.perf_counter()
+    drained = await drain(api, timeout_s, use_metrics)
+    return drained, time.perf_counter() - started
 
 
 def _int(value: float | None) -> int | None:

@@ -1,9 +1,9 @@
-"""A decode window judged: every Measurement field of the window from what the client saw and the server's
-samples and counters (pure; docs/METHOD.md)."""
+"""A decode window judged: its status and numbers from what the client saw and the server's samples and counters
+(pure; docs/METHOD.md), as a typed WindowVerdict whose fields are the Measurement's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from toolkit.loadgen.client import StreamResult
@@ -19,8 +19,10 @@ from toolkit.matrix.prometheus import (
     mean_delta,
 )
 from toolkit.matrix.sampler import Samples, loop_lag_ms, max_sample_gap_s
+from toolkit.method.spread import Interval
 from toolkit.method.status import decode_status, decode_status_client_only, disturbance
 from toolkit.method.window import active_at, longest_silence_s, summarize_window, tokens_between, window_spread
+from toolkit.schema import Status
 
 SATURATION_LAG_MS = 20.0  # event-loop lag p99 above this: the client, not the server, set the pace
 SATURATION_CPU_PCT = 90.0
@@ -41,16 +43,105 @@ class WindowEdges:
     cpu_pct: float
 
 
-def speculation(before: MetricsSnapshot | None, after: MetricsSnapshot | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding between the window's scrapes; every field None when the server exports no counters."""
+
+    spec_drafts: int | None = None
+    spec_draft_tokens: int | None = None
+    spec_accepted_tokens: int | None = None
+    spec_acceptance_rate: float | None = None  # accepted / drafted tokens
+    spec_mean_accepted_len: float | None = None  # tokens per draft step: 1 + accepted / drafts
+
+
+def speculation(before: MetricsSnapshot | None, after: MetricsSnapshot | None) -> Speculation:
     """Drafts, drafted and accepted tokens between two scrapes, the acceptance rate and mean accepted length;
-    empty when the server exports no speculative-decoding counters (the fields stay None, not zero)."""
+    all None when the server exports no speculative-decoding counters (not zero)."""
     drafts, drafted = delta(before, after, SPEC_DRAFTS), delta(before, after, SPEC_DRAFT_TOKENS)
     accepted = delta(before, after, SPEC_ACCEPTED_TOKENS)
     if drafts is None or drafted is None or accepted is None:
-        return {}
-    return {"spec_drafts": int(drafts), "spec_draft_tokens": int(drafted), "spec_accepted_tokens": int(accepted),
-            "spec_acceptance_rate": accepted / drafted if drafted else None,
-            "spec_mean_accepted_len": 1 + accepted / drafts if drafts else None}  # fmt: skip
+        return Speculation()
+    return Speculation(int(drafts), int(drafted), int(accepted), accepted / drafted if drafted else None,
+                       1 + accepted / drafts if drafts else None)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ServerCounters:
+    """The server's own counts between the window's scrapes, and the client's tokens that bracket them."""
+
+    server_output_tokens: int | None = None  # vllm:generation_tokens_total delta
+    client_tokens_server_interval: int | None = None  # the client's tokens between the scrapes' midpoints
+    client_tokens_min: int | None = None  # ... between their inner edges
+    client_tokens_max: int | None = None  # ... between their outer edges
+    server_tbt_ms: float | None = None  # mean inter-token latency on the engine's clock
+
+
+def server_counters(results: list[StreamResult], edges: WindowEdges) -> ServerCounters:
+    """What the server counted between the edge scrapes, beside the client's tokens over the same interval."""
+    itl = mean_delta(edges.before, edges.after, ITL_SUM, ITL_COUNT)
+    server_tbt_ms = None if itl is None else itl * 1000
+    gen = delta(edges.before, edges.after, GENERATION_TOKENS)
+    if gen is None:
+        return ServerCounters(server_tbt_ms=server_tbt_ms)
+    # The server's counters were read somewhere inside each scrape; compare like with like.
+    before, after = (edges.before_sent + edges.before_received) / 2, (edges.after_sent + edges.after_received) / 2
+    midpoint = sum(tokens_between(r, before, after) for r in results)
+    # When the server read its counter inside each scrape is unknown, so its interval lies between the inner
+    # (received..sent) and the outer (sent..received) one: the client's tokens in those two bracket its count.
+    inner = sum(tokens_between(r, edges.before_received, edges.after_sent) for r in results)
+    outer = sum(tokens_between(r, edges.before_sent, edges.after_received) for r in results)
+    return ServerCounters(int(gen), midpoint, inner, outer, server_tbt_ms)
+
+
+@dataclass(frozen=True)
+class WindowVerdict:
+    """A judged decode window: its status and every Measurement field the window fills (same names)."""
+
+    status: Status
+    error: str | None
+    disturbed: str | None  # why the window cannot be trusted (a pause)
+    total_tok_s: float | None
+    per_request_tok_s: float | None
+    ttft_ms: float | None
+    tbt_ms: float | None
+    completed: int | None
+    output_tokens: int | None
+    measured_s: float | None
+    prompt_tokens: int | None
+    ttft_p90_ms: float | None
+    ttft_p99_ms: float | None
+    tbt_p90_ms: float | None
+    tbt_p99_ms: float | None
+    per_request_tok_s_p10: float | None
+    total_tok_s_ci: float | None
+    per_request_tok_s_ci: float | None
+    tbt_ms_ci: float | None
+    sub_windows: int | None
+    avg_active: float | None
+    client_avg_active: float | None
+    concurrency_held: float | None
+    max_waiting: int | None
+    waiting_fraction: float | None
+    status_basis: str | None
+    tokens_per_chunk: float | None
+    requests_started: int
+    client_saturated: bool
+    loop_lag_p99_ms: float | None
+    loop_lag_max_ms: float | None
+    longest_silence_s: float | None
+    max_sample_gap_s: float | None
+    client_cpu_pct: float
+    counters: ServerCounters
+    speculation: Speculation
+
+    def measurement_fields(self) -> dict[str, Any]:
+        """The verdict as Measurement keyword arguments (the counters and speculation flattened)."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("counters", "speculation")}
+        return own | asdict(self.counters) | asdict(self.speculation)
+
+
+def _half(interval: Interval | None) -> float | None:
+    return None if interval is None else interval.half_width
 
 
 def judge_window(
@@ -63,21 +154,12 @@ def judge_window(
     readiness_queued: bool,
     use_metrics: bool,
     error: str | None,
-) -> dict[str, Any]:
-    """Every Measurement field of a decode window from what the client saw and the server's samples (pure)."""
+) -> WindowVerdict:
+    """The verdict on a decode window from what the client saw and the server's samples (pure)."""
     start, end = edges.start, edges.end
     requests_started = len(results)  # by the whole cell, ramp included
     results = [r for r in results if r.ended is None or r.ended > start]  # the requests alive in the window
     window = summarize_window(results, start, end, samples.times)
-    # The server's counters were read somewhere inside each scrape; compare like with like.
-    midpoint_tokens = sum(
-        tokens_between(r, (edges.before_sent + edges.before_received) / 2,
-                       (edges.after_sent + edges.after_received) / 2) for r in results
-    )  # fmt: skip
-    # When the server read its counter inside each scrape is unknown, so its interval lies between the inner
-    # (received..sent) and the outer (sent..received) one: the client's tokens in those two bracket its count.
-    outer = sum(tokens_between(r, edges.before_sent, edges.after_received) for r in results)
-    inner = sum(tokens_between(r, edges.before_received, edges.after_sent) for r in results)
     lag = loop_lag_ms(samples, start, end, 99)
     # A block that outlasts the window shows in the first probe after it, up to when the "after" scrape returned.
     lag_max = loop_lag_ms(samples, start, edges.after_received, 100)
@@ -99,52 +181,26 @@ def judge_window(
     else:
         active = [active_at(results, t) for t in samples.times if start <= t <= end]
         status, extras = decode_status_client_only(concurrency, error, readiness_queued, active)
-    extras.setdefault("client_avg_active", window.client_avg_active)
-    gen = delta(edges.before, edges.after, GENERATION_TOKENS)
-    itl = mean_delta(edges.before, edges.after, ITL_SUM, ITL_COUNT)
     ok = status != "Error"
     spread = window_spread(results, start, end) if ok else None
-    spec = speculation(edges.before, edges.after)
-    half = lambda x: None if x is None else x.half_width  # noqa: E731
-    return {
-        "status": status,
-        "total_tok_s": window.total_tok_s if ok else None,
-        "per_request_tok_s": window.per_request_tok_s if ok else None,
-        "ttft_ms": window.ttft_ms if ok else None,
-        "tbt_ms": window.tbt_ms if ok else None,
-        "avg_active": extras.get("avg_active"),
-        "completed": window.completed,
-        "output_tokens": window.output_tokens,
-        "measured_s": window.measured_s,
-        "prompt_tokens": next((r.prompt_tokens for r in results if r.prompt_tokens), None),
-        "ttft_p90_ms": window.ttft_p90_ms,
-        "ttft_p99_ms": window.ttft_p99_ms,
-        "tbt_p90_ms": window.tbt_p90_ms,
-        "tbt_p99_ms": window.tbt_p99_ms,
-        "per_request_tok_s_p10": window.per_request_tok_s_p10,
-        "total_tok_s_ci": spread and half(spread.total_tok_s),
-        "per_request_tok_s_ci": spread and half(spread.per_request_tok_s),
-        "tbt_ms_ci": spread and half(spread.tbt_ms),
-        "sub_windows": spread and spread.sub_windows,
-        "client_avg_active": extras.get("client_avg_active"),
-        "concurrency_held": extras.get("concurrency_held"),
-        "tokens_per_chunk": window.tokens_per_chunk,
-        "requests_started": requests_started,
-        "server_output_tokens": None if gen is None else int(gen),
-        "client_tokens_server_interval": midpoint_tokens if gen is not None else None,
-        "client_tokens_min": inner if gen is not None else None,
-        "client_tokens_max": outer if gen is not None else None,
-        "server_tbt_ms": None if itl is None else itl * 1000,
-        **spec,
-        "max_waiting": extras.get("max_waiting"),
-        "waiting_fraction": extras.get("waiting_fraction"),
-        "status_basis": extras.get("status_basis"),
-        "client_saturated": (lag is not None and lag > SATURATION_LAG_MS) or edges.cpu_pct > SATURATION_CPU_PCT,
-        "loop_lag_p99_ms": lag,
-        "loop_lag_max_ms": lag_max,
-        "longest_silence_s": silence,
-        "disturbed": disturbed if ok or empty else None,
-        "max_sample_gap_s": sample_gap,
-        "client_cpu_pct": edges.cpu_pct,
-        "error": error,
-    }
+    total_ci, per_request_ci, tbt_ci = (_half(spread.total_tok_s), _half(spread.per_request_tok_s),
+                                        _half(spread.tbt_ms)) if spread else (None, None, None)  # fmt: skip
+    return WindowVerdict(
+        status=status, error=error, disturbed=disturbed if ok or empty else None,
+        total_tok_s=window.total_tok_s if ok else None, per_request_tok_s=window.per_request_tok_s if ok else None,
+        ttft_ms=window.ttft_ms if ok else None, tbt_ms=window.tbt_ms if ok else None,
+        completed=window.completed, output_tokens=window.output_tokens, measured_s=window.measured_s,
+        prompt_tokens=next((r.prompt_tokens for r in results if r.prompt_tokens), None),
+        ttft_p90_ms=window.ttft_p90_ms, ttft_p99_ms=window.ttft_p99_ms, tbt_p90_ms=window.tbt_p90_ms,
+        tbt_p99_ms=window.tbt_p99_ms, per_request_tok_s_p10=window.per_request_tok_s_p10,
+        total_tok_s_ci=total_ci, per_request_tok_s_ci=per_request_ci, tbt_ms_ci=tbt_ci,
+        sub_windows=spread.sub_windows if spread else None, avg_active=extras.get("avg_active"),
+        client_avg_active=extras.get("client_avg_active", window.client_avg_active),
+        concurrency_held=extras.get("concurrency_held"), max_waiting=extras.get("max_waiting"),
+        waiting_fraction=extras.get("waiting_fraction"), status_basis=extras.get("status_basis"),
+        tokens_per_chunk=window.tokens_per_chunk, requests_started=requests_started,
+        client_saturated=(lag is not None and lag > SATURATION_LAG_MS) or edges.cpu_pct > SATURATION_CPU_PCT,
+        loop_lag_p99_ms=lag, loop_lag_max_ms=lag_max, longest_silence_s=silence, max_sample_gap_s=sample_gap,
+        client_cpu_pct=edges.cpu_pct, counters=server_counters(results, edges),
+        speculation=speculation(edges.before, edges.after),
+    )  # fmt: skip
