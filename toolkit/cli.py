@@ -10,11 +10,9 @@ from typing import TYPE_CHECKING, NoReturn
 
 from toolkit.api_keys import api_key_from_env, redact
 from toolkit.errors import ParamsError, ReportFormatError, RunRefused, ToolkitError
-from toolkit.servers.managed import ManagedServer, exit_description
 
 if TYPE_CHECKING:
-    from toolkit.matrix.discovery import ServerInfo
-    from toolkit.params import RunParams, ServerSpec
+    from toolkit.jupyter.pipeline import RunResult
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -62,70 +60,39 @@ def _run(args: argparse.Namespace) -> int:
     api_key = api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     found = None
     if spec is None:
-        found = preflight(params)  # bad input fails here, before any load is sent
+        found = preflight(params)  # bad input fails here, before any load is sent or a folder made
     else:
         check_command(spec, api_key)
-    if args.out:  # one run at a time writes into a folder: the lock is held until the reports are written
-        with hold(Path(args.out)):
-            return _run_in(Path(args.out), args.resume, params, spec, found)
-    from toolkit.jupyter.execute import new_run_dir
-
-    out = new_run_dir(args.outputs, params.run_label)
-    with hold(out):
-        return _run_in(out, False, params, spec, found)
-
-
-def _run_in(out: Path, resume: bool, params: RunParams, spec: ServerSpec | None, found: ServerInfo | None) -> int:
-    """`toolkit run` into `out`, whose lock is held: a resumed run must continue the same server."""
-    from toolkit.matrix.run_folder import check_resume, open_run
-    from toolkit.matrix.runner import preflight
-    from toolkit.servers.launch import launched_server
-
-    if resume:  # before a launch: the parameters and the command; without one: the server found too
-        check_resume(out, params, spec, found)
+    if args.out:
+        out, resume = Path(args.out), args.resume
     else:
-        open_run(out, params, resume=False)  # refuses a folder that holds a run
-    from toolkit.jupyter.execute import run_notebooks  # papermill and nbconvert: a second to load
-    from toolkit.results.store import check_writable
+        from toolkit.jupyter.execute import new_run_dir
 
-    check_writable(out)  # before any load: a folder we cannot write would lose every measurement
+        out, resume = new_run_dir(args.outputs, params.run_label), False
+    from toolkit.jupyter.pipeline import run_one  # papermill and nbconvert: a second to load
 
-    if spec is None:
-        paths = run_notebooks(params, out)
-    else:  # one launch for the whole run: both notebooks measure it, the reports are written after
-        print(f"server: launching {spec.command[0]} (log: {spec.log_file or out / 'server.log'}) ...", flush=True)
-        with launched_server(spec, params, out) as server:
-            print(f"server: {server.base_url} healthy", flush=True)
-            try:
-                info = preflight(params)
-                if resume:
-                    check_resume(out, params, spec, info)
-                paths = run_notebooks(params, out)
-            except Exception:
-                if died := _server_died(server):  # said before the notebook's own error
-                    _error(died)
-                raise
-            died = _server_died(server)
-        if died:
-            _error(died)
-            return 1
-    for name, path in paths.items():
-        print(f"{name}: {path}")
+    with hold(out):  # one run at a time writes into a folder: the lock is held until the reports are written
+        result = run_one(params, out, server=spec, resume=resume, found=found)
+    return _reported(result)
+
+
+def _reported(result: RunResult, heading: str | None = None) -> int:
+    """Print the reports' paths, or the line saying that the launched server died (exit status 1)."""
+    if result.server_died:
+        _error(result.server_died)
+        return 1
+    if heading:
+        print(f"\n{heading}:")
+    for name, path in result.paths.items():
+        print(f"{'  ' if heading else ''}{name}: {path}")
     return 0
-
-
-def _server_died(server: ManagedServer) -> str | None:
-    """A line saying that the launched server ended during the run, or None."""
-    if (code := server.exit_code) is None:
-        return None
-    return (f"the server {exit_description(code)} during the run (log: {server.log_path}); finished "
-            "measurements are kept, its cells are Error; rerun with --resume")  # fmt: skip
 
 
 def _import_report(args: argparse.Namespace) -> int:
     from toolkit.results.imported_reports import import_report_file
+    from toolkit.results.run_document import RunDocument
     from toolkit.results.runs import RESULTS_CSV
-    from toolkit.results.store import RESULTS_FILE, RUN_FILE, read_json, to_dataframe, write_json_atomic
+    from toolkit.results.store import RESULTS_FILE, RUN_FILE, to_dataframe
 
     source, out = Path(args.file), Path(args.out)
     try:
@@ -134,12 +101,12 @@ def _import_report(args: argparse.Namespace) -> int:
         raise ParamsError(f"{source}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ReportFormatError(f"{source}: not a UTF-8 text report") from None
-    existing = read_json(out / RUN_FILE) if (out / RUN_FILE).exists() else {"source": "imported"}
-    if (out / RESULTS_FILE).exists() or existing.get("source") != "imported":  # re-importing is fine
+    existing = RunDocument.load(out).source if (out / RUN_FILE).exists() else "imported"
+    if (out / RESULTS_FILE).exists() or existing != "imported":  # re-importing is fine
         raise RunRefused(f"out: {out} already holds a measured run; choose another folder")
     out.mkdir(parents=True, exist_ok=True)
     to_dataframe(report.measurements).to_csv(out / RESULTS_CSV, index=False)
-    write_json_atomic(out / RUN_FILE, {**report.run_info, "source_file": source.name})
+    RunDocument.model_validate({**report.run_info, "source_file": source.name}).save(out)
     print(f"{len(report.measurements)} measurements: {out / RESULTS_CSV}, {out / RUN_FILE}")
     if args.report:
         from toolkit.jupyter.execute import write_reports
@@ -167,22 +134,19 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from toolkit.jupyter.execute import new_run_dir, run_notebooks
-    from toolkit.matrix.runner import preflight
+    from toolkit.jupyter.execute import new_run_dir
+    from toolkit.jupyter.pipeline import run_one
+    from toolkit.matrix.run_folder import hold
     from toolkit.params import load_params
-    from toolkit.servers.embedded.server import launched_embedded
+    from toolkit.servers.embedded.server import embedded_launch
 
     params = load_params(args.params)
-    out = new_run_dir(args.outputs, params.run_label)
     print("starting the embedded vLLM (about a minute) ...", flush=True)
-    with launched_embedded(params, out) as params:  # launched, recorded and stopped as a server: block would be
-        print(f"server: {params.base_url} (log: {out / 'server.log'})", flush=True)
-        preflight(params)
-        paths = run_notebooks(params, out)
-    print("\nreport:")
-    for name, path in paths.items():
-        print(f"  {name}: {path}")
-    return 0
+    params, spec = embedded_launch(params)  # launched, recorded and stopped as a server: block would be
+    out = new_run_dir(args.outputs, params.run_label)
+    with hold(out):
+        result = run_one(params, out, server=spec)
+    return _reported(result, heading="report")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -16,6 +16,7 @@ from toolkit.matrix import decode
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
 from toolkit.reports.tables import THROTTLED_MARK, THROTTLED_NOTE, report_markdown
+from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE, to_dataframe
 from toolkit.servers.gpu import NO_TELEMETRY, SW_THERMAL_SLOWDOWN
 
@@ -80,4 +81,4 @@ def test_without_nvml_the_run_says_so_once_and_completes(
     assert all(m.gpu_throttled is None and m.gpu_power_w is None and m.joules_per_token is None for m in decode_cells)
     run = json.loads((tmp_path / RUN_FILE).read_text())
     assert run["hardware"]["GPU"] == "none" and run["environment"]["gpus"]["devices"] == []
-    assert run["run"]["Server"] == f"found running at {server.base_url}"
+    assert RunDocument.model_validate(run).run_block()["Server"] == f"found running at {server.base_url}"

@@ -29,6 +29,7 @@ from tests.processes import assert_group_gone
 from toolkit.jupyter.execute import declared_parameters
 from toolkit.matrix.run_folder import LOCK_FILE
 from toolkit.results.local_paths import public_paths
+from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RESULTS_FILE, RUN_FILE
 from toolkit.servers.embedded.server import free_port
 from toolkit.servers.gpu import NO_TELEMETRY
@@ -97,7 +98,8 @@ def test_run_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
     assert launched["command"] == shown
     run_json = json.loads((out / RUN_FILE).read_text())
     assert run_json["launch_command"] == shown and run_json["launch"]["launched_by_toolkit"] is True
-    assert run_json["run"]["Server"] == "launched by the toolkit"
+    assert "run" not in run_json  # display strings are computed when shown, not stored
+    assert RunDocument.load(out).run_block()["Server"] == "launched by the toolkit"
     assert f"```\n{shown}\n```" in (out / "report.md").read_text()
     assert shown.replace("<", "&lt;").replace(">", "&gt;") in (out / "report.html").read_text()
     statuses = {key(r): r["status"] for r in results(out)}

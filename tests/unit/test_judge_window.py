@@ -1,14 +1,17 @@
-"""A decode window's Measurement fields from synthetic token events and server samples (the pure half of
-toolkit/matrix/decode.py; the other half does the streaming and the scrapes)."""
+"""A decode window's verdict (toolkit/matrix/verdict.py, the Measurement fields it fills) from synthetic token
+events and server samples: the pure half of a decode cell (toolkit/matrix/decode.py streams and scrapes)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from toolkit.loadgen.client import StreamResult
-from toolkit.matrix.decode import WindowEdges, judge_window
 from toolkit.matrix.prometheus import MetricsSnapshot
 from toolkit.matrix.sampler import Samples
+from toolkit.matrix.verdict import Speculation, WindowEdges, WindowVerdict, judge_window
+from toolkit.schema import COLUMNS, Measurement
 
 
 def snapshot(generated: float, itl_sum: float = 0.0, itl_count: float = 0.0) -> MetricsSnapshot:
@@ -37,10 +40,15 @@ def samples(running: int, waiting: int = 0) -> Samples:
                    loop_lag_s=[0.001] * len(lags))  # fmt: skip
 
 
-def judge(results: list[StreamResult], window: WindowEdges, server: Samples, **kwargs: object) -> dict:
+def verdict(results: list[StreamResult], window: WindowEdges, server: Samples, **kwargs: object) -> WindowVerdict:
     defaults = {"concurrency": len(results), "duration_s": 2.0, "readiness_queued": False, "use_metrics": True,
                 "error": None}  # fmt: skip
     return judge_window(results, window, server, **(defaults | kwargs))
+
+
+def judge(results: list[StreamResult], window: WindowEdges, server: Samples, **kwargs: object) -> dict[str, Any]:
+    """The verdict as the Measurement fields it fills."""
+    return verdict(results, window, server, **kwargs).measurement_fields()
 
 
 def test_two_steady_streams() -> None:
@@ -108,5 +116,15 @@ def test_speculative_decoding_counters_give_acceptance_and_mean_accepted_length(
 
 
 def test_without_speculation_counters_the_fields_are_absent_not_zero() -> None:
-    fields = judge([stream(8.9, 9.0, 0.01, 400)], edges(snapshot(1000), snapshot(1200)), samples(1))
-    assert "spec_drafts" not in fields and "spec_acceptance_rate" not in fields
+    judged = verdict([stream(8.9, 9.0, 0.01, 400)], edges(snapshot(1000), snapshot(1200)), samples(1))
+    assert judged.speculation == Speculation() and judged.speculation.spec_acceptance_rate is None
+
+
+def test_the_verdict_fills_measurement_fields_by_name_and_type() -> None:
+    results = [stream(9.0, 9.1, 0.01, 400), stream(9.0, 9.1, 0.01, 400)]
+    judged = verdict(results, edges(snapshot(1000, 0.0, 0.0), snapshot(1400, 4.0, 400.0)), samples(2))
+    assert judged.status == "Valid" and judged.counters.server_output_tokens == 400 and judged.disturbed is None
+    fields = judged.measurement_fields()
+    assert set(fields) <= set(COLUMNS) and "counters" not in fields and "speculation" not in fields
+    m = Measurement(phase="decode", context_tokens=64, context="64", concurrency=2, **fields)
+    assert m.total_tok_s == judged.total_tok_s and m.server_tbt_ms == judged.counters.server_tbt_ms

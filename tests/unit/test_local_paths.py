@@ -51,13 +51,13 @@ def test_the_shown_launch_command_has_no_local_path() -> None:
 
 
 def test_a_given_launch_command_loses_its_local_paths_in_run_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolkit.matrix import runner
+    from toolkit.matrix import environment
     from toolkit.matrix.discovery import ServerInfo
     from toolkit.params import make_params
 
-    monkeypatch.setattr(runner, "environment_info", lambda: {"machine": {}, "gpus": []})
-    monkeypatch.setattr(runner, "served_here", lambda base_url, launched: False)
+    monkeypatch.setattr(environment, "environment_info", lambda: {"machine": {}, "gpus": []})
+    monkeypatch.setattr(environment, "served_here", lambda base_url, launched: False)
     params = make_params({"launch_command": f"{REPO_ROOT}/.venv-vllm/bin/vllm serve {Path.home()}/models/m"})
     server = ServerInfo("http://127.0.0.1:8000", "m", 4096, None, None, "none", None, None, True)
-    info = runner.run_info(params, server, "run1", None)
-    assert info["launch_command"] == ".venv-vllm/bin/vllm serve ~/models/m"
+    info = environment.run_info(params, server, "run1", None)
+    assert info.launch_command == ".venv-vllm/bin/vllm serve ~/models/m"

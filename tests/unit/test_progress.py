@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from toolkit.matrix.runner import progress_front_end
+from toolkit.matrix.progress import progress_front_end
 
 
 class ZMQInteractiveShell:  # the name IPython's kernel shell has

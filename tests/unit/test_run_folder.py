@@ -12,6 +12,7 @@ import pytest
 
 from toolkit.matrix.discovery import ServerInfo
 from toolkit.matrix.run_folder import LOCK_FILE, RunRefused, hold, server_differences
+from toolkit.results.run_document import RunDocument
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -75,7 +76,9 @@ def test_another_process_is_refused_naming_the_holder_and_its_children_are_not(t
 SERVER = ServerInfo(base_url="http://127.0.0.1:8000", model="m", max_model_len=4096, version="0.10",
                     kv_budget_tokens=8192, kv_budget_source="metrics", block_size=16, prefix_caching=True,
                     metrics_available=True)  # fmt: skip
-RECORDED = {"server": {"model": "m", "max_model_len": 4096, "kv_budget_tokens": 8192}, "launch_command": "vllm serve m"}
+RECORDED = RunDocument(
+    server={"model": "m", "max_model_len": 4096, "kv_budget_tokens": 8192}, launch_command="vllm serve m"
+)
 
 
 @pytest.mark.parametrize(
@@ -95,6 +98,6 @@ def test_what_a_resumed_run_compares(server: ServerInfo | None, command: str, ex
 
 
 def test_the_port_in_a_launch_command_is_not_a_difference() -> None:
-    recorded = {"launch_command": "python -m vllm --model m --port 41001 --max-model-len 4096"}
+    recorded = RunDocument(launch_command="python -m vllm --model m --port 41001 --max-model-len 4096")
     assert server_differences(recorded, None, "python -m vllm --model m --port 52777 --max-model-len 4096") == ""
     assert server_differences(recorded, None, "python -m vllm --model m --port=52777 --max-model-len 8192") != ""

@@ -140,7 +140,7 @@ def run_in_worker(
     """
     import ray
 
-    from toolkit.batch.runner import run_variant
+    from toolkit.batch.variant import run_variant
 
     work = Path(tempfile.mkdtemp(prefix="toolkit-batch-"))
     try:

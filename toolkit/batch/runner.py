@@ -8,13 +8,10 @@ error and the batch goes on. Then index.html / index.md (toolkit.batch.index) an
 
 from __future__ import annotations
 
-import os
 import queue
-import socket
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,132 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.api_keys import SecretError, api_key_from_env, env_secret, redact
 from toolkit.batch.progress import BatchProgress
+from toolkit.batch.state import DONE, FAILED, INTERRUPTED, RUNNING, STATE_FILE, BatchState, now
 from toolkit.batch.sweep import Variant
+from toolkit.batch.variant import ERROR_FILE, one_line_error, run_variant
 from toolkit.errors import ParamsError, RunRefused
-from toolkit.results.store import RUN_FILE, check_writable, read_json, write_json_atomic
+from toolkit.results.store import RUN_FILE, check_writable
 
 if TYPE_CHECKING:
     from toolkit.batch.ray_runner import RayTasks
 
-STATE_FILE = "batch.json"
-ERROR_FILE = "error.txt"  # a failed variant's traceback, beside its results
+__all__ = ["ERROR_FILE", "STATE_FILE", "BatchState", "main", "one_line_error", "run_batch", "run_variant"]
+
 RUN_LOG = "run.log"
 COMPARE_DIR = "compare"
 STOP_WAIT_S = 15.0  # how long an interrupted batch waits for its threads to see their variants end
-DONE, FAILED, RUNNING, PENDING, INTERRUPTED = "done", "failed", "running", "pending", "interrupted"
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-class BatchState:
-    """batch.json: the batch's variants in order and each one's state, rewritten atomically on every change."""
-
-    def __init__(self, out: Path, labels: Sequence[str], sweep: str, ray: str | None) -> None:
-        self.path = out / STATE_FILE
-        self._lock = threading.Lock()
-        earlier = read_json(self.path) if self.path.exists() else {}
-        variants = earlier.get("variants", {})
-        self.data: dict[str, Any] = {
-            "sweep": sweep, "started_at": earlier.get("started_at", _now()), "driver_pid": os.getpid(),
-            "driver_host": socket.gethostname(), "ray": ray, "labels": list(labels),
-            "variants": {label: variants.get(label, {"state": PENDING}) for label in labels},
-        }  # fmt: skip
-        self._write()
-
-    def _write(self) -> None:
-        self.data["updated_at"] = _now()
-        write_json_atomic(self.path, self.data)
-
-    def update(self, label: str, **fields: Any) -> None:
-        with self._lock:
-            self.data["variants"][label] = {**self.data["variants"][label], **fields}
-            self._write()
-
-    def set(self, **fields: Any) -> None:
-        """Batch-wide fields (the comparison's outcome)."""
-        with self._lock:
-            self.data.update(fields)
-            self._write()
-
-    def variant(self, label: str) -> dict[str, Any]:
-        return dict(self.data["variants"][label])
-
-
-def one_line_error(exc: BaseException, secret: str | None = None) -> str:
-    """Why a variant failed, in one line (the notebook cell, the server's reason, or the exception)."""
-    from papermill.exceptions import PapermillExecutionError
-
-    from toolkit.servers.managed import ServerError
-
-    if isinstance(exc, PapermillExecutionError):
-        text = f"notebook cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}"
-    elif isinstance(exc, ServerError):
-        text = exc.reason
-    elif isinstance(exc, ValueError):  # ParamsError, RunRefused ...: already "field: what is wrong"
-        text = str(exc)
-    else:
-        text = f"{type(exc).__name__}: {exc}"
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return redact(first, secret)[:500]
-
-
-def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
-    """One variant as `toolkit run` does it (preflight, notebooks, reports; its server launched if it has a block).
-
-    Returns the outcome (state, error, pid, host, times); a failure is an outcome, not an exception.
-    """
-    from toolkit.jupyter.execute import run_notebooks
-    from toolkit.matrix.run_folder import check_resume, hold
-    from toolkit.matrix.runner import preflight
-
-    started, clock = _now(), time.monotonic()
-    secret = env_secret(variant.params.api_key_env)  # for redaction; the run checks the key before use
-    error: str | None = None
-    (out / ERROR_FILE).unlink(missing_ok=True)
-    try:
-        if not resume and (out / RUN_FILE).exists():
-            raise ValueError(f"out: {out} already holds a run; pass --resume to continue it")
-        with hold(out):
-            if variant.server is None:
-                found = preflight(variant.params)  # bad input fails here, before any load is sent
-                if resume:
-                    check_resume(out, variant.params, None, found)
-                run_notebooks(variant.params, out)
-            else:
-                error = _run_launched(variant, out, resume)
-    except Exception as exc:
-        error = one_line_error(exc, secret)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / ERROR_FILE).write_text(redact(traceback.format_exc(), secret), encoding="utf-8")
-    return {"state": FAILED if error else DONE, "error": error, "pid": os.getpid(), "host": socket.gethostname(),
-            "started_at": started, "finished_at": _now(), "duration_s": round(time.monotonic() - clock, 1)}  # fmt: skip
-
-
-def _run_launched(variant: Variant, out: Path, resume: bool) -> str | None:
-    """Launch the variant's server, measure, stop it; a line when the server ended during the run, else None."""
-    from toolkit.jupyter.execute import run_notebooks
-    from toolkit.matrix.run_folder import check_resume
-    from toolkit.matrix.runner import preflight
-    from toolkit.servers.launch import check_command, launched_server, log_path
-    from toolkit.servers.managed import exit_description
-
-    assert variant.server is not None
-    check_command(variant.server, api_key_from_env(variant.params.api_key_env))  # a bad key: SecretError
-    if resume:
-        check_resume(out, variant.params, variant.server)  # another command: refused before the launch
-    print(f"server: launching {variant.server.command[0]} (log: {log_path(variant.server, out)}) ...", flush=True)
-    with launched_server(variant.server, variant.params, out) as server:
-        print(f"server: {server.base_url} healthy", flush=True)
-        found = preflight(variant.params)
-        if resume:
-            check_resume(out, variant.params, variant.server, found)
-        run_notebooks(variant.params, out)
-        code = server.exit_code
-    if code is None:
-        return None
-    return f"the server {exit_description(code)} during the run (log: {server.log_path}); rerun with --resume"
 
 
 def check_jobs(variants: Sequence[Variant], jobs: int, ray: bool) -> None:
@@ -323,7 +208,7 @@ def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: B
             folder = out / variant.label
             resume = (folder / RUN_FILE).exists()
             progress.begin(slot, variant.label, folder / RUN_LOG if logs else None)
-            state.update(variant.label, state=RUNNING, resumed=resume, error=None, started_at=_now(), slot=slot)
+            state.update(variant.label, state=RUNNING, resumed=resume, error=None, started_at=now(), slot=slot)
             outcome = execute(variant, folder, resume, slot)
             if stopping.is_set():
                 return
@@ -333,6 +218,16 @@ def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: B
             shown = outcome["state"] + (f": {outcome['error']}" if outcome.get("error") else "")
             progress.end(slot, variant.label, f"{shown} ({outcome.get('duration_s', 0):g} s)")
 
+    if jobs == 1:
+        worker(0)
+        return
+    _in_threads(worker, min(jobs, len(todo)), stopping, on_stop)
+
+
+def _in_threads(worker: Callable[[int], None], slots: int, stopping: threading.Event,
+                on_stop: Callable[[], None] | None) -> None:  # fmt: skip
+    """`worker(slot)` in `slots` threads, waited for; interrupted: `stopping` set, `on_stop` called, and the threads
+    waited for a bounded time."""
     # One release per thread that ended. Not Thread.join: in CPython 3.11 a join that Ctrl-C interrupted marks the
     # thread ended though it still runs.
     ended = threading.Semaphore(0)
@@ -343,11 +238,8 @@ def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: B
         finally:
             ended.release()
 
-    if jobs == 1:
-        worker(0)
-        return
     threads = [threading.Thread(target=slot_thread, args=(slot,), name=f"batch-{slot}", daemon=True)
-               for slot in range(min(jobs, len(todo)))]  # fmt: skip
+               for slot in range(slots)]  # fmt: skip
     for thread in threads:
         thread.start()
     try:
@@ -373,11 +265,11 @@ def _on_ray(tasks: RayTasks) -> Runner:
     from toolkit.batch import ray_runner as batch_ray
 
     def execute(variant: Variant, folder: Path, resume: bool, slot: int) -> dict[str, Any]:
-        started, clock = _now(), time.monotonic()
+        started, clock = now(), time.monotonic()
 
         def failed(what: str, exc: Exception) -> dict[str, Any]:
             error = f"{what}: {one_line_error(exc, env_secret(variant.params.api_key_env))}"
-            return {"state": FAILED, "error": error, "started_at": started, "finished_at": _now(),
+            return {"state": FAILED, "error": error, "started_at": started, "finished_at": now(),
                     "duration_s": round(time.monotonic() - clock, 1), "ray": True}  # fmt: skip
 
         try:

@@ -22,7 +22,8 @@ from toolkit.params import RunParams
 from toolkit.reports import compare
 from toolkit.reports import tables as report_tables
 from toolkit.results import runs
-from toolkit.results.store import RUN_FILE, read_json
+from toolkit.results.run_document import RunDocument
+from toolkit.results.store import RUN_FILE
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -164,5 +165,5 @@ def run_notebooks(params: RunParams, out_dir: Path) -> dict[str, Path]:
     for notebook in ("prefill", "decode_matrix"):
         execute(notebook, out_dir, parameters_for(notebook, parameters))
     paths = write_reports(out_dir)
-    read_json(out_dir / RUN_FILE)  # fail loudly if the run left no run.json
+    RunDocument.load(out_dir)  # fail loudly if the run left no run.json
     return paths

@@ -24,7 +24,8 @@ from toolkit.errors import RunRefused
 from toolkit.matrix.discovery import ServerInfo
 from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import public_paths
-from toolkit.results.store import RUN_FILE, read_json
+from toolkit.results.run_document import RunDocument
+from toolkit.results.store import RUN_FILE
 from toolkit.servers.launch import shown_command
 
 LOCK_FILE = ".lock"
@@ -105,20 +106,19 @@ def open_run(
     attach: bool = False,
     server: ServerInfo | None = None,
     command: str | None = None,
-) -> dict[str, Any] | None:
+) -> RunDocument | None:
     """The existing run.json when continuing, None for a fresh run; refuse mismatches in one line.
 
     `server` (the one found now) and `command` (the launch command run.json would record) are compared with
     what the run recorded, when given; a KV budget only when both are known.
     """
-    path = out_dir / RUN_FILE
-    if not path.exists():
+    if not (out_dir / RUN_FILE).exists():
         return None
-    existing = read_json(path)
+    existing = RunDocument.load(out_dir)
     if not (resume or attach):
         raise RunRefused(f"out: {out_dir} already holds a run; pass --resume to continue it or choose another folder")
-    if existing.get("fingerprint") != params.fingerprint():
-        theirs, ours = existing.get("fingerprint", {}), params.fingerprint()
+    if existing.fingerprint != params.fingerprint():
+        theirs, ours = existing.fingerprint or {}, params.fingerprint()
         diff = ", ".join(f"{k}: {theirs.get(k)!r} -> {ours[k]!r}" for k in ours if theirs.get(k) != ours[k])
         raise RunRefused(f"resume: parameters differ from the run in {out_dir} ({diff}); use a new --out")
     if diff := server_differences(existing, server, command):
@@ -155,15 +155,15 @@ def _without_port(command: str) -> str:
     return _PORT.sub(r"\1<port>", command)
 
 
-def server_differences(recorded: dict[str, Any], server: ServerInfo | None, command: str | None) -> str:
+def server_differences(recorded: RunDocument, server: ServerInfo | None, command: str | None) -> str:
     """What differs between the server a run recorded and the one found now ("" when nothing does)."""
-    theirs = recorded.get("server") or {}
+    theirs = recorded.server or {}
     pairs: list[tuple[str, Any, Any]] = []
     if server is not None:
         pairs += [("model", theirs.get("model"), server.model),
                   ("max_model_len", theirs.get("max_model_len"), server.max_model_len)]  # fmt: skip
         if None not in (theirs.get("kv_budget_tokens"), server.kv_budget_tokens):
             pairs.append(("KV budget tokens", theirs.get("kv_budget_tokens"), server.kv_budget_tokens))
-    if command is not None and _without_port(recorded.get("launch_command") or "") != _without_port(command):
-        pairs.append(("launch command", recorded.get("launch_command") or "", command))
+    if command is not None and _without_port(recorded.launch_command or "") != _without_port(command):
+        pairs.append(("launch command", recorded.launch_command or "", command))
     return ", ".join(f"{name}: {old!r} -> {new!r}" for name, old, new in pairs if old != new)

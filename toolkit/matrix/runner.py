@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import platform
 import secrets as random_ids
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -20,172 +18,33 @@ from typing import Any, TypeVar
 import httpx
 from tqdm import tqdm
 
-from toolkit import __version__
 from toolkit.api_keys import api_key_from_env, env_secret, redact
 from toolkit.errors import CellFailure
 from toolkit.loadgen.client import StreamClient, build_request
 from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
 from toolkit.matrix.discovery import ServerInfo, discover
+from toolkit.matrix.environment import run_info
 from toolkit.matrix.heap import frozen_heap
+from toolkit.matrix.plan import Phase, Plan, make_plan
 from toolkit.matrix.prefill import measure_prefill
+from toolkit.matrix.progress import progress_bar
 from toolkit.matrix.prompts import PromptError, build_prompt, marker
 from toolkit.matrix.run_folder import RunRefused, hold, launch_command, open_run
 from toolkit.matrix.server_api import ServerAPI, ServerAPIError
 from toolkit.matrix.traces import write_trace
 from toolkit.method.capacity import is_over_capacity
-from toolkit.method.contexts import check_contexts, decode_contexts, format_context, prefill_only_context
+from toolkit.method.contexts import format_context
 from toolkit.method.disturbed import disturbed_count_text
 from toolkit.method.overhead import matrix_overhead, overhead_line
 from toolkit.params import ParamsError, RunParams
-from toolkit.results.store import RUN_FILE, ResultStore, check_writable, latest_by_key, read_json, write_json_atomic
+from toolkit.results.run_document import RunDocument
+from toolkit.results.store import ResultStore, check_writable, latest_by_key
 from toolkit.schema import Measurement
 from toolkit.servers.autogroups import protected_from_autogroups
-from toolkit.servers.gpu import GpuSampler, energy_per_token, installed_gpus, telemetry, window_telemetry
+from toolkit.servers.gpu import GpuSampler, energy_per_token, telemetry, window_telemetry
 from toolkit.servers.launch import exit_note, launch_info
-from toolkit.servers.machine import hardware_block, machine_facts, served_here
 
 T = TypeVar("T")
-Phase = str
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Which measurements a run makes, in order (pure: from params and server facts)."""
-
-    decode_contexts: tuple[int, ...]
-    prefill_only_contexts: tuple[int, ...]
-    concurrency: tuple[int, ...]
-
-    def keys(self, phases: Sequence[Phase]) -> list[tuple[str, int, int]]:
-        keys: list[tuple[str, int, int]] = []
-        for ctx in self.decode_contexts:
-            if "prefill" in phases:
-                keys.append(("prefill", ctx, 1))
-            if "decode" in phases:
-                keys += [("decode", ctx, n) for n in self.concurrency]
-        if "prefill" in phases:
-            keys += [("prefill", ctx, 1) for ctx in self.prefill_only_contexts]
-        return keys
-
-
-def make_plan(params: RunParams, max_model_len: int) -> Plan:
-    """Contexts by the rules of docs/METHOD.md, or the explicit lists checked against max_model_len."""
-    if params.contexts is None:
-        decode = decode_contexts(max_model_len, params.max_output)
-    else:
-        check_contexts(params.contexts, max_model_len, params.max_output, "decode")
-        decode = list(params.contexts)
-    if params.prefill_only_contexts is None:
-        only = [] if params.contexts is not None else [prefill_only_context(max_model_len)]
-    else:
-        check_contexts(params.prefill_only_contexts, max_model_len, params.max_output, "prefill")
-        only = list(params.prefill_only_contexts)
-    only = [c for c in only if c not in decode]
-    return Plan(tuple(decode), tuple(only), tuple(params.concurrency))
-
-
-def environment_info() -> dict[str, Any]:
-    """The client's software, and this machine: OS, kernel, CPU, memory, GPUs (servers.machine, servers.gpu)."""
-    import subprocess
-
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-            cwd=Path(__file__).parent,
-        ).stdout.strip() or None  # fmt: skip
-    except OSError:
-        rev = None
-    return {"toolkit_version": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
-            "git_revision": rev, "machine": machine_facts(), "gpus": installed_gpus()}  # fmt: skip
-
-
-HARDWARE_FIELDS = ("Type", "GPU", "GPU count", "VRAM", "GPU driver", "OS", "Kernel", "CPU", "CPU cores", "Memory")
-
-
-PREFILL_MODES = {
-    True: "Measured during decode warm-up",
-    False: "Cold request per context, before the decode cells",
-}
-
-
-def run_info(
-    params: RunParams,
-    server: ServerInfo,
-    run_id: str,
-    api_key: str | None,
-    *,
-    prefill_in_warmup: bool = True,
-    launch: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """run.json: the report's descriptive blocks, server facts, parameters (no secrets), environment.
-
-    `launch` (toolkit.servers.launch.launch_info) says whether the toolkit launched the server and with what. This
-    machine's hardware fills the Hardware block only when the server runs here; the params' fields win.
-    """
-    launch = launch or {"launched_by_toolkit": False}
-    launched = bool(launch.get("launched_by_toolkit"))
-    environment = environment_info()
-    environment["server_on_this_machine"] = here = served_here(params.base_url, launched)
-    captured = hardware_block(environment["machine"], environment["gpus"]) if here else {"OS": sys.platform}
-    given = {"Type": params.hardware_type, "GPU": params.gpu, "GPU count": params.gpu_count, "VRAM": params.vram,
-             "OS": params.os}  # fmt: skip
-    merged = {**captured, **{k: v for k, v in given.items() if v is not None}}
-    hardware = {k: merged.get(k) for k in HARDWARE_FIELDS}
-    gpu_line = merged["GPU"] if merged.get("GPU") not in (None, "none") else "embedded CPU vLLM"
-    count = merged.get("GPU count")
-    title = params.title or f"{server.model} on {gpu_line}" + (f" ×{count}" if count and str(count) != "1" else "")
-    found = launch.get("engine") or {}
-    build = found.get("build") or ""
-    backend = "cpu" if build == "cpu" else "cuda" if build.startswith("CUDA") else "rocm" if build else None
-    engine = {"Engine": "vllm", "Version": server.version or found.get("version"), "Commit": found.get("commit"),
-              "Quantization": params.quantization, "Backend": params.backend or backend,
-              "Repository": "github.com/vllm-project/vllm", "Build": params.build or build}  # fmt: skip
-    run = {
-        "Served model": server.model,
-        "Revision": params.revision,
-        "Benchmark tool": f"toolkit v{__version__}",
-        "Server": "launched by the toolkit" if launched else f"found running at {params.base_url}",
-        "Decode test": "Fixed duration",
-        "Prefill mode": PREFILL_MODES[prefill_in_warmup],
-        "Time per measurement": f"{params.duration_s:g} s",
-        "Max output": f"{params.max_output:,} tokens",
-    }
-    clean = lambda d: {k: str(v) for k, v in d.items() if v not in (None, "")}  # noqa: E731
-    command = launch_command(params, launch, api_key)
-    return {
-        "run_id": run_id,
-        "run_label": params.run_label,
-        "title": title,
-        "hardware": clean(hardware),
-        "engine": clean(engine),
-        "run": clean(run),
-        "launch_command": command,
-        "launch": launch,
-        "params": params.model_dump(exclude={"launch_command"}),
-        "fingerprint": params.fingerprint(),
-        "server": {k: v for k, v in asdict(server).items()},
-        "environment": environment,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "source": "toolkit",
-    }
-
-
-def progress_front_end() -> str:
-    """ "notebook" (tqdm's widget) in an interactive Jupyter kernel; "text" on stderr elsewhere: papermill's
-    kernels get TOOLKIT_PROGRESS=text from toolkit.jupyter.execute, since their output becomes the report."""
-    if os.environ.get("TOOLKIT_PROGRESS") == "text":
-        return "text"
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return "notebook" if type(shell).__name__ == "ZMQInteractiveShell" else "text"
-
-
-def progress_bar(**kwargs: Any) -> tqdm:
-    if progress_front_end() == "notebook":
-        from tqdm.notebook import tqdm as notebook_tqdm
-
-        return notebook_tqdm(**kwargs)
-    return tqdm(file=sys.stderr, **kwargs)
 
 
 # What the server or the network can do to a cell: an Error cell that --resume redoes. Anything else is a bug
@@ -224,7 +83,7 @@ async def _run_matrix(
         info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both,
                                     launch=launch)  # fmt: skip
         if existing is None:
-            write_json_atomic(out / RUN_FILE, info)
+            info.save(out)
         earlier = store.load()
         done = latest_by_key(earlier)
         finished = {k for k, m in done.items() if m.status != "Error"}
@@ -235,7 +94,7 @@ async def _run_matrix(
         shielded = protected_from_autogroups(params.base_url, say) if todo else nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with shielded, gpus as gpu_sampler, frozen_heap():  # no full GC pass stalls the loop while it measures
-                runner = _Runner(params, server, info["run_id"], api, client, store, earlier, gpu_sampler)
+                runner = _Runner(params, server, info.run_id or "", api, client, store, earlier, gpu_sampler)
                 bar = progress_bar(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
                                    desc=params.run_label, unit="cell", disable=not progress)  # fmt: skip
                 for key in todo:
@@ -246,7 +105,7 @@ async def _run_matrix(
                 bar.close()
     latest = list(latest_by_key(store.load()).values())
     if (spent := matrix_overhead(m.to_dict() for m in latest)) is not None:
-        write_json_atomic(out / RUN_FILE, {**read_json(out / RUN_FILE), "overhead": spent})
+        RunDocument.load(out).model_copy(update={"overhead": spent}).save(out)
         if progress:
             tqdm.write(f"overhead: {overhead_line(spent)}", file=sys.stderr)
     if disturbed := disturbed_count_text(m.disturbed for m in latest):  # said as each cell's warning is

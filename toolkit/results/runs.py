@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 
 from toolkit.errors import ParamsError, ResultsError
-from toolkit.results.store import RESULTS_FILE, RUN_FILE, latest_by_key, load_measurements, read_json, to_dataframe
+from toolkit.results.run_document import RunDocument
+from toolkit.results.store import RESULTS_FILE, RUN_FILE, latest_by_key, load_measurements, to_dataframe
 from toolkit.schema import COLUMNS, Measurement
 
 __all__ = ["RESULTS_CSV", "RUN_COLUMN", "default_label", "load_run", "load_runs", "unique_labels"]
@@ -37,7 +38,7 @@ def _csv_measurements(path: Path) -> list[Measurement]:
 
 
 def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The latest record of every measurement of a run folder, and its run.json.
+    """The latest record of every measurement of a run folder, and its run.json as shown (RunDocument.shown).
 
     A measured run is read from results.jsonl; an imported report (no results.jsonl) from results.csv.
     Both give the same schema-typed DataFrame.
@@ -48,7 +49,7 @@ def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     measurements = load_measurements(folder / RESULTS_FILE)
     if not measurements and (folder / RESULTS_CSV).exists():
         measurements = _csv_measurements(folder / RESULTS_CSV)
-    return to_dataframe(list(latest_by_key(measurements).values())), read_json(folder / RUN_FILE)
+    return to_dataframe(list(latest_by_key(measurements).values())), RunDocument.load(folder).shown()
 
 
 def default_label(run_info: dict[str, Any], directory: str | Path) -> str:

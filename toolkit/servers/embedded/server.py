@@ -27,6 +27,7 @@ __all__ = [
     "ServerConfig",
     "ServerError",
     "_has_live_member",
+    "embedded_launch",
     "embedded_spec",
     "ensure_model",
     "free_port",
@@ -142,6 +143,12 @@ def embedded_spec(config: ServerConfig, port: int) -> ServerSpec:
                       health_timeout_s=config.startup_timeout_s)  # fmt: skip
 
 
+def embedded_launch(params: RunParams, config: ServerConfig = DEMO_CONFIG) -> tuple[RunParams, ServerSpec]:
+    """The embedded vLLM as a run's `server:` block on a free port, and the params pointed at it."""
+    port = free_port()
+    return params.model_copy(update={"base_url": f"http://127.0.0.1:{port}"}), embedded_spec(config, port)
+
+
 @contextmanager
 def launched_embedded(params: RunParams, results_dir: Path, config: ServerConfig = DEMO_CONFIG) -> Iterator[RunParams]:
     """The embedded vLLM launched for one run as a `server:` block would be (recorded in server.json, stopped on
@@ -150,9 +157,7 @@ def launched_embedded(params: RunParams, results_dir: Path, config: ServerConfig
         launched_server,  # launch imports environment and the engine probe: only when used
     )
 
-    port = free_port()
-    spec = embedded_spec(config, port)
-    params = params.model_copy(update={"base_url": f"http://127.0.0.1:{port}"})
+    params, spec = embedded_launch(params, config)
     results_dir.mkdir(parents=True, exist_ok=True)
     with launched_server(spec, params, results_dir):
         yield params

@@ -1,0 +1,93 @@
+"""run.json as a typed document: what a run measured against, written atomically, read back by field.
+
+A measured run (`source: toolkit`) records facts: its parameters, the server found, how it was launched, this
+machine, and how the prefill was measured; the report's "Run" block is computed from them when shown
+(:meth:`RunDocument.shown`). An imported published report (`source: imported`) keeps its blocks as printed.
+Files written by earlier versions (a stored "Run" block, fields this model does not name) load unchanged and
+save back with every field they had.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from toolkit.results.store import RUN_FILE, read_json, write_json_atomic
+
+PREFILL_MODES = {
+    True: "Measured during decode warm-up",
+    False: "Cold request per context, before the decode cells",
+}
+
+
+class RunDocument(BaseModel):
+    """A run folder's run.json. Only the fields a file holds are written back (`exclude_unset`)."""
+
+    model_config = ConfigDict(extra="allow", coerce_numbers_to_str=True)
+
+    run_id: str | None = None
+    run_label: str | None = None
+    title: str | None = None
+    summary: str | None = None  # an imported report's matrix summary
+    hardware: dict[str, str] | None = None
+    engine: dict[str, str] | None = None
+    run: dict[str, str] | None = None  # stored by imported reports and earlier versions; else computed
+    launch_command: str | None = None
+    launch: dict[str, Any] | None = None  # toolkit.servers.launch.launch_info
+    params: dict[str, Any] | None = None  # RunParams without launch_command
+    fingerprint: dict[str, Any] | None = None
+    server: dict[str, Any] | None = None  # toolkit.matrix.discovery.ServerInfo
+    environment: dict[str, Any] | None = None  # toolkit.matrix.environment.environment_info
+    prefill_in_warmup: bool | None = None
+    started_at: str | None = None
+    source: str = "toolkit"
+    overhead: dict[str, Any] | None = None  # toolkit.method.overhead.matrix_overhead
+    max_model_len: int | None = None  # an imported report's, from its launch command
+    source_file: str | None = None  # the imported report's file name
+
+    @classmethod
+    def load(cls, folder: str | Path) -> RunDocument:
+        """`folder`/run.json (OSError when missing, ValueError when not a JSON object)."""
+        return cls.model_validate(read_json(Path(folder) / RUN_FILE))
+
+    def save(self, folder: str | Path) -> None:
+        """Write `folder`/run.json atomically (StoreError, one line, when it cannot be written)."""
+        write_json_atomic(Path(folder) / RUN_FILE, self.to_json())
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields this document holds, as JSON values."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    @property
+    def launched_by_toolkit(self) -> bool:
+        return bool((self.launch or {}).get("launched_by_toolkit"))
+
+    def run_block(self) -> dict[str, str]:
+        """The report's "Run" block: stored (imported, earlier versions) or computed from the measured run's facts."""
+        if self.run is not None:
+            return dict(self.run)
+        if self.params is None:
+            return {}
+        params, server, environment = self.params, self.server or {}, self.environment or {}
+        version = environment.get("toolkit_version")
+        where = "launched by the toolkit" if self.launched_by_toolkit else f"found running at {params.get('base_url')}"
+        block = {
+            "Served model": server.get("model"),
+            "Revision": params.get("revision"),
+            "Benchmark tool": f"toolkit v{version}" if version else None,
+            "Server": where,
+            "Decode test": "Fixed duration",
+            "Prefill mode": PREFILL_MODES[self.prefill_in_warmup is not False],
+            "Time per measurement": f"{params['duration_s']:g} s" if params.get("duration_s") is not None else None,
+            "Max output": f"{params['max_output']:,} tokens" if params.get("max_output") is not None else None,
+        }
+        return {k: str(v) for k, v in block.items() if v not in (None, "")}
+
+    def shown(self) -> dict[str, Any]:
+        """run.json as the reports and notebooks read it: its fields, with the "Run" block when there is one."""
+        data = self.to_json()
+        if block := self.run_block():
+            data["run"] = block
+        return data
