@@ -71,6 +71,8 @@ def test_a_ten_percent_difference_is_within_a_twenty_percent_drift() -> None:
     shown = list(compare.ratio_display(table)["Total tok/s"])
     assert " within drift (" in shown[0] and "n.s." not in shown[0] and "within drift" not in shown[1]
     assert within_drift(0.9, 0.2) and not within_drift(0.7, 0.2) and not within_drift(0.99, None)
+    summaries = list(compare.runs_table(runs(0.2, None, A=a, B=b))["Summary"])
+    assert summaries[0].endswith(" · control drift 20.0 %") and "drift" not in summaries[1]
 
 
 def test_rounds_widen_a_cells_spread_in_compare() -> None:

@@ -283,11 +283,14 @@ def frontier_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: label, number of measurements, and the report's summary line."""
+    """One row per run: label, number of measurements, and the report's summary line (with the run's control drift,
+    when it measured one)."""
     data = []
     for label in run_labels(frame):
         mine = _run(frame, label)
-        data.append([label, f"{len(mine):,}", summary_line(mine.drop(columns="run")) or MISSING])
+        drift = next((d for d in mine.get(RUN_DRIFT, []) if as_number(d) is not None), None)
+        summary = summary_line(mine.drop(columns=["run", RUN_DRIFT], errors="ignore")) or MISSING
+        data.append([label, f"{len(mine):,}", summary + (f" · control drift {100 * drift:.1f} %" if drift else "")])
     return pd.DataFrame(data, columns=["Run", "Measurements", "Summary"], dtype=object)
 
 
