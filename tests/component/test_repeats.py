@@ -59,3 +59,12 @@ def test_resume_with_more_repeats_adds_only_the_missing_rounds(tmp_path: Path) -
     assert not (tmp_path / CONTROL_FILE).exists() and "control" not in json.loads((tmp_path / RUN_FILE).read_text())
     frame, _ = load_run(tmp_path)
     assert set(frame["repeats"]) == {3}
+
+
+def test_no_control_when_no_decode_cell_sends_load(tmp_path: Path) -> None:
+    with FaultServer(kv_cache_size_tokens=200) as server:
+        params = make_params({"base_url": server.base_url, **MATRIX, "concurrency": [8]})
+        latest = run_matrix(params, tmp_path, phases=("decode",), progress=False)
+        sent = server.state.requests_total
+    assert [m.status for m in latest] == ["Over capacity"] and sent == 0
+    assert not (tmp_path / CONTROL_FILE).exists()
