@@ -94,3 +94,21 @@ def test_rounds_widen_a_cells_spread_in_compare() -> None:
 )  # fmt: skip
 def test_speculative_config_is_read_from_the_command(command: str, config: object, summary: str | None) -> None:
     assert speculative_config(command) == (config, summary)
+
+
+def test_a_scrape_keeps_the_speculative_decoding_counters() -> None:
+    """vLLM 0.32's own lines (ngram on CPU): the parser's family filter must let them through."""
+    from toolkit.matrix.prometheus import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, SPEC_DRAFTS, parse_metrics
+
+    labels = '{engine="0",model_name="tiny-llama"}'
+    text = "\n".join([
+        "# TYPE vllm:spec_decode_num_drafts_total counter", f"vllm:spec_decode_num_drafts_total{labels} 12.0",
+        "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
+        f"vllm:spec_decode_num_draft_tokens_total{labels} 24.0",
+        "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
+        f"vllm:spec_decode_num_accepted_tokens_total{labels} 9.0",
+        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter",
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="tiny-llama",position="0"} 7.0',
+    ]) + "\n"  # fmt: skip
+    snapshot = parse_metrics(text)
+    assert [snapshot.value(n) for n in (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)] == [12.0, 24.0, 9.0]
