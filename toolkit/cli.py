@@ -29,7 +29,8 @@ def _matrix(args: argparse.Namespace) -> int:
 
     values = {"base_url": args.base_url, "model": args.model, "contexts": args.contexts,
               "concurrency": args.concurrency, "duration_s": args.duration, "max_output": args.max_output,
-              "endpoint": args.endpoint, "api_key_env": args.api_key_env, "run_label": args.label}  # fmt: skip
+              "endpoint": args.endpoint, "api_key_env": args.api_key_env, "run_label": args.label,
+              "repeats": args.repeats, "control_window_s": args.control_window}  # fmt: skip
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
     api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.matrix.run_folder import hold
@@ -181,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--endpoint", choices=["chat", "completions"])
     matrix.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
     matrix.add_argument("--label", help="run label")
+    matrix.add_argument("--repeats", type=int, help="measure the whole matrix this many times, in rounds (default 1)")
+    matrix.add_argument("--control-window", type=float, help="drift control cell's window in s (default 5; 0: off)")
     matrix.add_argument("--out", required=True)
     matrix.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished cells")
     matrix.set_defaults(func=_matrix)

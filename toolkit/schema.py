@@ -52,6 +52,15 @@ class Measurement:
     per_request_tok_s_ci: float | None = None
     tbt_ms_ci: float | None = None
     sub_windows: int | None = None
+    # Repeats (docs/METHOD.md, Repeats): the record's round of the matrix (1-based; None: one round). A cell's
+    # combined row (toolkit.results.rounds) holds the median of its usable rounds, how many, and their spread.
+    round: int | None = None
+    repeats: int | None = None
+    total_tok_s_repeat_min: float | None = None
+    total_tok_s_repeat_max: float | None = None
+    total_tok_s_repeat_ci: float | None = None  # 95 % Student's t half-width of the mean across rounds
+    per_request_tok_s_repeat_ci: float | None = None
+    ttft_ms_repeat_ci: float | None = None
     client_avg_active: float | None = None
     concurrency_held: float | None = None  # average running (client side: decoding) / N; below 0.9 is flagged
     readiness_queued: bool | None = None  # the readiness gate ended on waiting requests (plateau or timeout)

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.timeout(120)
 def run(server: FaultServer, out: Path) -> dict[tuple[str, int, int], dict[str, Any]]:
     p = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1, 2], "duration_s": 1.0,
                      "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0,
-                     "api_key_env": KEY_ENV})  # fmt: skip
+                     "api_key_env": KEY_ENV, "control_window_s": 0})  # fmt: skip
     run_matrix(p, out, progress=False)
     lines = [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
     return {(r["phase"], r["context_tokens"], r["concurrency"]): r for r in lines}
@@ -100,7 +100,8 @@ def test_a_malformed_discovery_reply_is_one_line_naming_the_url(
 ) -> None:  # fmt: skip
     server.set_reply(path, body, content_type)
     code = main(["matrix", "--base-url", server.base_url, "--out", str(tmp_path / "out"), "--api-key-env", KEY_ENV,
-                 "--contexts", "64", "--concurrency", "1", "--duration", "1", "--max-output", "8"])  # fmt: skip
+                 "--contexts", "64", "--concurrency", "1", "--duration", "1", "--max-output", "8",
+                 "--control-window", "0"])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1, err
     assert re.match(rf"error: base_url: {re.escape(server.base_url + path)} {says}", err), err

@@ -44,6 +44,7 @@ def params(server: FaultServer, **overrides: Any) -> RunParams:
     values: dict[str, Any] = {
         "base_url": server.base_url, "contexts": [64], "concurrency": [1, 2], "duration_s": 1.0,
         "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0, "api_key_env": KEY_ENV,
+        "control_window_s": 0,  # no drift control: the faults are armed by request count
     }  # fmt: skip
     values.update(overrides)
     return make_params(values)
@@ -192,7 +193,7 @@ def test_truncated_last_line_warns_and_resume_completes(server: FaultServer, tmp
 def _cli(server: FaultServer, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "toolkit", "matrix", "--base-url", server.base_url, "--contexts", "64,128",
             "--concurrency", "1,2", "--duration", "1", "--max-output", "8", "--api-key-env", KEY_ENV,
-            "--out", str(out), *extra]  # fmt: skip
+            "--control-window", "0", "--out", str(out), *extra]  # fmt: skip
 
 
 def _env() -> dict[str, str]:

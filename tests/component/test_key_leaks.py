@@ -77,7 +77,7 @@ def one_line_refusal(done: subprocess.CompletedProcess[str], pattern: str) -> No
 
 def params_file(tmp_path: Path, srv: FaultServer | None, **values: Any) -> Path:
     common = {"contexts": [64], "concurrency": [1], "duration_s": 0.5, "max_output": 8, "readiness_timeout_s": 5,
-              "read_timeout_s": 5}  # fmt: skip
+              "read_timeout_s": 5, "control_window_s": 0}  # fmt: skip
     if srv is not None:
         common["base_url"] = srv.base_url
     path = tmp_path / "params.yaml"
@@ -94,7 +94,8 @@ def test_matrix_with_a_key_ending_in_whitespace(which: str, tmp_path: Path) -> N
     with FaultServer(api_key=KEY) as srv:
         srv.set_fault("401", after=1, times=1)  # the decode cell's request: its body echoes the key presented
         done = toolkit("matrix", "--base-url", srv.base_url, "--contexts", "64", "--concurrency", "1", "--duration",
-                       "0.5", "--max-output", "8", "--api-key-env", KEY_ENVS[which], "--out", out)  # fmt: skip
+                       "0.5", "--max-output", "8", "--api-key-env", KEY_ENVS[which], "--control-window", "0",
+                       "--out", out)  # fmt: skip
         assert srv.fault is not None and srv.fault.hit == 1
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Error" in done.stdout and "HTTP 401" in (out / "results.jsonl").read_text()

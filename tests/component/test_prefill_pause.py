@@ -46,7 +46,8 @@ def _pause_prefills(monkeypatch: pytest.MonkeyPatch, how_many: int) -> list[dict
 
 def _run(server: FaultServer, out: Path, retries: int) -> list[dict[str, Any]]:
     params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1], "duration_s": 1.0,
-                          "max_output": 8, "readiness_timeout_s": 5.0, "disturbed_retries": retries})  # fmt: skip
+                          "max_output": 8, "readiness_timeout_s": 5.0, "disturbed_retries": retries,
+                          "control_window_s": 0})  # fmt: skip
     run_matrix(params, out, progress=False)
     return [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
 

@@ -28,9 +28,10 @@ from toolkit.results.store import RESULTS_FILE, RUN_FILE
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "FOLDER_TEST_API_KEY"  # unset: the fault servers need no key
 COMMON: dict[str, Any] = {"contexts": [64], "concurrency": [1, 2], "duration_s": 1, "max_output": 8,
-                          "readiness_timeout_s": 5, "read_timeout_s": 5, "api_key_env": KEY_ENV}  # fmt: skip
+                          "readiness_timeout_s": 5, "read_timeout_s": 5, "api_key_env": KEY_ENV,
+                          "control_window_s": 0}  # fmt: skip
 MATRIX_ARGS = ["--contexts", "64", "--concurrency", "1,2", "--duration", "1", "--max-output", "8",
-               "--api-key-env", KEY_ENV]  # fmt: skip
+               "--api-key-env", KEY_ENV, "--control-window", "0"]  # fmt: skip
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -54,7 +54,8 @@ def test_every_decode_cell_has_a_trace_that_agrees_with_it(tmp_path) -> None:
 def test_a_cell_redone_by_resume_replaces_its_trace(tmp_path) -> None:
     with FaultServer() as server:
         params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1], "duration_s": 1.0,
-                              "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0})  # fmt: skip
+                              "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0,
+                              "control_window_s": 0})  # fmt: skip
         server.set_fault("500", after=3, times=1)  # request 1 is the prefill; the cell fails mid-way
         (failed,) = [m for m in run_matrix(params, tmp_path, progress=False) if m.phase == "decode"]
         assert failed.status == "Error"

@@ -42,10 +42,22 @@ RESULTS = frame(
 def test_headline_numbers_of_a_run() -> None:
     assert headline(RESULTS) == {
         "prefill_context": "4K", "prefill_tok_s": 1200.0,  # the largest context
-        "best_total_tok_s": 180.0, "best_context": "1K", "best_concurrency": 4,  # Valid cells only
+        "best_total_tok_s": 180.0, "best_context": "1K", "best_concurrency": 4, "best_tied": [],  # Valid only
         "statuses": {"Valid": 4, "Requests queued": 1, "Over capacity": 1}, "disturbed": 0,
     }  # fmt: skip
     assert headline(RESULTS[RESULTS["phase"] == "prefill"])["best_total_tok_s"] is None
+
+
+def test_the_best_cell_is_tied_with_cells_within_the_runs_drift_or_its_interval() -> None:
+    close = frame([row("decode", 1024, 1, "Valid", 165.0), row("decode", 1024, 4, "Valid", 180.0),
+                   row("decode", 1024, 2, "Valid", 120.0)])  # fmt: skip
+    assert headline(close)["best_tied"] == []  # no intervals, no drift: 180 beats 165
+    assert headline(close, drift=0.1)["best_tied"] == ["1K × 1"]  # 165 / 180 = 0.917: within a 10 % drift
+    spread = close.assign(total_tok_s_ci=[15.0, 15.0, 15.0])
+    assert headline(spread)["best_tied"] == ["1K × 1"]  # 180 ± 15 and 165 ± 15: not significant; 120: it is
+    tied = {"label": "v", "state": "done", "error": None, "headline": headline(close, drift=0.1), "report": False,
+            "duration_s": None}  # fmt: skip
+    assert "| 180.0 at 1K × 4 (tied with 1K × 1) |" in index_markdown([tied], None, "s")
 
 
 def test_disturbed_measurements_give_no_headline_number_and_are_counted() -> None:

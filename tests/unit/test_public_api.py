@@ -47,7 +47,9 @@ EXPORTED: dict[str, list[str]] = {
         "all_measurements", "decode_matrix", "extras", "frontier", "header", "notes", "pair_heading", "prefill",
         "prefill_comparison", "ratios", "runs", "service_levels", "status_differences", "table",
     ],
-    "toolkit.results.runs": ["RESULTS_CSV", "RUN_COLUMN", "default_label", "load_run", "load_runs", "unique_labels"],
+    "toolkit.results.runs": [
+        "RESULTS_CSV", "RUN_COLUMN", "RUN_DRIFT", "default_label", "load_run", "load_runs", "unique_labels",
+    ],
     "toolkit.jupyter.rate_notebook": [
         "OUTPUTS", "RATE_PARAMETERS", "new_results_dir", "rate_arguments", "should_measure",
     ],

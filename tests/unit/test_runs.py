@@ -93,7 +93,7 @@ def test_load_runs_stacks_runs_with_a_run_column(tmp_path: Path) -> None:
     one = measured_run(tmp_path / "x" / "r1", CELLS[:2], run_label="demo")
     two = imported_run(tmp_path / "y" / "r1", CELLS[1:], run_label="demo")
     frame = load_runs([one, two])
-    assert list(frame.columns) == ["run", *COLUMNS]
+    assert list(frame.columns) == ["run", *COLUMNS, "run_drift"] and frame["run_drift"].isna().all()
     assert list(dict.fromkeys(frame["run"])) == ["demo (r1)", "demo (r1) #2"]
     assert frame.groupby("run", sort=False).size().tolist() == [2, 4]
     labelled = load_runs([one, two], labels=["A", "B"])

@@ -12,7 +12,9 @@ import pandas as pd
 
 from toolkit.batch.sweep import Variant
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
+from toolkit.method.drift import run_drift, within_drift
 from toolkit.method.number_format import MISSING, as_number, format_tok_s
+from toolkit.method.spread import Interval, ratio_interval, significant
 from toolkit.reports.tables import markdown_table
 from toolkit.results.runs import load_run
 from toolkit.results.store import RUN_FILE
@@ -21,16 +23,18 @@ from toolkit.schema import STATUSES
 INDEX_TITLE = "Speed test matrix batch"
 COLUMNS = ("Variant", "State", "Prefill tok/s", "Best total tok/s", "Statuses", "Note")
 HEADLINE_CAPTION = ("Prefill tok/s: at the largest context measured. Best total tok/s: the highest of the Valid "
-                    "decode cells, at context × requests at once. Statuses: all measurements of the run, and how "
-                    "many stayed disturbed after their retries (a pause of the machine): their numbers are left "
-                    "out of both figures.")  # fmt: skip
+                    "decode cells, at context × requests at once; \"tied with\" names the cells no significantly "
+                    "lower (their 95 % intervals, widened by the run's control drift, hold the difference). "
+                    "Statuses: all measurements of the run, and how many stayed disturbed after their retries (a "
+                    "pause of the machine): their numbers are left out of both figures.")  # fmt: skip
 
 
-def headline(frame: pd.DataFrame) -> dict[str, Any]:
+def headline(frame: pd.DataFrame, drift: float | None = None) -> dict[str, Any]:
     """Headline numbers of one run: prefill tok/s at its largest context, best Valid decode total tok/s and where,
     how many measurements have each status and how many stayed disturbed (pure: the run's results in, numbers out).
 
-    A measurement still disturbed after its retries gives neither headline number.
+    A measurement still disturbed after its retries gives neither headline number. `best_tied`: the other cells
+    whose difference from the best is not significant under their intervals and the run's `drift`.
     """
     disturbed = disturbed_mask(frame)
     usable = frame[(frame["status"] == "Valid") & ~disturbed]
@@ -47,19 +51,38 @@ def headline(frame: pd.DataFrame) -> dict[str, Any]:
         "best_total_tok_s": None if best is None else as_number(best["total_tok_s"]),
         "best_context": None if best is None else str(best["context"]),
         "best_concurrency": None if best is None else int(best["concurrency"]),
+        "best_tied": [] if best is None else tied_with(best, decode, drift),
         "statuses": {status: int(counts.get(status, 0)) for status in STATUSES if counts.get(status, 0)},
         "disturbed": int(disturbed.sum()),
     }
+
+
+def tied_with(best: pd.Series, cells: pd.DataFrame, drift: float | None) -> list[str]:
+    """``context × N`` of each other cell whose total tok/s is within the drift of the best's, or whose ratio to it
+    is not significant by both cells' 95 % intervals (toolkit.method.spread)."""
+    top, top_hw = as_number(best["total_tok_s"]), as_number(best.get("total_tok_s_ci"))
+    tied = []
+    for row in cells.to_dict("records"):
+        total, hw = as_number(row["total_tok_s"]), as_number(row.get("total_tok_s_ci"))
+        if total is None or not top or (row["context"], row["concurrency"]) == (best["context"], best["concurrency"]):
+            continue
+        ratio = total / top
+        close = within_drift(ratio, drift)
+        if not close and hw is not None and top_hw is not None:
+            close = not significant(ratio_interval(Interval(top, top_hw, 0), Interval(total, hw, 0)))
+        if close:
+            tied.append(f"{row['context']} × {int(row['concurrency'])}")
+    return tied
 
 
 def _run_headline(folder: Path) -> dict[str, Any] | None:
     if not (folder / RUN_FILE).exists():
         return None
     try:
-        frame, _ = load_run(folder)
+        frame, info = load_run(folder)
     except (OSError, ValueError):
         return None
-    return headline(frame) if len(frame) else None
+    return headline(frame, run_drift(info)) if len(frame) else None
 
 
 def index_rows(out: Path, variants: Sequence[Variant], state: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -83,6 +106,8 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
     best = format_tok_s(head.get("best_total_tok_s"))
     if head.get("best_context"):
         best += f" at {head['best_context']} × {head['best_concurrency']}"
+    if head.get("best_tied"):
+        best += f" (tied with {', '.join(head['best_tied'])})"
     statuses = " · ".join(f"{status} {count}" for status, count in (head.get("statuses") or {}).items())
     if head.get("disturbed"):
         statuses += f" · {head['disturbed']} {DISTURBED_MARK}"

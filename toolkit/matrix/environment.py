@@ -17,6 +17,7 @@ from toolkit.params import RunParams
 from toolkit.results.run_document import RunDocument
 from toolkit.servers.gpu import installed_gpus
 from toolkit.servers.machine import hardware_block, machine_facts, served_here
+from toolkit.servers.speculative import speculative_config
 
 
 def environment_info() -> dict[str, Any]:
@@ -71,6 +72,7 @@ def run_info(
               "Repository": "github.com/vllm-project/vllm", "Build": params.build or build}  # fmt: skip
     clean = lambda d: {k: str(v) for k, v in d.items() if v not in (None, "")}  # noqa: E731
     command = launch_command(params, launch, api_key)
+    environment["speculative_config"], engine["Speculative decoding"] = speculative_config(command)
     return RunDocument(
         run_id=run_id,
         run_label=params.run_label,

@@ -53,7 +53,7 @@ class MetricsSnapshot:
 USED_FAMILIES: tuple[str, ...] = tuple(
     {name.removesuffix("_total") for group in (RUNNING, WAITING, GENERATION_TOKENS, PROMPT_TOKENS, PREFIX_QUERIES,
                                                PREFIX_HITS, PREEMPTIONS, KV_USAGE, REQUEST_SUCCESS, ITL_SUM,
-                                               ITL_COUNT)
+                                               ITL_COUNT, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)
      for name in group} | {CACHE_CONFIG}
 )  # fmt: skip
 

@@ -15,41 +15,39 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 from tqdm import tqdm
 
 from toolkit.api_keys import api_key_from_env, env_secret, redact
 from toolkit.errors import CellFailure
 from toolkit.loadgen.client import StreamClient, build_request
+from toolkit.matrix.control import make_control
 from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
 from toolkit.matrix.discovery import ServerInfo, discover
 from toolkit.matrix.environment import run_info
+from toolkit.matrix.failures import EXPECTED_FAILURES
 from toolkit.matrix.heap import frozen_heap
 from toolkit.matrix.plan import Phase, Plan, make_plan
 from toolkit.matrix.prefill import measure_prefill
 from toolkit.matrix.progress import progress_bar
-from toolkit.matrix.prompts import PromptError, build_prompt, marker
+from toolkit.matrix.prompts import build_prompt, marker
+from toolkit.matrix.round_loop import measure_in_rounds
 from toolkit.matrix.run_folder import RunRefused, hold, launch_command, open_run
-from toolkit.matrix.server_api import ServerAPI, ServerAPIError
+from toolkit.matrix.server_api import ServerAPI
 from toolkit.matrix.traces import write_trace
 from toolkit.method.capacity import is_over_capacity
 from toolkit.method.contexts import format_context
 from toolkit.method.disturbed import disturbed_count_text
 from toolkit.method.overhead import matrix_overhead, overhead_line
 from toolkit.params import ParamsError, RunParams
+from toolkit.results.rounds import combine_rounds, latest_by_round, still_to_do
 from toolkit.results.run_document import RunDocument
-from toolkit.results.store import ResultStore, check_writable, latest_by_key
+from toolkit.results.store import ResultStore, check_writable
 from toolkit.schema import Measurement
 from toolkit.servers.autogroups import protected_from_autogroups
 from toolkit.servers.gpu import GpuSampler, energy_per_token, telemetry, window_telemetry
 from toolkit.servers.launch import exit_note, launch_info
 
 T = TypeVar("T")
-
-
-# What the server or the network can do to a cell: an Error cell that --resume redoes. Anything else is a bug
-# in the toolkit and stops the run with its traceback, instead of an Error that --resume would redo forever.
-EXPECTED_FAILURES = (CellFailure, PromptError, ServerAPIError, httpx.HTTPError, OSError, TimeoutError)
 
 
 async def run_matrix_async(
@@ -85,26 +83,23 @@ async def _run_matrix(
         if existing is None:
             info.save(out)
         earlier = store.load()
-        done = latest_by_key(earlier)
-        finished = {k for k, m in done.items() if m.status != "Error"}
-        todo = [k for k in plan.keys(phases) if k not in finished]
-        decode_todo = any(k[0] == "decode" for k in todo)
+        todo = still_to_do(plan.keys(phases), params.repeats, earlier)  # (cell, round), round after round
+        decode_todo = any(k[0] == "decode" for k, _round in todo)
+        control = make_control(out, plan.decode_contexts, params.duration_s, params.control_window_s)
         say = partial(tqdm.write, file=sys.stderr)
         gpus = telemetry(say) if decode_todo else nullcontext()
         shielded = protected_from_autogroups(params.base_url, say) if todo else nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with shielded, gpus as gpu_sampler, frozen_heap():  # no full GC pass stalls the loop while it measures
                 runner = _Runner(params, server, info.run_id or "", api, client, store, earlier, gpu_sampler)
-                bar = progress_bar(total=len(plan.keys(phases)), initial=len(plan.keys(phases)) - len(todo),
-                                   desc=params.run_label, unit="cell", disable=not progress)  # fmt: skip
-                for key in todo:
-                    bar.set_postfix_str(f"{key[0]} {format_context(key[1])} ×{key[2]}")
-                    m = await runner.measure(key)
-                    store.append(m)
-                    bar.update(1)
+                total = len(plan.keys(phases)) * params.repeats
+                bar = progress_bar(total=total, initial=total - len(todo), desc=params.run_label, unit="cell",
+                                   disable=not progress)  # fmt: skip
+                await measure_in_rounds(runner, todo, store, bar, params.repeats, control if decode_todo else None)
                 bar.close()
-    latest = list(latest_by_key(store.load()).values())
-    if (spent := matrix_overhead(m.to_dict() for m in latest)) is not None:
+    records = list(latest_by_round(store.load()).values())
+    latest = combine_rounds(records)  # one row per cell: the median of its rounds
+    if (spent := matrix_overhead(m.to_dict() for m in records)) is not None:
         RunDocument.load(out).model_copy(update={"overhead": spent}).save(out)
         if progress:
             tqdm.write(f"overhead: {overhead_line(spent)}", file=sys.stderr)
@@ -156,7 +151,8 @@ class _Runner:
             if phase == "prefill":
 
                 async def prefill_once(attempt: int) -> Measurement:
-                    prompt = await self.prompt(ctx, fresh=attempt > 1)  # a retry must be cold again
+                    # A retry, or another round after a warm one, must be cold again: a new prompt.
+                    prompt = await self.prompt(ctx, fresh=attempt > 1 or ctx in self.warm)
                     return await measure_prefill(self.client, self.api, model=self.server.model,
                                                  endpoint=self.params.endpoint, prompt=prompt,
                                                  context_tokens=ctx, context=label)  # fmt: skip

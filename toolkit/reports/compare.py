@@ -15,7 +15,9 @@ import pandas as pd
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
 from toolkit.method.spread import Interval, ratio_interval, significant
+from toolkit.reports.compare_drift import WITHIN_DRIFT, with_drift, with_round_spreads
 from toolkit.reports.tables import QUANTITY_TITLES, markdown_table, summary_line
+from toolkit.results.runs import RUN_DRIFT
 from toolkit.schema import PHASE_TITLES, PHASES, RAN_STATUSES
 
 __all__ = [
@@ -52,7 +54,10 @@ COMPARE_TITLE = "Speed test matrix comparison"
 RATIO_CAPTION = (
     "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B. ± is the ratio's "
     "95 % interval from both cells' sub-window spreads; n.s.: no significant difference (the interval holds 1). "
-    "Those spreads do not hold the machine's drift between runs, which can be larger (docs/METHOD.md, Spread)."
+    "Those spreads do not hold the machine's drift between runs, which can be larger (docs/METHOD.md, Spread): "
+    "when the runs measured a control cell, each interval is widened by the larger of their drifts, and a ratio "
+    "within that drift of 1 is marked within drift (it can be the machine). With repeats, a cell's spread is the "
+    "larger of its window's and its rounds' (docs/METHOD.md, Repeats, Drift)."
 )
 NOT_SIGNIFICANT = "n.s."
 STATUS_CAPTION = "Cells whose status differs between runs (— : not measured in that run)."
@@ -113,10 +118,11 @@ def ratio_table(frame: pd.DataFrame, baseline: str, other: str,
     that interval leaves out 1; None without it).
     """
     spreads = [f"{q}_ci" for q in quantities]
-    columns = [*CELL_COLUMNS, "status", *quantities, *spreads]
+    columns = [*CELL_COLUMNS, "status", *quantities, *spreads, RUN_DRIFT]
 
     def cells(label: str) -> pd.DataFrame:
-        mine = _run(frame, label).reindex(columns=list(dict.fromkeys([*frame.columns, *spreads])))
+        mine = with_round_spreads(_run(frame, label), quantities)
+        mine = mine.reindex(columns=list(dict.fromkeys([*frame.columns, *spreads, RUN_DRIFT])))
         return mine[columns].assign(disturbed=disturbed_mask(mine))
 
     a, b = cells(baseline), cells(other).drop(columns="context")
@@ -130,7 +136,9 @@ def ratio_table(frame: pd.DataFrame, baseline: str, other: str,
                       strict=True)]  # fmt: skip
         merged[f"{q}_ratio_hw"] = [hw for hw, _ in spread]
         merged[f"{q}_significant"] = pd.Series([sig for _, sig in spread], index=merged.index, dtype=object)
-    ordered = [*CELL_COLUMNS, "status_a", "status_b", "disturbed_a", "disturbed_b"]
+    merged = with_drift(merged, quantities)  # widened by the runs' drift; within drift: not significant
+    ordered = [*CELL_COLUMNS, "status_a", "status_b", "disturbed_a", "disturbed_b", "drift"]
+    ordered += [f"{q}_within_drift" for q in quantities]
     ordered += [f"{q}_{s}" for q in quantities for s in ("a", "b", "ratio", "ratio_hw", "significant")]
     return _sorted(merged[ordered]).reset_index(drop=True)
 
@@ -224,9 +232,12 @@ def _ratio_cell(row: Mapping[str, Any], quantity: str) -> str:
     if _disturbed_in(row):
         return DISTURBED_MARK
     fmt, ratio = _FORMATS[quantity], format_ratio(row[f"{quantity}_ratio"])
-    half_width = as_number(row.get(f"{quantity}_ratio_hw"))
+    half_width, within = as_number(row.get(f"{quantity}_ratio_hw")), row.get(f"{quantity}_within_drift") is True
+    not_significant = row.get(f"{quantity}_significant") is False and not within
     if half_width is not None and ratio != MISSING:
-        ratio += f" ±{half_width:.2f}" + (f" {NOT_SIGNIFICANT}" if row.get(f"{quantity}_significant") is False else "")
+        ratio += f" ±{half_width:.2f}" + (f" {NOT_SIGNIFICANT}" if not_significant else "")
+    if within and ratio != MISSING:
+        ratio += f" {WITHIN_DRIFT}"
     return f"{ratio} ({fmt(a)} → {fmt(b)})"
 
 
@@ -297,11 +308,14 @@ def frontier_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: label, number of measurements, and the report's summary line."""
+    """One row per run: label, number of measurements, and the report's summary line (with the run's control drift,
+    when it measured one)."""
     data = []
     for label in run_labels(frame):
         mine = _run(frame, label)
-        data.append([label, f"{len(mine):,}", summary_line(mine.drop(columns="run")) or MISSING])
+        drift = next((d for d in mine.get(RUN_DRIFT, []) if as_number(d) is not None), None)
+        summary = summary_line(mine.drop(columns=["run", RUN_DRIFT], errors="ignore")) or MISSING
+        data.append([label, f"{len(mine):,}", summary + (f" · control drift {100 * drift:.1f} %" if drift else "")])
     return pd.DataFrame(data, columns=["Run", "Measurements", "Summary"], dtype=object)
 
 

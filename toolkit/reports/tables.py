@@ -26,6 +26,7 @@ from toolkit.method.number_format import (
 from toolkit.method.overhead import matrix_overhead, overhead_line
 from toolkit.method.status import concurrency_not_held
 from toolkit.reports.extras import Row, extras_table, table_rows
+from toolkit.reports.spread_text import rounds_text, spread_notes
 from toolkit.schema import PHASE_TITLES, STATUSES
 
 REPORT_TITLE = "Speed test matrix"
@@ -107,6 +108,7 @@ def _matrix_cell(row: Row | None) -> str:
         return str(row["status"])
     half_width = as_number(row.get("total_tok_s_ci"))
     parts = [format_tok_s(row["total_tok_s"]) + ("" if half_width is None else f" ± {format_tok_s(half_width)}")]
+    parts += [text for text in [rounds_text(row)] if text]
     if row["status"] != "Valid":
         parts.append(str(row["status"]))
     if as_number(row["ttft_ms"]) is not None:
@@ -184,8 +186,9 @@ def all_measurements_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([_measurement_cells(r) for r in table_rows(df)], columns=list(ALL_COLUMNS), dtype=object)
 
 
-def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
-    """Notes for the non-valid statuses present, then (with decode rows) the TTFT note."""
+def footnotes(df: pd.DataFrame, *, ttft_note: bool = True, run_info: Mapping[str, Any] | None = None) -> list[str]:
+    """Notes for the non-valid statuses present, the marks, the rounds and drift (with `run_info`), then (with decode
+    rows) the TTFT note."""
     present = set(df["status"]) if len(df) else set()
     notes = [STATUS_NOTES[s] for s in STATUSES if s in present and s in STATUS_NOTES]
     decode_rows = table_rows(df, "decode")
@@ -201,6 +204,7 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True) -> list[str]:
         notes.append(THROTTLED_NOTE)
     if any(r.get("status_basis") == "client" for r in decode_rows):
         notes.append(CLIENT_BASIS_NOTE)
+    notes += spread_notes(decode_rows, run_info)
     if ttft_note and len(df) and (df["phase"] == "decode").any():
         notes.append(TTFT_NOTE)
     return notes
@@ -287,7 +291,7 @@ def report_markdown(df: pd.DataFrame, run_info: Mapping[str, Any], images: dict[
     decode = df[df["phase"] == "decode"]
     if len(decode):
         out += ["## Sustained decode", DECODE_CAPTION, markdown_table(decode_matrix(df), index=True)]
-        out += _note_paragraphs(footnotes(decode))
+        out += _note_paragraphs(footnotes(decode, run_info=run_info))
     out += [_image(key, path) for key, path in images.items()]
     out += ["## All measurements", ALL_CAPTION, markdown_table(all_measurements_table(df))]
     out += _note_paragraphs(footnotes(df, ttft_note=False))

@@ -77,10 +77,12 @@ def header(frame: pd.DataFrame, run_info: Mapping[str, Any]) -> HTML:
     return HTML(report_tables.header_html(frame, run_info, with_h1=False))
 
 
-def notes(frame: pd.DataFrame, phase: str | None = None, *, ttft_note: bool = True) -> HTML:
-    """The footnotes of the statuses (and marks) in ``frame`` (of ``phase``), then (with decode rows) the TTFT note."""
+def notes(frame: pd.DataFrame, phase: str | None = None, *, ttft_note: bool = True,
+          run_info: Mapping[str, Any] | None = None) -> HTML:  # fmt: skip
+    """The footnotes of the statuses (and marks) in ``frame`` (of ``phase``), the run's drift (with ``run_info``),
+    then (with decode rows) the TTFT note."""
     rows = frame if phase is None else frame[frame["phase"] == phase]
-    return HTML(report_tables.notes_html(report_tables.footnotes(rows, ttft_note=ttft_note)))
+    return HTML(report_tables.notes_html(report_tables.footnotes(rows, ttft_note=ttft_note, run_info=run_info)))
 
 
 def prefill(frame: pd.DataFrame) -> Styler | Markdown:

@@ -11,14 +11,17 @@ from typing import Any
 import pandas as pd
 
 from toolkit.errors import ParamsError, ResultsError
+from toolkit.method.drift import run_drift
+from toolkit.results.rounds import combine_rounds
 from toolkit.results.run_document import RunDocument
-from toolkit.results.store import RESULTS_FILE, RUN_FILE, latest_by_key, load_measurements, to_dataframe
+from toolkit.results.store import RESULTS_FILE, RUN_FILE, load_measurements, to_dataframe
 from toolkit.schema import COLUMNS, Measurement
 
-__all__ = ["RESULTS_CSV", "RUN_COLUMN", "default_label", "load_run", "load_runs", "unique_labels"]
+__all__ = ["RESULTS_CSV", "RUN_COLUMN", "RUN_DRIFT", "default_label", "load_run", "load_runs", "unique_labels"]
 
 RESULTS_CSV = "results.csv"  # an imported report keeps its measurements here (no results.jsonl)
 RUN_COLUMN = "run"
+RUN_DRIFT = "run_drift"  # each row's run's control drift (toolkit.method.drift), for compare
 _INT_FIELDS = frozenset(f.name for f in fields(Measurement) if str(f.type) in ("int", "int | None"))
 
 
@@ -38,7 +41,8 @@ def _csv_measurements(path: Path) -> list[Measurement]:
 
 
 def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The latest record of every measurement of a run folder, and its run.json as shown (RunDocument.shown).
+    """One row per measurement of a run folder (the latest record; the median of its rounds when repeated, see
+    toolkit.results.rounds), and its run.json as shown (RunDocument.shown).
 
     A measured run is read from results.jsonl; an imported report (no results.jsonl) from results.csv.
     Both give the same schema-typed DataFrame.
@@ -49,7 +53,7 @@ def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     measurements = load_measurements(folder / RESULTS_FILE)
     if not measurements and (folder / RESULTS_CSV).exists():
         measurements = _csv_measurements(folder / RESULTS_CSV)
-    return to_dataframe(list(latest_by_key(measurements).values())), RunDocument.load(folder).shown()
+    return to_dataframe(combine_rounds(measurements)), RunDocument.load(folder).shown()
 
 
 def default_label(run_info: dict[str, Any], directory: str | Path) -> str:
@@ -72,7 +76,8 @@ def unique_labels(labels: Sequence[str]) -> list[str]:
 
 
 def load_runs(directories: Sequence[str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:
-    """Many runs as one DataFrame: the ``run`` label column, then the schema's columns, runs in the given order.
+    """Many runs as one DataFrame: the ``run`` label column, the schema's columns, then ``run_drift`` (the run's
+    control drift, None without one); runs in the given order.
 
     Without ``labels`` each run is labelled by :func:`default_label`, made unique; given labels must be
     one per folder and distinct.
@@ -87,8 +92,8 @@ def load_runs(directories: Sequence[str | Path], labels: Sequence[str] | None = 
     if labels is None:
         labels = unique_labels([default_label(info, d) for (_, info), d in zip(loaded, directories, strict=True)])
     records = [
-        {RUN_COLUMN: label, **record}
-        for label, (frame, _) in zip(labels, loaded, strict=True)
+        {RUN_COLUMN: label, **record, RUN_DRIFT: run_drift(info)}
+        for label, (frame, info) in zip(labels, loaded, strict=True)
         for record in frame.to_dict("records")
     ]
-    return pd.DataFrame(records, columns=[RUN_COLUMN, *COLUMNS])
+    return pd.DataFrame(records, columns=[RUN_COLUMN, *COLUMNS, RUN_DRIFT])

@@ -54,6 +54,7 @@ class ServerConfig:
     max_num_seqs: int | None = None
     stream_interval: int = 1
     kv_cache_gib: int = 1
+    speculative_config: str | None = None  # JSON for --speculative-config, e.g. the ngram method (works on CPU)
     startup_timeout_s: float = 240.0
     log_path: Path | None = None
 
@@ -133,6 +134,8 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
         cmd += ["--max-num-seqs", str(config.max_num_seqs)]
     if config.stream_interval != 1:
         cmd += ["--stream-interval", str(config.stream_interval)]
+    if config.speculative_config:
+        cmd += ["--speculative-config", config.speculative_config]
     return cmd
 
 

@@ -1,0 +1,114 @@
+"""Repeats combined per cell, the control's drift, compare under drift and rounds, a speculative config read."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from toolkit.method.drift import control_summary, drift_note, run_drift, within_drift
+from toolkit.reports import compare
+from toolkit.reports.tables import TTFT_NOTE, decode_matrix, footnotes
+from toolkit.results.rounds import combine, combine_rounds, planned_rounds, still_to_do
+from toolkit.schema import COLUMNS, Measurement
+from toolkit.servers.speculative import speculative_config
+
+
+def dec(total: float, ci: float | None = None, n: int = 1, round_: int | None = None, **extra: object) -> Measurement:
+    return Measurement("decode", 1024, "1K", n, "Valid", total_tok_s=total, per_request_tok_s=total / n,  # type: ignore[arg-type]
+                       total_tok_s_ci=ci, round=round_, **extra)  # fmt: skip
+
+
+def runs(drift_a: float | None, drift_b: float | None, **named: list[Measurement]) -> pd.DataFrame:
+    drifts = {"A": drift_a, "B": drift_b}
+    rows = [{"run": label, **m.to_dict(), "run_drift": drifts[label]} for label, ms in named.items() for m in ms]
+    return pd.DataFrame(rows, columns=["run", *COLUMNS, "run_drift"])
+
+
+def test_rounds_are_planned_round_after_round_and_resumed_by_round() -> None:
+    keys = [("prefill", 512, 1), ("decode", 512, 1)]
+    assert planned_rounds(keys, 2) == [(keys[0], 1), (keys[1], 1), (keys[0], 2), (keys[1], 2)]
+    earlier = [dec(100.0, round_=1), replace(dec(0.0, round_=2), status="Error", total_tok_s=None)]
+    earlier = [replace(m, phase="decode", context_tokens=512) for m in earlier]
+    assert still_to_do(keys, 2, earlier) == [(keys[0], 1), (keys[0], 2), (keys[1], 2)]
+
+
+def test_a_cell_of_three_rounds_shows_the_median_its_range_and_spread() -> None:
+    rows = [dec(300.0, 3.0, round_=1), dec(360.0, 5.0, round_=2), dec(330.0, 4.0, round_=3),
+            replace(dec(10.0, round_=4), disturbed="client event loop blocked 2.0 s")]  # fmt: skip
+    cell = combine(rows)
+    assert (cell.total_tok_s, cell.total_tok_s_ci, cell.repeats) == (330.0, 4.0, 3)
+    assert (cell.total_tok_s_repeat_min, cell.total_tok_s_repeat_max, cell.round) == (300.0, 360.0, None)
+    assert cell.total_tok_s_repeat_ci == pytest.approx(4.303 * 30.0 / 3**0.5, rel=1e-3)
+    assert combine([rows[0]]) is rows[0]  # one round: the record itself
+    assert [m.total_tok_s for m in combine_rounds([dec(1.0), dec(2.0)])] == [2.0]  # no rounds: the latest record
+    shown = decode_matrix(pd.DataFrame([cell.to_dict()], columns=list(COLUMNS))).iloc[0, 0]
+    assert shown.startswith("330.0 ± 4.0 · 3 rounds 300.0–360.0"), shown
+
+
+def test_the_control_gives_the_runs_drift_and_the_reports_note() -> None:
+    controls = [dec(350.0, 5.0, round_=0), replace(dec(400.0, round_=1), disturbed="paused"), dec(280.0, 4.0, round_=1)]
+    block = control_summary(controls, 5.0)
+    assert block["drift"] == pytest.approx(350 / 280 - 1) and block["change"] == pytest.approx(280 / 350 - 1)
+    info = {"control": block}
+    assert run_drift(info) == pytest.approx(0.25) and run_drift({}) is None
+    note = drift_note(info)
+    assert note is not None and "350.0 → 280.0 tok/s (-20.0 %)" in note and "within drift" in note
+    assert drift_note({"control": control_summary(controls[:1], 5.0)}) is None
+    assert footnotes(pd.DataFrame([dec(1.0).to_dict()]), run_info=info)[-2:] == [note, TTFT_NOTE]
+
+
+def test_a_ten_percent_difference_is_within_a_twenty_percent_drift() -> None:
+    a, b = [dec(300.0, 1.0), dec(500.0, 1.0, n=2)], [dec(330.0, 1.0), dec(650.0, 1.0, n=2)]
+    plain = compare.ratio_table(runs(None, None, A=a, B=b), "A", "B")
+    assert list(plain["total_tok_s_significant"]) == [True, True]  # tight intervals: both significant alone
+    table = compare.ratio_table(runs(0.2, 0.05, A=a, B=b), "A", "B")
+    assert list(table["drift"]) == [0.2, 0.2]
+    assert list(table["total_tok_s_within_drift"]) == [True, False]  # 1.10×: the machine could do it; 1.30×: not
+    assert list(table["total_tok_s_significant"]) == [False, True]
+    assert table["total_tok_s_ratio_hw"][0] > 0.2 * 1.1
+    shown = list(compare.ratio_display(table)["Total tok/s"])
+    assert " within drift (" in shown[0] and "n.s." not in shown[0] and "within drift" not in shown[1]
+    assert within_drift(0.9, 0.2) and not within_drift(0.7, 0.2) and not within_drift(0.99, None)
+    summaries = list(compare.runs_table(runs(0.2, None, A=a, B=b))["Summary"])
+    assert summaries[0].endswith(" · control drift 20.0 %") and "drift" not in summaries[1]
+
+
+def test_rounds_widen_a_cells_spread_in_compare() -> None:
+    a = [replace(dec(300.0, 1.0), repeats=3, total_tok_s_repeat_ci=45.0)]
+    b = [dec(330.0, 1.0)]
+    table = compare.ratio_table(runs(None, None, A=a, B=b), "A", "B")
+    assert table["total_tok_s_significant"].tolist() == [False]  # 15 % across rounds holds a 10 % difference
+
+
+@pytest.mark.parametrize(
+    ("command", "config", "summary"),
+    [
+        ("vllm serve m --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 2}'",
+         {"method": "ngram", "num_speculative_tokens": 2}, "ngram, 2 tokens"),
+        ("vllm serve m --speculative_config='{\"method\":\"dflash\"}'", {"method": "dflash"}, "dflash"),
+        ("vllm serve m --port 8000", None, None),
+        ("vllm serve m --speculative-config notjson", "notjson", "notjson"),
+    ],
+)  # fmt: skip
+def test_speculative_config_is_read_from_the_command(command: str, config: object, summary: str | None) -> None:
+    assert speculative_config(command) == (config, summary)
+
+
+def test_a_scrape_keeps_the_speculative_decoding_counters() -> None:
+    """vLLM 0.32's own lines (ngram on CPU): the parser's family filter must let them through."""
+    from toolkit.matrix.prometheus import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, SPEC_DRAFTS, parse_metrics
+
+    labels = '{engine="0",model_name="tiny-llama"}'
+    text = "\n".join([
+        "# TYPE vllm:spec_decode_num_drafts_total counter", f"vllm:spec_decode_num_drafts_total{labels} 12.0",
+        "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
+        f"vllm:spec_decode_num_draft_tokens_total{labels} 24.0",
+        "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
+        f"vllm:spec_decode_num_accepted_tokens_total{labels} 9.0",
+        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter",
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="tiny-llama",position="0"} 7.0',
+    ]) + "\n"  # fmt: skip
+    snapshot = parse_metrics(text)
+    assert [snapshot.value(n) for n in (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)] == [12.0, 24.0, 9.0]

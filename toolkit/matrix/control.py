@@ -1,0 +1,72 @@
+"""The drift control: a short decode cell (smallest context, 1 stream) measured at a run's start, after each round
+and at its end; its records in control.jsonl, its summary (change, drift) in run.json (toolkit.method.drift)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tqdm import tqdm
+
+from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
+from toolkit.matrix.failures import EXPECTED_FAILURES
+from toolkit.method.contexts import format_context
+from toolkit.method.drift import CONTROL_KEY, control_summary
+from toolkit.results.store import RUN_FILE, ResultStore, read_json, write_json_atomic
+from toolkit.schema import Measurement
+
+if TYPE_CHECKING:
+    from toolkit.matrix.runner import _Runner
+
+CONTROL_FILE = "control.jsonl"
+
+
+def control_store(out: Path) -> ResultStore:
+    """control.jsonl, appended like results.jsonl."""
+    store = ResultStore(out)
+    store.path = out / CONTROL_FILE
+    return store
+
+
+class Control:
+    """Measures the control cell of one run folder and keeps run.json's summary of it current."""
+
+    def __init__(self, out: Path, context_tokens: int, window_s: float) -> None:
+        self.out, self.context_tokens, self.window_s = out, context_tokens, window_s
+        self.store = control_store(out)
+
+    async def measure(self, runner: _Runner, rounds_done: int) -> Measurement:
+        """One control window on the runner's server; an Error when it fails (the run goes on)."""
+
+        ctx, label, params = self.context_tokens, format_context(self.context_tokens), runner.params
+        try:
+            prompts = await runner._cell_prompts(ctx, 1)
+            spec = CellSpec(runner.server.model, params.endpoint, prompts, params.max_output, self.window_s,
+                            params.readiness_timeout_s)  # fmt: skip
+            m, _trace = await measure_decode_cell(runner.client, runner.api, spec, context_tokens=ctx, context=label,
+                                                  use_metrics=runner.server.metrics_available,
+                                                  retries=params.disturbed_retries)  # fmt: skip
+        except EXPECTED_FAILURES as exc:
+            await drain(runner.api, 30.0, runner.server.metrics_available)
+            m = Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=1, status="Error",
+                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        m = runner._stamp(replace(m, round=rounds_done))
+        self.store.append(m)
+        self._summarize()
+        shown = f"{m.total_tok_s:,.1f} tok/s" if m.total_tok_s else m.status
+        tqdm.write(f"control {label} ×1 after round {rounds_done}: {shown}", file=sys.stderr)
+        return m
+
+    def _summarize(self) -> None:
+        info = read_json(self.out / RUN_FILE)
+        info[CONTROL_KEY] = control_summary(self.store.load(), self.window_s)
+        write_json_atomic(self.out / RUN_FILE, info)
+
+
+def make_control(out: Path, decode_contexts: tuple[int, ...], duration_s: float, window_s: float) -> Control | None:
+    """The run's control (its smallest decode context, a window of min(window_s, duration_s)); None when off."""
+    if window_s <= 0 or not decode_contexts:
+        return None
+    return Control(out, min(decode_contexts), min(window_s, duration_s))

@@ -1,0 +1,98 @@
+"""Repeats: the records of a matrix measured in rounds, and one combined row per cell (pure).
+
+A run with `repeats: R` measures every cell once per round (docs/METHOD.md, Repeats); each record carries its
+`round`. Resume goes by (cell, round): the latest record of each. The reports go by cell: the median of the
+rounds that ran undisturbed, how many, their range and the 95 % t half-width across them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from toolkit.method.spread import t95
+from toolkit.schema import Measurement
+
+CellKey = tuple[str, int, int]
+RoundKey = tuple[str, int, int, int]
+RAN = ("Valid", "Requests queued")
+_MEDIAN_FIELDS = ("total_tok_s", "per_request_tok_s", "ttft_ms", "tbt_ms", "total_tok_s_ci", "per_request_tok_s_ci",
+                  "tbt_ms_ci")  # fmt: skip
+_REPEAT_CI = {"total_tok_s": "total_tok_s_repeat_ci", "per_request_tok_s": "per_request_tok_s_repeat_ci",
+              "ttft_ms": "ttft_ms_repeat_ci"}  # fmt: skip
+
+
+def round_of(m: Measurement) -> int:
+    """The record's round; a record of a run without repeats is round 1."""
+    return m.round or 1
+
+
+def round_key(m: Measurement) -> RoundKey:
+    return (*m.key, round_of(m))
+
+
+def latest_by_round(measurements: Iterable[Measurement]) -> dict[RoundKey, Measurement]:
+    """The last record of each (phase, context, concurrency, round): a resumed cell replaces its Error."""
+    return {round_key(m): m for m in measurements}
+
+
+def planned_rounds(keys: Sequence[CellKey], repeats: int) -> list[tuple[CellKey, int]]:
+    """Every planned cell once per round, round after round: round 1 the whole matrix, then round 2, …"""
+    return [(key, r) for r in range(1, repeats + 1) for key in keys]
+
+
+def still_to_do(keys: Sequence[CellKey], repeats: int, earlier: Iterable[Measurement]) -> list[tuple[CellKey, int]]:
+    """The planned (cell, round)s without a finished record (an Error is measured again)."""
+    done = {k for k, m in latest_by_round(earlier).items() if m.status != "Error"}
+    return [(key, r) for key, r in planned_rounds(keys, repeats) if (*key, r) not in done]
+
+
+def usable(m: Measurement) -> bool:
+    """A round whose number counts: it ran, undisturbed, with a total tok/s."""
+    return m.status in RAN and m.total_tok_s is not None and not m.disturbed
+
+
+def combine(rounds: Sequence[Measurement]) -> Measurement:
+    """One row for a cell measured in `rounds` (in round order).
+
+    One round: that record unchanged. More: the record of the median round (lower middle by total tok/s), its
+    headline numbers and within-window half-widths replaced by their medians over the usable rounds, with
+    `repeats` (how many), the range of total tok/s and the t half-widths across rounds. No usable round: the
+    last round's record (an Error, or disturbed).
+    """
+    if len(rounds) == 1:
+        return rounds[0]
+    good = sorted((m for m in rounds if usable(m)), key=lambda m: m.total_tok_s or 0.0)
+    if not good:
+        return replace(rounds[-1], round=None)
+    base = good[(len(good) - 1) // 2]
+    totals = [m.total_tok_s for m in good if m.total_tok_s is not None]
+    changes: dict[str, Any] = {name: _median([getattr(m, name) for m in good]) for name in _MEDIAN_FIELDS}
+    changes |= {field: _t_half_width([getattr(m, name) for m in good]) for name, field in _REPEAT_CI.items()}
+    changes |= {"round": None, "repeats": len(good), "total_tok_s_repeat_min": min(totals),
+                "total_tok_s_repeat_max": max(totals)}  # fmt: skip
+    return replace(base, **changes)
+
+
+def combine_rounds(measurements: Iterable[Measurement]) -> list[Measurement]:
+    """One combined row per cell (in the order cells first appear), from the latest record of each round."""
+    by_cell: dict[CellKey, list[Measurement]] = {}
+    for (phase, ctx, n, _r), m in sorted(latest_by_round(measurements).items(), key=lambda item: item[0][3]):
+        by_cell.setdefault((phase, ctx, n), []).append(m)
+    return [combine(rounds) for rounds in by_cell.values()]
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _t_half_width(values: Sequence[float | None]) -> float | None:
+    """95 % Student's t half-width of the mean of the known values; None for fewer than two."""
+    known = [v for v in values if v is not None]
+    if len(known) < 2:
+        return None
+    return t95(len(known) - 1) * statistics.stdev(known) / math.sqrt(len(known))
