@@ -1,4 +1,4 @@
-"""Command line: `python -m toolkit serve|matrix|run|import-report|compare|batch|demo`."""
+"""Command line: `python -m toolkit serve|matrix|run|import-report|compare|batch|demo|rates`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from toolkit.api_keys import api_key_from_env, redact
 from toolkit.params import ParamsError
+from toolkit.rates.cli import add_parser as add_rates_parser
 from toolkit.servers.managed import ManagedServer, ServerError, exit_description
 
 if TYPE_CHECKING:
@@ -254,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--params", default="params/demo.yaml")
     demo.add_argument("--outputs", default="outputs")
     demo.set_defaults(func=_demo)
+    add_rates_parser(sub)
     return parser
 
 

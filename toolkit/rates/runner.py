@@ -54,8 +54,11 @@ def run_rates(params: RateParams, *, say: Say = print) -> Path:
 def _lengths_text(spec: int | Lengths) -> str:
     if isinstance(spec, int):
         return f"{spec:,}"
-    spread = {"uniform": "", "normal": f" mean {spec.mean:g} std {spec.std:g}",
-              "lognormal": f" mean {spec.mean:g} sigma {spec.sigma:g}"}[spec.dist]  # fmt: skip
+    spread = ""
+    if spec.dist == "normal":
+        spread = f" mean {spec.mean:g} std {spec.std:g}"
+    elif spec.dist == "lognormal":
+        spread = f" mean {spec.mean:g} sigma {spec.sigma:g}"
     return f"{spec.dist}{spread} in [{spec.min:,}, {spec.max:,}]"
 
 

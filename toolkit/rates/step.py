@@ -7,6 +7,7 @@ against the client's sums of the same tokens (docs/METHOD.md, Open-loop rates).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -89,10 +90,11 @@ def step_row(plan: StepPlan, params: RateParams, summary: StepSummary, frame: pd
              server: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     """The step's steps.jsonl row, keys in the documented order."""
     lag_p99 = summary.percentiles.get("lag_p99_ms")
+    timed = plan.rate != math.inf  # all at once has no schedule to hold: its lag is the time to send them all
     prefilled = frame["output_tokens"] > 0  # the server read these prompts (a refused request has no tokens)
     return {
         "step": plan.index, "searched": plan.searched, "arrival": params.arrival, "burstiness": params.burstiness,
-        **summary.row(), "lag_flagged": lag_p99 is not None and lag_p99 > params.lag_flag_ms,
+        **summary.row(), "lag_flagged": timed and lag_p99 is not None and lag_p99 > params.lag_flag_ms,
         "server_running_max": server["server_running_max"], "server_waiting_max": server["server_waiting_max"],
         "server_waiting_mean": server["server_waiting_mean"], "kv_usage_max": server["kv_usage_max"],
         "server_prompt_tokens": server["server_prompt_tokens"],
