@@ -207,3 +207,33 @@ def test_the_command_line_runs_a_sweep_and_refuses_a_used_folder(server: FaultSe
         "error: rates: '-2' is not a positive rate; allowed: a positive number of requests/s or inf (got '1,-2')"
     ]
     assert len(read_steps(tmp_path / "cli")) == 2
+
+
+def test_an_interrupt_under_a_running_loop_stops_the_sweep_thread(server: FaultServer, tmp_path: Path) -> None:
+    """As in Jupyter: a loop runs, so the sweep runs in a thread and Ctrl-C reaches only the waiting one."""
+    import asyncio
+    import os
+    import signal
+    import threading
+    import time
+
+    params = make_rate_params({"base_url": server.base_url, "rates": [5, 6, 7, 8], "requests_per_step": 10,
+                               "input_tokens": 30, "output_tokens": 4,
+                               "results_dir": str(tmp_path / "run")})  # fmt: skip
+    said: list[str] = []
+    threading.Timer(2.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # in the 2nd step (each about 2 s)
+
+    async def in_a_notebook() -> None:
+        run_rates(params, say=said.append)
+
+    loop = asyncio.new_event_loop()  # a loop without asyncio.run's own SIGINT handling, as a kernel's cell runs
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop.run_until_complete(in_a_notebook())
+    finally:
+        loop.close()
+    written = len(read_steps(tmp_path / "run"))
+    time.sleep(2.5)  # a sweep left running would finish another step by now
+    assert 1 <= written == len(read_steps(tmp_path / "run")) < 4 and len(said) == written
+    assert not (tmp_path / "run" / ".lock").exists()
+    assert not [t for t in threading.enumerate() if t.name == "toolkit-run"]

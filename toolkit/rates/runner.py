@@ -7,9 +7,11 @@ step in progress.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import secrets as random_ids
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,9 +48,35 @@ def default_out(params: RateParams, outputs: str | Path = "outputs") -> Path:
 def run_rates(params: RateParams, *, say: Say = print) -> Path:
     """Run the sweep into its run folder (returned); every finished step is on disk when this returns or stops."""
     out = default_out(params)
+    stop = _Stoppable()
     with hold(out):
-        run_sync(lambda: _sweep(params, out, say))
+        try:
+            run_sync(lambda: stop.run(_sweep(params, out, say)))
+        except KeyboardInterrupt:  # under Jupyter the sweep runs in a thread: stop it before the lock is let go
+            stop.cancel()
+            raise
     return out
+
+
+class _Stoppable:
+    """The sweep's task, so that an interrupt that reaches only the waiting thread can cancel it."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.done = threading.Event()
+
+    async def run(self, work: Coroutine[Any, Any, None]) -> None:
+        self.loop, self.task = asyncio.get_running_loop(), asyncio.current_task()
+        try:
+            await work
+        finally:
+            self.done.set()
+
+    def cancel(self, timeout_s: float = 30.0) -> None:
+        if self.loop is not None and self.task is not None and not self.done.is_set():
+            self.loop.call_soon_threadsafe(self.task.cancel)
+            self.done.wait(timeout_s)
 
 
 def _lengths_text(spec: int | Lengths) -> str:
