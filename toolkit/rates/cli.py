@@ -14,7 +14,7 @@ _FLAGS: dict[str, str] = {
     "input_tokens": "input_tokens", "output_tokens": "output_tokens", "dataset": "dataset",
     "slo_ttft_ms": "slo_ttft_ms", "slo_tpot_ms": "slo_tpot_ms", "slo_e2e_ms": "slo_e2e_ms",
     "goodput_target": "goodput_target", "search_precision": "search_precision", "out": "results_dir",
-    "label": "run_label",
+    "label": "run_label", "ray": "ray_address", "clients": "clients",
 }  # fmt: skip
 
 
@@ -44,6 +44,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--goodput-target", type=float, help="fraction of requests that must meet the SLO (0.99)")
     p.add_argument("--search", action="store_true", help="bisect for the highest rate meeting the SLO")
     p.add_argument("--search-precision", type=float, help="relative width at which the search stops (0.1)")
+    p.add_argument("--ray", metavar="ADDRESS", help="send each step from --clients processes on this Ray cluster")
+    p.add_argument("--clients", type=int, help="client processes per step on the Ray cluster (default 1)")
     p.add_argument("--out", help="run folder (default: outputs/<label>/<UTC timestamp>/)")
     p.add_argument("--label", help="run label")
     p.set_defaults(func=main)

@@ -118,6 +118,8 @@ class RateParams(BaseModel):
     search: bool = False
     search_precision: float = Field(0.1, gt=0, le=1)
     search_max_probes: int = Field(8, ge=1, le=50)
+    ray_address: str | None = None  # send each step from `clients` processes on this Ray cluster
+    clients: int = Field(1, ge=1, le=256)
     lag_flag_ms: float = Field(5.0, gt=0)  # a step whose scheduling lag p99 is above this is flagged
     results_dir: str | None = None  # the run folder (default: outputs/<run_label>/<UTC timestamp>/)
     run_label: str = Field("rates", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_LABEL)
@@ -160,6 +162,8 @@ class RateParams(BaseModel):
             raise ValueError("rates: inf (all at once) needs requests_per_step, not a duration")
         if self.burstiness != 1.0 and self.arrival != "gamma":
             raise ValueError(f"burstiness: applies to arrival gamma only (arrival is {self.arrival})")
+        if self.clients > 1 and self.ray_address is None:
+            raise ValueError("clients: more than one client process needs ray_address (a Ray cluster)")
         if self.search and not self.has_slo():
             raise ValueError("search: needs a service level: slo_ttft_ms, slo_tpot_ms or slo_e2e_ms")
         return self

@@ -7,6 +7,7 @@ against the client's sums of the same tokens (docs/METHOD.md, Open-loop rates).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.goodput import StepSummary, summarize_step
 from toolkit.rates.files import records_frame
 from toolkit.rates.params import RateParams
+from toolkit.rates.ray_clients import LEAD_S, send_on_ray
 
 SAMPLE_INTERVAL_S = 0.5  # server gauges at 2 Hz: each scrape costs the sending loop a little
 
@@ -46,6 +48,7 @@ class StepTools:
     api: ServerAPI
     client: StreamClient
     metrics: bool  # the server answers /metrics
+    ray: Any = None  # the `ray` module, connected, when the step is sent from several client processes
 
 
 async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -54,10 +57,15 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
     if params.drain:
         await drain(api, params.drain_timeout_s, tools.metrics)
     before = await api.metrics_or_none() if tools.metrics else None
-    start = time.perf_counter()
+    lead = 0.0 if tools.ray is None else LEAD_S  # Ray tasks start from a common time a little ahead
+    start, start_wall = time.perf_counter() + lead, time.time() + lead
     async with Sampler(api, interval_s=SAMPLE_INTERVAL_S, use_metrics=tools.metrics) as sampler:
-        records = await send_open_loop(tools.client, plan.requests, plan.due, max_in_flight=params.max_in_flight,
-                                       start=start)  # fmt: skip
+        if tools.ray is None:
+            records = await send_open_loop(tools.client, plan.requests, plan.due,
+                                           max_in_flight=params.max_in_flight, start=start)  # fmt: skip
+        else:
+            records = await asyncio.to_thread(send_on_ray, tools.ray, params, plan.requests, plan.due, start_wall,
+                                              (params.seed, plan.index, 2))  # fmt: skip
         end = time.perf_counter()
     # The counters move as the engine finishes its work: read them once it runs nothing.
     await drain(api, params.drain_timeout_s, tools.metrics)
