@@ -55,6 +55,8 @@ def vllm_bench(base_url: str, model: str, args: argparse.Namespace, seed: int, f
     if done.returncode != 0 or not path.exists():
         raise RuntimeError(f"vllm bench serve failed ({done.returncode}):\n{done.stderr[-2000:]}")
     data = json.loads(path.read_text())
+    if data["completed"] != args.requests:
+        raise RuntimeError(f"vllm bench serve completed {data['completed']} of {args.requests} requests")
     return {"output_tok_s": data["output_throughput"], "ttft_p50_ms": data["median_ttft_ms"],
             "tpot_p50_ms": data["median_tpot_ms"], "completed": data["completed"]}  # fmt: skip
 
