@@ -1,10 +1,10 @@
 """One step sent by several client processes on a Ray cluster, for rates one process cannot hold.
 
 The step's schedule is dealt to `clients` senders (`toolkit.loadgen.arrivals.split`: a Poisson schedule becomes
-independent Poisson streams whose union is the schedule); each Ray task runs `send_open_loop` on its own
-`StreamClient` (the API key from the worker's own environment: it is never shipped) from a start time agreed on the
-wall clock, and returns its records; the driver puts them back in the step's order, so the step is judged as one.
-Ray is optional (`pip install -e '.[ray]'`).
+independent Poisson streams whose union is the schedule). Each sender is a Ray actor, started and answering
+before the first step; it runs `send_open_loop` on its own `StreamClient` (the API key from the worker's own
+environment: it is never shipped) from a start time agreed on the wall clock, and returns its records; the driver
+puts them back in the step's order, so the step is judged as one. Ray is optional (`pip install -e '.[ray]'`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from toolkit.loadgen.arrivals import split
 from toolkit.loadgen.client import StreamClient
 from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
 
-LEAD_S = 3.0  # the tasks' common start is this far ahead: Ray starts a task in well under that
+LEAD_S = 1.0  # the senders' common start is this far ahead of the driver's call
 
 
 def connect(address: str) -> Any:
@@ -59,17 +59,35 @@ def client_task(base_url: str, api_key_env: str, read_timeout_s: float, max_in_f
     return run_sync(send)
 
 
-def send_on_ray(ray: Any, params: Any, requests: Sequence[PlannedRequest], due: Sequence[float],
+class _Sender:
+    """A client process on the cluster (a Ray actor), started once per sweep so that a step finds it warm."""
+
+    def ready(self) -> bool:
+        return True
+
+    def send(self, *args: Any) -> list[dict[str, Any]]:
+        return client_task(*args)
+
+
+class RaySenders:
+    """`clients` senders on the cluster, started and answering before the first step."""
+
+    def __init__(self, ray: Any, clients: int) -> None:
+        self.ray = ray
+        self.actors = [ray.remote(num_cpus=0)(_Sender).remote() for _ in range(clients)]
+        ray.get([actor.ready.remote() for actor in self.actors])
+
+
+def send_on_ray(senders: RaySenders, params: Any, requests: Sequence[PlannedRequest], due: Sequence[float],
                 start_wall: float, seed: tuple[int, ...]) -> list[dict[str, Any]]:  # fmt: skip
-    """The step's records, sent by `params.clients` Ray tasks from `start_wall` (blocking: run it in a thread)."""
-    parts = split(due, params.clients, seed=seed)
-    cap = None if params.max_in_flight is None else math.ceil(params.max_in_flight / params.clients)
-    remote = ray.remote(num_cpus=0)(client_task)
-    futures = [remote.remote(params.base_url, params.api_key_env, params.read_timeout_s, cap,
-                             [requests[i] for i in part], [due[i] for i in part], start_wall)
-               for part in parts]  # fmt: skip
+    """The step's records, sent by the senders from `start_wall` (blocking: run it in a thread)."""
+    parts = split(due, len(senders.actors), seed=seed)
+    cap = None if params.max_in_flight is None else math.ceil(params.max_in_flight / len(senders.actors))
+    futures = [actor.send.remote(params.base_url, params.api_key_env, params.read_timeout_s, cap,
+                                 [requests[i] for i in part], [due[i] for i in part], start_wall)
+               for actor, part in zip(senders.actors, parts, strict=True)]  # fmt: skip
     records: list[dict[str, Any]] = [{}] * len(due)
-    for part, got in zip(parts, ray.get(futures), strict=True):
+    for part, got in zip(parts, senders.ray.get(futures), strict=True):
         for index, record in zip(part, got, strict=True):
             records[index] = {**record, "request": index}
     return records

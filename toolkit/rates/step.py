@@ -24,7 +24,7 @@ from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.goodput import StepSummary, summarize_step
 from toolkit.rates.files import records_frame
 from toolkit.rates.params import RateParams
-from toolkit.rates.ray_clients import LEAD_S, send_on_ray
+from toolkit.rates.ray_clients import LEAD_S, RaySenders, send_on_ray
 
 SAMPLE_INTERVAL_S = 0.5  # server gauges at 2 Hz: each scrape costs the sending loop a little
 
@@ -48,7 +48,7 @@ class StepTools:
     api: ServerAPI
     client: StreamClient
     metrics: bool  # the server answers /metrics
-    ray: Any = None  # the `ray` module, connected, when the step is sent from several client processes
+    ray: RaySenders | None = None  # when the step is sent from several client processes on a Ray cluster
 
 
 async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict[str, Any]]:
