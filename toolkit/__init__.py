@@ -6,7 +6,8 @@ imports inside functions included, and that no import cycle exists at any depth;
     toolkit.cli                        the command line; nothing imports it
     toolkit.batch                      sweeps, variants, local and Ray runners
     toolkit.jupyter                    kernels, executed notebooks, what notebooks call
-    toolkit.reports | toolkit.matrix | toolkit.rates    independent of each other (rates: open-loop rate sweeps)
+    toolkit.rates                      open-loop request-rate sweeps (uses the matrix's server API and prompts)
+    toolkit.reports | toolkit.matrix   independent of each other: reports read results, matrix measures
     toolkit.servers                    launched and embedded servers, the machine, GPUs
     toolkit.results                    results on disk
     toolkit.params                     run parameters

@@ -1,4 +1,4 @@
-"""Command line: `python -m toolkit serve|matrix|run|import-report|compare|batch|demo`."""
+"""Command line: `python -m toolkit serve|matrix|run|import-report|compare|batch|demo|rates`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from toolkit.api_keys import api_key_from_env, redact
 from toolkit.errors import ParamsError, ReportFormatError, RunRefused, ToolkitError
+from toolkit.rates.cli import add_parser as add_rates_parser
 
 if TYPE_CHECKING:
     from toolkit.jupyter.pipeline import RunResult
@@ -160,10 +161,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message.removeprefix('argument ')} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m toolkit", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="run the embedded vLLM (tiny model) on 127.0.0.1 in the foreground")
     serve.add_argument("--port", type=int)
     serve.add_argument("--max-model-len", type=int, default=8192)
@@ -172,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stream-interval", type=int, default=1)
     serve.set_defaults(func=_serve)
 
+
+def _add_matrix(sub: argparse._SubParsersAction) -> None:
     matrix = sub.add_parser("matrix", help="measure prefill and the decode matrix of a running server")
     matrix.add_argument("--base-url", required=True)
     matrix.add_argument("--model")
@@ -188,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished cells")
     matrix.set_defaults(func=_matrix)
 
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="execute the notebooks with a params file and write the reports")
     run.add_argument("params", help="YAML params file, e.g. params/demo.yaml")
     run.add_argument("--base-url", help="overrides base_url of the params file")
@@ -196,18 +198,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.set_defaults(func=_run)
 
+
+def _add_import_report(sub: argparse._SubParsersAction) -> None:
     imported = sub.add_parser("import-report", help="import a published speed test matrix text report as a run folder")
     imported.add_argument("file", help="the report's text, e.g. reference-reports/kimi-….txt")
     imported.add_argument("--out", required=True, help="run folder to write results.csv and run.json into")
     imported.add_argument("--report", action="store_true", help="also write report.html and report.md")
     imported.set_defaults(func=_import_report)
 
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
     comparison = sub.add_parser("compare", help="compare run folders (the first is the baseline): compare.html, .md")
     comparison.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="measured or imported run folders")
     comparison.add_argument("--out", required=True, help="folder for compare.ipynb, compare.html, compare.md")
     comparison.add_argument("--labels", help="comma-separated, one per run folder (default: run label + folder)")
     comparison.set_defaults(func=_compare)
 
+
+def _add_batch(sub: argparse._SubParsersAction) -> None:
     batch = sub.add_parser("batch", help="run every variant of a sweep file, then index.html/.md and a comparison")
     batch.add_argument("sweep", help="YAML sweep file, e.g. params/sweep-example.yaml")
     batch.add_argument("--out", help="batch folder (default: outputs/<sweep name>/<UTC timestamp>/)")
@@ -217,10 +225,28 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--ray", metavar="ADDRESS", help="run each variant as a task on this Ray cluster")
     batch.set_defaults(func=_batch)
 
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="start the embedded vLLM, run params/demo.yaml, stop, print the report")
     demo.add_argument("--params", default="params/demo.yaml")
     demo.add_argument("--outputs", default="outputs")
     demo.set_defaults(func=_demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m toolkit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (
+        _add_serve,
+        _add_matrix,
+        _add_run,
+        _add_import_report,
+        _add_compare,
+        _add_batch,
+        add_rates_parser,
+        _add_demo,
+    ):
+        add(sub)
     return parser
 
 

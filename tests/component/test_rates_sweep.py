@@ -1,0 +1,239 @@
+"""Rate sweeps against the fault server: the run folder's files, the search, failures, datasets, a stop, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tests.faultserver import TEMPLATE_TOKENS, FaultServer
+from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel, judge_steps, summarize_step
+from toolkit.rates.files import rates_dir, read_records, read_steps
+from toolkit.rates.params import make_rate_params
+from toolkit.rates.runner import run_rates
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "rates"
+STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "scheduled_rate", "achieved_rate",
+             "requests", "completed", "failed", "duration_s", "request_throughput", "output_tok_s", "input_tokens",
+             "output_tokens", "goodput", "slo_fraction", "slo_met",
+             *(f"{m}_p{q}_ms" for m in ("ttft", "tpot", "e2e", "lag") for q in (50, 90, 99)),
+             "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "lag_max_ms", "lag_flagged", "server_running_max",
+             "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
+             "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens"]  # fmt: skip
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    with FaultServer(token_interval_s=0.005) as fs:
+        yield fs
+
+
+def sweep(server: FaultServer, tmp_path: Path, **values: Any) -> Path:
+    base = {"base_url": server.base_url, "requests_per_step": 12, "input_tokens": 40, "output_tokens": 8,
+            "results_dir": str(tmp_path / "run")}  # fmt: skip
+    return run_rates(make_rate_params(base | values), say=lambda line: None)
+
+
+KEY = "sk-rates-TEST-5d1e0b"
+
+
+def test_the_run_folder_holds_exactly_the_documented_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_API_KEY", KEY)
+    with FaultServer(token_interval_s=0.005, api_key=KEY) as server:
+        out = sweep(server, tmp_path, rates=[5, 20, "inf"], slo_ttft_ms=1000)
+    assert sorted(p.name for p in rates_dir(out).iterdir()) == [
+        "step-000.parquet", "step-001.parquet", "step-002.parquet", "steps.jsonl", "sweep.json"]  # fmt: skip
+    lines = (rates_dir(out) / "steps.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]  # strict JSON: no NaN, no Infinity
+    assert [list(r) for r in rows] == [STEP_KEYS] * 3
+    assert [r["offered_rate"] for r in rows] == [5.0, 20.0, "inf"] and [r["step"] for r in rows] == [0, 1, 2]
+    assert all(r["completed"] == 12 and r["failed"] == 0 and not r["searched"] for r in rows)
+    for r in rows:  # the fault server counts words + template tokens, as its usage does
+        assert r["server_prompt_tokens"] == r["client_prompt_tokens"] == 12 * r["input_tokens"] // 12
+        assert r["server_generation_tokens"] == r["client_generation_tokens"] == 12 * 8
+        assert r["server_running_max"] is not None and r["server_waiting_max"] == 0 and r["kv_usage_max"] is not None
+    records = pd.read_parquet(rates_dir(out) / "step-001.parquet")
+    assert tuple(records.columns) == RECORD_COLUMNS and len(records) == 12
+    assert (records["sent_s"] >= records["scheduled_s"]).all() and records["error"].isna().all()
+    assert (records["input_tokens"] - 40).abs().max() <= 16 and (records["output_tokens"] == 8).all()
+    assert all(
+        len(times) == 8 and times[-1] == last
+        for times, last in zip(records["chunk_times_s"], records["last_token_s"], strict=True)
+    )
+    sweep_json = json.loads((rates_dir(out) / "sweep.json").read_text())
+    assert sweep_json["rates"] == [5.0, 20.0, "inf"] and sweep_json["model"] == "fault-model"
+    assert sweep_json["search"] is False and sweep_json["api_key_env"] == "VLLM_API_KEY"
+    assert not [p for p in out.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    run = json.loads((out / "run.json").read_text())
+    assert run["kind"] == "rates" and run["server"]["model"] == "fault-model" and "environment" in run
+    assert run["params"] == sweep_json
+
+
+def test_cold_prompts_are_unique_and_warm_ones_share_their_prefix(server: FaultServer, tmp_path: Path) -> None:
+    sweep(server, tmp_path, rates=[50])
+    prompts = [e for e in server.state.log if e["path"] == "/v1/chat/completions"]
+    assert len(prompts) == 12 and server.state.prefix_hits == 0
+    sweep(server, tmp_path / "warm", rates=[50], cold_prompts=False)
+    assert server.state.prefix_hits > 0  # the same prompt again: the fault server's cache hits it
+
+
+def test_the_search_bisects_to_its_precision_and_records_its_bracket(server: FaultServer, tmp_path: Path) -> None:
+    """The fault server's TTFT grows with what runs; an SLO no step can meet above 0 gives no highest rate, an
+    easy one every rate; a level met only by some gives a bracket the probes narrow."""
+    out = sweep(server, tmp_path, rates=[2, 40], slo_e2e_ms=10_000, search=True)
+    assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
+        "highest_rate": 40.0,
+        "bracket": [40.0, None],
+    }
+    out = sweep(server, tmp_path / "none", rates=[2, 40], slo_ttft_ms=0.001, search=True)
+    assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
+        "highest_rate": None,
+        "bracket": [None, 2.0],
+    }
+    assert len(read_steps(out)) == 2  # nothing to bisect
+
+
+def test_probes_are_full_steps_between_the_bracket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that meets the level below 10 req/s: probes between 4 and 16 until within 10 %."""
+    import toolkit.rates.runner as runner
+
+    async def fake_step(self: Any, rate: float, searched: bool) -> None:
+        self.rows.append({"step": len(self.rows), "offered_rate": rate, "slo_met": rate < 10,
+                          "request_throughput": 0.0, "searched": searched})  # fmt: skip
+
+    monkeypatch.setattr(runner._Sweep, "step", fake_step)
+    with FaultServer() as fs:
+        out = run_rates(make_rate_params({"base_url": fs.base_url, "rates": [1, 4, 16], "duration_s": 1,
+                                          "slo_ttft_ms": 100, "search": True, "search_precision": 0.1,
+                                          "results_dir": str(tmp_path)}), say=lambda line: None)  # fmt: skip
+    result = json.loads((rates_dir(out) / "sweep.json").read_text())["search"]
+    low, high = result["bracket"]
+    assert low < 10 <= high and (high - low) <= 0.1 * low and result["highest_rate"] == low
+
+
+def test_failed_requests_are_recorded_and_never_meet_the_level(server: FaultServer, tmp_path: Path) -> None:
+    server.set_fault("500", after=3, times=4)
+    out = sweep(server, tmp_path, rates=[30], slo_ttft_ms=5000)
+    (row,) = read_steps(out)
+    records = read_records(out)
+    assert (row["completed"], row["failed"]) == (8, 4) and not row["slo_met"]
+    assert row["slo_fraction"] == pytest.approx(8 / 12)
+    failed = records[records["error"].notna()]
+    assert len(failed) == 4 and failed["error"].str.startswith("HTTP 500").all()
+    assert failed["first_token_s"].isna().all() and (failed["output_tokens"] == 0).all()
+    assert row["client_prompt_tokens"] == row["server_prompt_tokens"]  # refused prompts counted on neither side
+
+
+def test_max_in_flight_caps_the_requests_running(server: FaultServer, tmp_path: Path) -> None:
+    out = sweep(server, tmp_path, rates=["inf"], max_in_flight=3, output_tokens=20)
+    (row,) = read_steps(out)
+    assert row["server_running_max"] <= 3 and row["completed"] == 12
+    records = read_records(out)
+    assert records["sent_s"].max() > 3 * 19 * 0.005  # the last ones waited for three rounds to finish
+
+
+def test_a_stop_keeps_every_finished_step(server: FaultServer, tmp_path: Path) -> None:
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        said.append(line)
+        if line.startswith("step 1"):
+            raise KeyboardInterrupt
+
+    params = make_rate_params({"base_url": server.base_url, "rates": [10, 20, 30], "requests_per_step": 6,
+                               "input_tokens": 30, "output_tokens": 4,
+                               "results_dir": str(tmp_path / "run")})  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        run_rates(params, say=say)
+    out = tmp_path / "run"
+    assert [r["step"] for r in read_steps(out)] == [0, 1] and len(read_records(out)) == 12
+    assert not (rates_dir(out) / "step-002.parquet").exists() and not (out / ".lock").exists()
+
+
+@pytest.mark.parametrize(("dataset", "endpoint"), [("requests.jsonl", "chat"), ("sharegpt.json", "completions")])
+def test_a_dataset_drives_a_sweep(server: FaultServer, tmp_path: Path, dataset: str, endpoint: str) -> None:
+    out = sweep(server, tmp_path, rates=[40], dataset=str(FIXTURES / dataset), endpoint=endpoint,
+                requests_per_step=6, output_tokens=5)  # fmt: skip
+    records = read_records(out)
+    assert records["error"].isna().all() and len(records) == 6
+    bodies = [e for e in server.state.log if e["path"].startswith("/v1/")]
+    assert len(bodies) >= 6
+    outputs = set(records["output_tokens"])
+    if dataset == "requests.jsonl":  # given lengths, and the drawn one for the line without
+        assert outputs == {24, 5, 16}  # 6 requests go through the 3 lines twice
+    else:  # the reference reply's tokens (fault server: words + template)
+        reply = (
+            "Put the egg in boiling water for six minutes, then cool it in cold water for a minute before peeling it."
+        )
+        assert outputs == {len(reply.split()) + TEMPLATE_TOKENS, 4 + TEMPLATE_TOKENS}
+
+
+def test_a_chat_dataset_needs_the_chat_endpoint(server: FaultServer, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"requests.jsonl:3: chat messages need endpoint: chat"):
+        sweep(server, tmp_path, rates=[40], dataset=str(FIXTURES / "requests.jsonl"), endpoint="completions")
+
+
+def test_the_stored_records_judge_again_against_other_levels(server: FaultServer, tmp_path: Path) -> None:
+    out = sweep(server, tmp_path, rates=[10, 40, 80], requests_per_step=20, slo_ttft_ms=8, slo_tpot_ms=7)
+    records, rows = read_records(out), read_steps(out)
+    run_level = ServiceLevel(ttft_ms=8, tpot_ms=7)
+    again = judge_steps(records, run_level)
+    assert list(again["goodput"]) == pytest.approx([r["goodput"] for r in rows])
+    for level in (ServiceLevel(ttft_ms=3), ServiceLevel(e2e_ms=60, target=0.5)):
+        judged = judge_steps(records, level)
+        for step, group in records.groupby("step"):
+            direct = summarize_step(group, level)
+            assert judged.loc[judged["step"] == step, "goodput"].item() == pytest.approx(direct.goodput)
+
+
+def test_the_command_line_runs_a_sweep_and_refuses_a_used_folder(server: FaultServer, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "toolkit", "rates", "--base-url", server.base_url, "--rates", "5,inf",
+               "--requests", "4", "--input-tokens", "uniform:20:60", "--output-tokens", "3", "--slo-ttft-ms", "500",
+               "--out", str(tmp_path / "cli")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "step 0: 5 req/s offered" in done.stderr and "step 1: inf req/s offered" in done.stderr
+    assert "offered" in done.stdout and "results:" in done.stdout
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and again.stderr.strip().endswith("already holds a rate sweep; choose another folder")
+    bad = subprocess.run([*command[:6], "--rates", "1,-2"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "error: rates: '-2' is not a positive rate; allowed: a positive number of requests/s or inf (got '1,-2')"
+    ]
+    assert len(read_steps(tmp_path / "cli")) == 2
+
+
+def test_an_interrupt_under_a_running_loop_stops_the_sweep_thread(server: FaultServer, tmp_path: Path) -> None:
+    """As in Jupyter: a loop runs, so the sweep runs in a thread and Ctrl-C reaches only the waiting one."""
+    import asyncio
+    import os
+    import signal
+    import threading
+    import time
+
+    params = make_rate_params({"base_url": server.base_url, "rates": [5, 6, 7, 8], "requests_per_step": 10,
+                               "input_tokens": 30, "output_tokens": 4,
+                               "results_dir": str(tmp_path / "run")})  # fmt: skip
+    said: list[str] = []
+    threading.Timer(2.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # in the 2nd step (each about 2 s)
+
+    async def in_a_notebook() -> None:
+        run_rates(params, say=said.append)
+
+    loop = asyncio.new_event_loop()  # a loop without asyncio.run's own SIGINT handling, as a kernel's cell runs
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop.run_until_complete(in_a_notebook())
+    finally:
+        loop.close()
+    written = len(read_steps(tmp_path / "run"))
+    time.sleep(2.5)  # a sweep left running would finish another step by now
+    assert 1 <= written == len(read_steps(tmp_path / "run")) < 4 and len(said) == written
+    assert not (tmp_path / "run" / ".lock").exists()
+    assert not [t for t in threading.enumerate() if t.name == "toolkit-run"]

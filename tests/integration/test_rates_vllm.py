@@ -1,0 +1,58 @@
+"""The rate sweep against the real embedded vLLM (issue 23, must show): four rates at 128 in / 64 out, one past
+capacity, on the shared constrained server (room for 2 running requests, so past capacity requests queue)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel, summarize_step
+from toolkit.rates.files import rates_dir, read_records, read_steps
+from toolkit.rates.params import make_rate_params
+from toolkit.rates.runner import run_rates
+from toolkit.servers.embedded.server import EmbeddedServer
+
+RATES = [1.0, 2.0, 4.0, 16.0]  # about 10 requests/s fit 2 running requests of ~0.2 s: 16/s is past capacity
+BELOW = RATES[:3]
+
+
+def test_sweep_holds_its_rates_queues_past_capacity_and_agrees_with_the_server_counters(
+    constrained_server: EmbeddedServer, tmp_path: Path
+) -> None:
+    # Constant arrivals: a 5 s step draws 5-20 requests, where a Poisson schedule's own rate is off by 20 % or so;
+    # the statistics of the Poisson and gamma schedules are the unit tests' (tests/unit/test_arrivals.py).
+    params = make_rate_params({
+        "base_url": constrained_server.base_url, "endpoint": "completions", "rates": RATES, "arrival": "constant",
+        "duration_s": 5, "input_tokens": 128, "output_tokens": 64, "slo_ttft_ms": 500, "results_dir": str(tmp_path),
+    })  # fmt: skip
+    lines: list[str] = []
+    out = run_rates(params, say=lines.append)
+    steps = {row["offered_rate"]: row for row in read_steps(out)}
+    print("\n".join(lines))  # the sweep's figures, for the record (run with -s)
+    assert sorted(steps) == RATES and len(lines) == len(RATES)
+    for rate in RATES:
+        row = steps[rate]
+        assert row["failed"] == 0 and row["completed"] == row["requests"] == round(rate * 5)
+        # The server's counters grew by what the client counted (cold prompts: no prefix-cache hit to leave out).
+        assert row["server_prompt_tokens"] == pytest.approx(row["client_prompt_tokens"], rel=0.02)
+        assert row["server_generation_tokens"] == pytest.approx(row["client_generation_tokens"], rel=0.02)
+        assert row["client_generation_tokens"] == 64 * row["requests"]
+    for rate in BELOW:
+        assert steps[rate]["achieved_rate"] == pytest.approx(rate, rel=0.05)
+    past = steps[RATES[-1]]
+    assert past["server_waiting_max"] > 0 and past["server_running_max"] == 2
+    assert past["ttft_p50_ms"] > 3 * steps[BELOW[0]]["ttft_p50_ms"]  # the queue shows in the first token
+    assert past["request_throughput"] < 0.8 * RATES[-1]  # the server could not keep up with the offered rate
+    records = read_records(out)
+    assert tuple(records.columns) == RECORD_COLUMNS and len(records) == sum(r["requests"] for r in steps.values())
+    assert (records["input_tokens"].between(128 - 16, 128 + 16)).all()  # exact lengths through /tokenize
+    assert sorted(p.name for p in rates_dir(out).iterdir()) == [
+        *(f"step-{i:03d}.parquet" for i in range(len(RATES))), "steps.jsonl", "sweep.json"]  # fmt: skip
+    # The stored records judge again to the rows written (another SLO would give its own goodputs the same way).
+    for step, group in records.groupby("step"):
+        again = summarize_step(group.reset_index(drop=True), ServiceLevel(ttft_ms=500))
+        row = next(r for r in steps.values() if r["step"] == step)
+        assert again.goodput == pytest.approx(row["goodput"]) and again.slo_met == row["slo_met"]
+    first = records.iloc[0]
+    assert len(first["chunk_times_s"]) >= 32 and first["chunk_times_s"][-1] == first["last_token_s"]

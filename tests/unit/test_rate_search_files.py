@@ -1,0 +1,99 @@
+"""The search's next probe and result (pure), and the sweep's files: strict JSON lines, records, a torn tail."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from toolkit.method.goodput import RECORD_COLUMNS
+from toolkit.rates.files import (
+    STEPS_FILE,
+    json_safe,
+    rates_dir,
+    read_records,
+    read_steps,
+    records_frame,
+    step_line,
+    write_step,
+)
+from toolkit.rates.search import finite_upper, next_probe, search_result
+
+
+def steps(*pairs: tuple[float, bool], served: float = 0.0) -> list[dict]:
+    return [{"offered_rate": r, "slo_met": met, "request_throughput": served} for r, met in pairs]
+
+
+def test_the_probe_is_the_bracket_midpoint_until_narrow_enough() -> None:
+    assert next_probe(steps((1, True), (2, True), (4, False), (8, False)), 0.1) == 3.0
+    assert next_probe(steps((1, True), (2, True), (2.15, False)), 0.1) is None  # within 10 % of 2
+    assert next_probe(steps((1, True), (2, True), (2.15, False)), 0.05) == pytest.approx(2.075)
+
+
+def test_no_probe_without_a_bracket() -> None:
+    assert next_probe(steps((1, False), (2, False)), 0.1) is None  # nothing met the level
+    assert next_probe(steps((1, True), (2, True)), 0.1) is None  # nothing failed it
+
+
+def test_a_pass_above_a_failure_does_not_widen_the_bracket() -> None:
+    """A noisy pass above the first failing rate is not trusted: the bracket stays below the failure."""
+    assert next_probe(steps((1, True), (2, False), (4, True)), 0.1) == 1.5
+    assert search_result(steps((1, True), (2, False), (4, True))) == {"highest_rate": 1, "bracket": [1, 2]}
+
+
+def test_an_inf_upper_end_is_bisected_below_what_the_flood_achieved() -> None:
+    rows = steps((2, True), (math.inf, False), served=10.0)
+    assert finite_upper(math.inf, rows, 2.0) == 10.0 and next_probe(rows, 0.1) == 6.0
+    assert finite_upper(math.inf, steps((2, True), (math.inf, False), served=1.0), 2.0) == 4.0
+    assert search_result(rows) == {"highest_rate": 2, "bracket": [2, "inf"]}
+    assert search_result(steps((1, True), (math.inf, True))) == {"highest_rate": "inf", "bracket": ["inf", None]}
+    assert search_result(steps((1, False))) == {"highest_rate": None, "bracket": [None, 1]}
+
+
+def test_step_lines_are_strict_json() -> None:
+    line = step_line({"step": 3, "offered_rate": math.inf, "ttft_p50_ms": math.nan, "lag_max_ms": math.inf,
+                      "achieved_rate": 4.5, "slo_met": True})  # fmt: skip
+    assert json.loads(line) == {"step": 3, "offered_rate": "inf", "ttft_p50_ms": None, "lag_max_ms": None,
+                                "achieved_rate": 4.5, "slo_met": True}  # fmt: skip
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    import numpy as np
+
+    assert json_safe(np.int64(3)) == 3 and json_safe(np.float64(math.nan)) is None
+
+
+def record(i: int, error: str | None = None) -> dict:
+    failed = error is not None
+    return {"request": i, "scheduled_s": 0.1 * i, "sent_s": 0.1 * i + 0.001, "first_token_s": math.nan if failed
+            else 0.1 * i + 0.05, "last_token_s": math.nan if failed else 0.1 * i + 0.2,
+            "chunk_times_s": [] if failed else [0.1 * i + 0.05, 0.1 * i + 0.2], "input_tokens": 10,
+            "output_tokens": 0 if failed else 2, "error": error}  # fmt: skip
+
+
+def test_records_round_trip_through_parquet_and_the_lines_decide(tmp_path: Path) -> None:
+    frame = records_frame([record(0), record(1, "HTTP 500: boom")], 0, math.inf)
+    assert tuple(frame.columns) == RECORD_COLUMNS
+    write_step(tmp_path, 0, frame, {"step": 0, "offered_rate": math.inf})
+    write_step(tmp_path, 1, records_frame([record(0)], 1, 2.0), {"step": 1, "offered_rate": 2.0})
+    back = read_records(tmp_path)
+    assert len(back) == 3 and list(back["offered_rate"]) == [math.inf, math.inf, 2.0]
+    assert (
+        list(back["chunk_times_s"].iloc[0]) == pytest.approx([0.05, 0.2]) and back["error"].iloc[1] == "HTTP 500: boom"
+    )
+    assert [r["offered_rate"] for r in read_steps(tmp_path)] == [math.inf, 2.0]
+    # A step file without its line (stopped between the two writes) is not part of the sweep.
+    records_frame([record(0)], 2, 4.0).to_parquet(rates_dir(tmp_path) / "step-002.parquet")
+    assert len(read_records(tmp_path)) == 3
+    # A torn last line (killed mid-write) is cut before the next append.
+    with open(rates_dir(tmp_path) / STEPS_FILE, "ab") as f:
+        f.write(b'{"step": 2, "offe')
+    write_step(tmp_path, 2, records_frame([record(0)], 2, 4.0), {"step": 2, "offered_rate": 4.0})
+    assert [r["step"] for r in read_steps(tmp_path)] == [0, 1, 2]
+    assert not list(rates_dir(tmp_path).glob(".*.tmp"))
+
+
+def test_an_empty_sweep_reads_as_no_records(tmp_path: Path) -> None:
+    assert read_steps(tmp_path) == [] and list(read_records(tmp_path).columns) == list(RECORD_COLUMNS)
+    assert isinstance(read_records(tmp_path), pd.DataFrame)

@@ -1,0 +1,96 @@
+"""Open-loop sending: each request leaves at its due time whatever the earlier ones are doing.
+
+One dispatcher coroutine sleeps until the next due time (on the running loop: uvloop under the toolkit's runners)
+and starts that request as a task on the shared `StreamClient`; an optional cap on requests in flight makes a
+request wait for a free slot (its wait shows as scheduling lag). Every request gives one record: due time, send
+time, first and last token, every content chunk's arrival, tokens and error, times in seconds from the step's
+start (`time.perf_counter()`). The fields are those a rate step stores, less the step's own (`step`,
+`offered_rate`), which the caller adds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.loadgen.client import StreamClient, StreamResult
+
+REQUEST_FIELDS: tuple[str, ...] = ("request", "scheduled_s", "sent_s", "first_token_s", "last_token_s",
+                                   "chunk_times_s", "input_tokens", "output_tokens", "error")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One request of a step: where it goes, its body, and the prompt tokens it was built with (if known)."""
+
+    path: str
+    body: dict[str, Any]
+    input_tokens: int | None = None
+
+
+def record(index: int, due: float, result: StreamResult, planned: PlannedRequest, start: float) -> dict[str, Any]:
+    """The request's record; times from `start`. A failed request has NaN first/last token times."""
+    if not result.started:  # never left: cancelled before its slot or its due time
+        return {"request": index, "scheduled_s": due, "sent_s": math.nan, "first_token_s": math.nan,
+                "last_token_s": math.nan, "chunk_times_s": [], "input_tokens": planned.input_tokens or 0,
+                "output_tokens": 0, "error": "not sent: the step was stopped"}  # fmt: skip
+    chunks = [t - start for t, _ in result.token_events]
+    first = result.first_token_at - start if result.first_token_at is not None else (chunks[0] if chunks else None)
+    error = result.error or ("cancelled" if result.cancelled else None)
+    if error is None and first is None:
+        error = "no token in the reply"
+    failed = error is not None
+    prompt = result.prompt_tokens if result.prompt_tokens is not None else planned.input_tokens
+    return {
+        "request": index, "scheduled_s": due, "sent_s": result.started - start,
+        "first_token_s": math.nan if failed or first is None else first,
+        "last_token_s": math.nan if failed or not chunks else chunks[-1], "chunk_times_s": chunks,
+        "input_tokens": int(prompt or 0), "output_tokens": int(result.completion_tokens), "error": error,
+    }  # fmt: skip
+
+
+async def send_open_loop(
+    client: StreamClient,
+    requests: Sequence[PlannedRequest],
+    due: Sequence[float],
+    *,
+    max_in_flight: int | None = None,
+    start: float | None = None,
+) -> list[dict[str, Any]]:
+    """Send `requests[i]` at `start + due[i]` (due ascending), read every reply, return their records in order.
+
+    `start` defaults to now. Cancelled: the requests in flight are cancelled and the cancellation propagates.
+    """
+    if len(requests) != len(due):
+        raise ValueError(f"{len(requests)} requests for {len(due)} due times")
+    if max_in_flight is not None and max_in_flight < 1:
+        raise ValueError(f"max_in_flight: {max_in_flight} is not a whole number >= 1")
+    t0 = time.perf_counter() if start is None else start
+    results = [StreamResult() for _ in requests]
+    gate = asyncio.Semaphore(max_in_flight) if max_in_flight else None
+
+    async def one(i: int) -> None:
+        if gate is None:
+            await client.stream(requests[i].path, requests[i].body, results[i])
+            return
+        async with gate:
+            await client.stream(requests[i].path, requests[i].body, results[i])
+
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for i, when in enumerate(due):
+            while (delay := t0 + when - time.perf_counter()) > 0:  # the loop's timers may wake early: never send early
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+        if tasks:
+            await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return [record(i, when, results[i], requests[i], t0) for i, when in enumerate(due)]

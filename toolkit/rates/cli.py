@@ -1,0 +1,103 @@
+"""`python -m toolkit rates`: the sweep from the command line (or a params YAML), a line per step, the table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+# command-line flag -> RateParams field (flags whose value is given as is)
+_FLAGS: dict[str, str] = {
+    "base_url": "base_url", "model": "model", "api_key_env": "api_key_env", "endpoint": "endpoint",
+    "rates": "rates", "arrival": "arrival", "burstiness": "burstiness", "duration": "duration_s",
+    "requests": "requests_per_step", "max_in_flight": "max_in_flight", "seed": "seed",
+    "input_tokens": "input_tokens", "output_tokens": "output_tokens", "dataset": "dataset",
+    "slo_ttft_ms": "slo_ttft_ms", "slo_tpot_ms": "slo_tpot_ms", "slo_e2e_ms": "slo_e2e_ms",
+    "goodput_target": "goodput_target", "search_precision": "search_precision", "out": "results_dir",
+    "label": "run_label", "ray": "ray_address", "clients": "clients",
+}  # fmt: skip
+
+
+def add_parser(sub: Any) -> None:
+    """Register the `rates` subcommand on the toolkit's subparsers."""
+    p = sub.add_parser("rates", help="open-loop request-rate sweep: latency, goodput, the highest rate under an SLO")
+    p.add_argument("--params", help="YAML file of sweep parameters (a `rates:` block or the fields); flags win")
+    p.add_argument("--base-url", help="server, e.g. http://127.0.0.1:8000")
+    p.add_argument("--model", help="served model (default: the first one served)")
+    p.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
+    p.add_argument("--endpoint", choices=["chat", "completions"])
+    p.add_argument("--rates", help="requests/s per step, comma-separated; inf = all at once (e.g. 1,2,4,inf)")
+    p.add_argument("--arrival", choices=["poisson", "constant", "gamma"])
+    p.add_argument("--burstiness", type=float, help="gamma shape: 1 = Poisson, < 1 burstier (arrival gamma)")
+    p.add_argument("--duration", type=float, help="seconds of arrivals per step (default 30)")
+    p.add_argument("--requests", type=int, help="requests per step, instead of --duration")
+    p.add_argument("--max-in-flight", type=int, help="cap on requests in flight (default: none)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--input-tokens", help="128, or uniform:MIN:MAX, normal:MEAN:STD:MIN:MAX, lognormal:MEAN:SIGMA:…")
+    p.add_argument("--output-tokens", help="as --input-tokens")
+    p.add_argument("--dataset", help="JSONL (prompt or messages, optional output_tokens) or ShareGPT JSON file")
+    p.add_argument("--warm-prompts", action="store_true", help="one shared prefix instead of cold prompts")
+    p.add_argument("--no-drain", action="store_true", help="do not wait for an idle server between steps")
+    p.add_argument("--slo-ttft-ms", type=float)
+    p.add_argument("--slo-tpot-ms", type=float)
+    p.add_argument("--slo-e2e-ms", type=float)
+    p.add_argument("--goodput-target", type=float, help="fraction of requests that must meet the SLO (0.99)")
+    p.add_argument("--search", action="store_true", help="bisect for the highest rate meeting the SLO")
+    p.add_argument("--search-precision", type=float, help="relative width at which the search stops (0.1)")
+    p.add_argument("--ray", metavar="ADDRESS", help="send each step from --clients processes on this Ray cluster")
+    p.add_argument("--clients", type=int, help="client processes per step on the Ray cluster (default 1)")
+    p.add_argument("--out", help="run folder (default: outputs/<label>/<UTC timestamp>/)")
+    p.add_argument("--label", help="run label")
+    p.set_defaults(func=main)
+
+
+def params_from_args(args: argparse.Namespace) -> Any:
+    """RateParams from the flags (and the params file); ParamsError in one line."""
+    from toolkit.rates.params import load_rate_params, make_rate_params
+
+    values: dict[str, Any] = {field: getattr(args, flag) for flag, field in _FLAGS.items()}
+    if args.warm_prompts:
+        values["cold_prompts"] = False
+    if args.no_drain:
+        values["drain"] = False
+    if args.search:
+        values["search"] = True
+    if args.params:
+        return load_rate_params(args.params, **values)
+    if args.base_url is None:
+        raise ValueError("base-url: required (or a --params file that sets base_url)")
+    return make_rate_params({k: v for k, v in values.items() if v is not None})
+
+
+def main(args: argparse.Namespace) -> int:
+    params = params_from_args(args)
+    from toolkit.api_keys import api_key_from_env
+
+    api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
+    from toolkit.rates.files import read_steps
+    from toolkit.rates.runner import run_rates
+
+    out = run_rates(params, say=lambda line: print(line, file=sys.stderr, flush=True))
+    print(summary_table(read_steps(out)))
+    print(f"results: {out / 'rates'} (sweep.json, steps.jsonl, step-NNN.parquet), {out / 'run.json'}")
+    return 0
+
+
+def summary_table(rows: list[dict[str, Any]]) -> str:
+    """The steps as a text table: load, throughput, latency, goodput, queue, lag."""
+    head = f"{'step':>4} {'offered':>8} {'sent':>7} {'ok':>9} {'tok/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} " \
+           f"{'TPOT p50':>9} {'goodput':>8} {'SLO':>5} {'waiting':>7} {'lag p99':>8}"  # fmt: skip
+    lines = [head]
+    for r in rows:
+        num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+        offered = "inf" if r["offered_rate"] == float("inf") else f"{r['offered_rate']:g}"
+        lines.append(
+            f"{r['step']:>4} {offered:>8} {num(r['achieved_rate'], '.2f'):>7} "
+            f"{str(r['completed']) + '/' + str(r['requests']):>9} {r['output_tok_s']:>7.0f} "
+            f"{num(r['ttft_p50_ms'], '.1f'):>9} {num(r['ttft_p99_ms'], '.1f'):>9} {num(r['tpot_p50_ms'], '.1f'):>9} "
+            f"{r['goodput']:>8.2f} {r['slo_fraction']:>5.0%} {num(r['server_waiting_max'], 'd'):>7} "
+            f"{num(r['lag_p99_ms'], '.1f'):>8}{' *' if r['lag_flagged'] else ''}"
+        )  # fmt: skip
+    if any(r["lag_flagged"] for r in rows):
+        lines.append("* the client could not hold the schedule (scheduling lag p99 over the flag): load understated")
+    return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""The sweep's files in a run folder, written so that a stop at any moment keeps every finished step.
+
+    <out>/run.json                 server discovery and environment, as the matrix writes it
+    <out>/rates/sweep.json         the parameters as run (no secrets), and "search" once a search ran
+    <out>/rates/steps.jsonl        one JSON line per finished step, appended (fsync'd) as the step ends
+    <out>/rates/step-NNN.parquet   the step's per-request records (`RECORD_COLUMNS`), written before its line
+
+JSON holds no NaN or infinity: a missing figure is null, and a rate of `inf` (all at once) is the string "inf".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from toolkit.method.goodput import RECORD_COLUMNS
+from toolkit.results.store import StoreError, _drop_partial_tail, _write_all, read_json, write_json_atomic
+
+RATES_DIR = "rates"
+SWEEP_FILE = "sweep.json"
+STEPS_FILE = "steps.jsonl"
+RATE_FIELDS = ("offered_rate",)  # where "inf" is written for an infinite rate
+
+
+def rates_dir(out: Path) -> Path:
+    return Path(out) / RATES_DIR
+
+
+def step_file(out: Path, step: int) -> Path:
+    return rates_dir(out) / f"step-{step:03d}.parquet"
+
+
+def json_safe(value: Any) -> Any:
+    """NaN and infinity as null (JSON has neither); numpy scalars as Python numbers."""
+    if hasattr(value, "item") and not isinstance(value, list | dict | str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def step_line(row: dict[str, Any]) -> bytes:
+    """One steps.jsonl line: an infinite rate as "inf", other non-finite numbers as null."""
+    clean = {k: "inf" if k in RATE_FIELDS and v == math.inf else json_safe(v) for k, v in row.items()}
+    return (json.dumps(clean, allow_nan=False) + "\n").encode("utf-8")
+
+
+def write_sweep(out: Path, sweep: dict[str, Any]) -> None:
+    write_json_atomic(rates_dir(out) / SWEEP_FILE, sweep)
+
+
+def update_sweep(out: Path, **fields: Any) -> None:
+    path = rates_dir(out) / SWEEP_FILE
+    write_json_atomic(path, {**read_json(path), **fields})
+
+
+def records_frame(records: list[dict[str, Any]], step: int, offered_rate: float) -> pd.DataFrame:
+    """A step's records as a frame with exactly `RECORD_COLUMNS`."""
+    rows = [{"step": step, "offered_rate": offered_rate, **r} for r in records]
+    frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+    return frame.astype({"step": "int64", "request": "int64", "input_tokens": "int64", "output_tokens": "int64"})
+
+
+def write_step(out: Path, step: int, frame: pd.DataFrame, row: dict[str, Any]) -> None:
+    """The step's records (atomically), then its line in steps.jsonl: a line always has its records."""
+    path = step_file(out, step)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+        _append(rates_dir(out) / STEPS_FILE, step_line(row))
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StoreError(f"out: cannot write step {step} in {path.parent}: {exc.strerror or exc}; the steps "
+                         "written before are kept") from None  # fmt: skip
+
+
+def _append(path: Path, line: bytes) -> None:
+    _drop_partial_tail(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            _write_all(fd, line)
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, end)  # no partial line left behind
+            raise
+    finally:
+        os.close(fd)
+
+
+def read_steps(out: Path) -> list[dict[str, Any]]:
+    """The finished steps' rows, in order ("inf" rates back as infinity)."""
+    path = rates_dir(out) / STEPS_FILE
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for row in rows:
+        for key in RATE_FIELDS:
+            if row.get(key) == "inf":
+                row[key] = math.inf
+    return rows
+
+
+def read_records(out: Path) -> pd.DataFrame:
+    """Every finished step's records, one frame (a step's line is written after its file: the lines decide)."""
+    frames = [pd.read_parquet(step_file(out, row["step"])) for row in read_steps(out)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(RECORD_COLUMNS))

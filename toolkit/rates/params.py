@@ -1,0 +1,205 @@
+"""Rate sweep parameters: validated once, one-line errors naming the parameter (as toolkit.params does)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from toolkit.loadgen.arrivals import Arrival
+from toolkit.method.goodput import ServiceLevel
+from toolkit.params import MAX_LABEL, MAX_SECONDS, ParamsError, RunParams, _one_line, read_yaml_mapping
+
+DEFAULT_DURATION_S = 30.0
+MAX_TOKENS = 10_000_000
+
+
+class Lengths(BaseModel):
+    """A distribution of token counts, drawn per request and clipped to [min, max].
+
+    uniform: whole numbers min..max; normal: mean, std (tokens); lognormal: mean (tokens) and sigma (of the log).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    dist: Literal["uniform", "normal", "lognormal"]
+    min: int = Field(ge=1, le=MAX_TOKENS)
+    max: int = Field(ge=1, le=MAX_TOKENS)
+    mean: float | None = Field(None, gt=0)
+    std: float | None = Field(None, ge=0)
+    sigma: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _complete(self) -> Lengths:
+        if self.max < self.min:
+            raise ValueError(f"max {self.max} is below min {self.min}")
+        needs = {"uniform": (), "normal": ("mean", "std"), "lognormal": ("mean", "sigma")}[self.dist]
+        if missing := [name for name in needs if getattr(self, name) is None]:
+            raise ValueError(f"{self.dist} needs {' and '.join(missing)}")
+        return self
+
+
+def parse_lengths(value: Any) -> int | Lengths:
+    """128, or "uniform:MIN:MAX", "normal:MEAN:STD:MIN:MAX", "lognormal:MEAN:SIGMA:MIN:MAX", or a mapping."""
+    if isinstance(value, bool):
+        raise ValueError("is true or false; allowed: a token count or a distribution")
+    if isinstance(value, int | Lengths):
+        return value
+    if isinstance(value, dict):
+        return Lengths(**value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        kind, _, rest = text.partition(":")
+        parts = rest.split(":") if rest else []
+        names = {"uniform": ("min", "max"), "normal": ("mean", "std", "min", "max"),
+                 "lognormal": ("mean", "sigma", "min", "max")}.get(kind)  # fmt: skip
+        if names is not None and len(parts) == len(names):
+            return Lengths(dist=kind, **dict(zip(names, parts, strict=True)))  # type: ignore[arg-type]
+    raise ValueError(f"{value!r} is not a token count or a distribution; allowed: e.g. 128, uniform:64:256, "
+                     "normal:128:32:16:512, lognormal:128:0.5:16:1024 (MEAN:SPREAD:MIN:MAX)")  # fmt: skip
+
+
+def parse_rates(value: Any) -> list[float]:
+    """ "1,2,4,inf" or a list of numbers and "inf": ascending, no duplicates."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not items:
+        raise ValueError(f"{value!r} is not a list of rates; allowed: e.g. [1, 2, 4, inf] (requests/s)")
+    rates: list[float] = []
+    for item in items:
+        if isinstance(item, bool):
+            raise ValueError(f"{item!r} is not a rate; allowed: a positive number of requests/s or inf")
+        try:
+            rate = float(item.strip() if isinstance(item, str) else item)
+        except (TypeError, ValueError):
+            raise ValueError(f"{item!r} is not a rate; allowed: a positive number of requests/s or inf") from None
+        if math.isnan(rate) or rate <= 0:
+            raise ValueError(f"{item!r} is not a positive rate; allowed: a positive number of requests/s or inf")
+        rates.append(rate)
+    return sorted(set(rates))
+
+
+class RateParams(BaseModel):
+    """An open-loop rate sweep: where, what load, which requests, which service level, where the files go.
+
+    The API key is not here (read from `api_key_env`). Exactly one of `duration_s` and `requests_per_step`
+    bounds a step (default: 30 s); an `inf` rate (all at once) needs `requests_per_step`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    base_url: str = "http://127.0.0.1:8000"
+    model: str | None = None
+    api_key_env: str = "VLLM_API_KEY"
+    endpoint: Literal["chat", "completions"] = "chat"
+    rates: list[Annotated[float, AllowInfNan(True)]] = Field(
+        default_factory=lambda: [1.0, 2.0, 4.0, 8.0]
+    )  # inf: at once
+    arrival: Arrival = "poisson"
+    burstiness: float = Field(1.0, gt=0, le=1000)
+    duration_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    requests_per_step: int | None = Field(None, ge=1, le=1_000_000)
+    max_in_flight: int | None = Field(None, ge=1)
+    seed: int = 0
+    input_tokens: int | Lengths = 128
+    output_tokens: int | Lengths = 128
+    dataset: str | None = None  # JSONL ("prompt" or "messages", optional "output_tokens") or ShareGPT JSON
+    cold_prompts: bool = True  # a unique prefix per request: nothing comes from the prefix cache
+    drain: bool = True  # before each step, wait until the server runs and queues nothing
+    drain_timeout_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
+    read_timeout_s: float = Field(300.0, gt=0, le=MAX_SECONDS)
+    slo_ttft_ms: float | None = Field(None, gt=0)
+    slo_tpot_ms: float | None = Field(None, gt=0)
+    slo_e2e_ms: float | None = Field(None, gt=0)
+    goodput_target: float = Field(0.99, gt=0, le=1)
+    search: bool = False
+    search_precision: float = Field(0.1, gt=0, le=1)
+    search_max_probes: int = Field(8, ge=1, le=50)
+    ray_address: str | None = None  # send each step from `clients` processes on this Ray cluster
+    clients: int = Field(1, ge=1, le=256)
+    lag_flag_ms: float = Field(5.0, gt=0)  # a step whose scheduling lag p99 is above this is flagged
+    results_dir: str | None = None  # the run folder (default: outputs/<run_label>/<UTC timestamp>/)
+    run_label: str = Field("rates", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_LABEL)
+
+    @field_validator("rates", mode="before")
+    @classmethod
+    def _rates(cls, value: Any) -> list[float]:
+        return parse_rates(value)
+
+    @field_validator("input_tokens", "output_tokens", mode="before")
+    @classmethod
+    def _lengths(cls, value: Any) -> int | Lengths:
+        parsed = parse_lengths(value)
+        if isinstance(parsed, int) and not 1 <= parsed <= MAX_TOKENS:
+            raise ValueError(f"{parsed} is not between 1 and {MAX_TOKENS:,}")
+        return parsed
+
+    @field_validator("base_url", "api_key_env")
+    @classmethod
+    def _as_run_params(cls, value: str, info: Any) -> str:
+        """The same rules as the matrix's parameters (no user info in the URL, a variable name for the key)."""
+        try:
+            RunParams.model_validate({info.field_name: value})
+        except ValidationError as exc:
+            raise ValueError(_one_line(exc).split(": ", 1)[1]) from None
+        return value.rstrip("/") if info.field_name == "base_url" else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_duration(cls, values: Any) -> Any:
+        if isinstance(values, dict) and values.get("duration_s") is None and values.get("requests_per_step") is None:
+            return {**values, "duration_s": DEFAULT_DURATION_S}
+        return values
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RateParams:
+        if self.duration_s is not None and self.requests_per_step is not None:
+            raise ValueError("duration_s and requests_per_step: give one of them, not both")
+        if math.inf in self.rates and self.requests_per_step is None:
+            raise ValueError("rates: inf (all at once) needs requests_per_step, not a duration")
+        if self.burstiness != 1.0 and self.arrival != "gamma":
+            raise ValueError(f"burstiness: applies to arrival gamma only (arrival is {self.arrival})")
+        if self.clients > 1 and self.ray_address is None:
+            raise ValueError("clients: more than one client process needs ray_address (a Ray cluster)")
+        if self.search and not self.has_slo():
+            raise ValueError("search: needs a service level: slo_ttft_ms, slo_tpot_ms or slo_e2e_ms")
+        return self
+
+    def has_slo(self) -> bool:
+        return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms))
+
+    def service_level(self) -> ServiceLevel:
+        return ServiceLevel(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms, self.goodput_target)
+
+    def public(self) -> dict[str, Any]:
+        """The parameters as written to sweep.json (no secret is a parameter; `inf` as the string "inf")."""
+        data = self.model_dump(mode="python")
+        data["rates"] = [rate_text(r) for r in self.rates]
+        return data
+
+
+def rate_text(rate: float) -> float | str:
+    """A rate as JSON can hold it: a number, or "inf"."""
+    return "inf" if math.isinf(rate) else rate
+
+
+def make_rate_params(values: dict[str, Any]) -> RateParams:
+    """RateParams, or ParamsError with one line naming the parameter."""
+    try:
+        return RateParams(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        if not err["loc"]:  # a rule between fields: its message names them, the input is not echoed
+            raise ParamsError(err["msg"].removeprefix("Value error, ")) from None
+        raise ParamsError(_one_line(exc, RateParams)) from None
+
+
+def load_rate_params(path: str | Path, **overrides: Any) -> RateParams:
+    """A YAML file of RateParams fields (or one with a `rates:` block of them); non-None overrides win."""
+    data = read_yaml_mapping(path, "params file", ParamsError)
+    if isinstance(data.get("rates"), dict):
+        data = data["rates"]
+    return make_rate_params({**data, **{k: v for k, v in overrides.items() if v is not None}})

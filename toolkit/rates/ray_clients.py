@@ -1,0 +1,93 @@
+"""One step sent by several client processes on a Ray cluster, for rates one process cannot hold.
+
+The step's schedule is dealt to `clients` senders (`toolkit.loadgen.arrivals.split`: a Poisson schedule becomes
+independent Poisson streams whose union is the schedule). Each sender is a Ray actor, started and answering
+before the first step; it runs `send_open_loop` on its own `StreamClient` (the API key from the worker's own
+environment: it is never shipped) from a start time agreed on the wall clock, and returns its records; the driver
+puts them back in the step's order, so the step is judged as one. Ray is optional (`pip install -e '.[ray]'`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from toolkit.api_keys import api_key_from_env
+from toolkit.loadgen.arrivals import split
+from toolkit.loadgen.client import StreamClient
+from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
+
+LEAD_S = 1.0  # the senders' common start is this far ahead of the driver's call
+
+
+def connect(address: str) -> Any:
+    """This process as a driver of the cluster at `address` (on loopback only when the address is loopback)."""
+    host = address.rsplit(":", 1)[0].removeprefix("ray://")
+    extra: dict[str, Any] = {}
+    if host in ("localhost", "127.0.0.1"):  # Ray otherwise swaps 127.0.0.1 for this host's network address
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read as Ray is imported
+        extra["_node_ip_address"] = "127.0.0.1"
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("ray_address: Ray is not installed; pip install -e '.[ray]'") from None
+    if ray.is_initialized():
+        return ray
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, **extra)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"ray_address: cannot connect to the Ray cluster at {address}: "
+                         f"{str(exc).splitlines()[0]}") from None  # fmt: skip
+    return ray
+
+
+def client_task(base_url: str, api_key_env: str, read_timeout_s: float, max_in_flight: int | None,
+                requests: list[PlannedRequest], due: list[float],
+                start_wall: float) -> list[dict[str, Any]]:  # fmt: skip
+    """One sender's share of the step (runs in a Ray worker); times from the common start."""
+    from toolkit.matrix.runner import run_sync
+
+    async def send() -> list[dict[str, Any]]:
+        async with StreamClient(base_url, api_key=api_key_from_env(api_key_env), read_timeout_s=read_timeout_s) as c:
+            start = time.perf_counter() + (start_wall - time.time())
+            return await send_open_loop(c, requests, due, max_in_flight=max_in_flight, start=start)
+
+    return run_sync(send)
+
+
+class _Sender:
+    """A client process on the cluster (a Ray actor), started once per sweep so that a step finds it warm."""
+
+    def ready(self) -> bool:
+        return True
+
+    def send(self, *args: Any) -> list[dict[str, Any]]:
+        return client_task(*args)
+
+
+class RaySenders:
+    """`clients` senders on the cluster, started and answering before the first step."""
+
+    def __init__(self, ray: Any, clients: int) -> None:
+        self.ray = ray
+        self.actors = [ray.remote(num_cpus=0)(_Sender).remote() for _ in range(clients)]
+        ray.get([actor.ready.remote() for actor in self.actors])
+
+
+def send_on_ray(senders: RaySenders, params: Any, requests: Sequence[PlannedRequest], due: Sequence[float],
+                start_wall: float, seed: tuple[int, ...]) -> list[dict[str, Any]]:  # fmt: skip
+    """The step's records, sent by the senders from `start_wall` (blocking: run it in a thread)."""
+    parts = split(due, len(senders.actors), seed=seed)
+    cap = None if params.max_in_flight is None else math.ceil(params.max_in_flight / len(senders.actors))
+    futures = [actor.send.remote(params.base_url, params.api_key_env, params.read_timeout_s, cap,
+                                 [requests[i] for i in part], [due[i] for i in part], start_wall)
+               for actor, part in zip(senders.actors, parts, strict=True)]  # fmt: skip
+    records: list[dict[str, Any]] = [{}] * len(due)
+    for part, got in zip(parts, senders.ray.get(futures), strict=True):
+        for index, record in zip(part, got, strict=True):
+            records[index] = {**record, "request": index}
+    return records

@@ -1,0 +1,181 @@
+"""The rate sweep runner: discover the server, run every listed step, then the search; write as each step ends.
+
+`run_rates(params)` is what a notebook calls (synchronous; in a thread of its own under Jupyter's running loop)
+and what `python -m toolkit rates` runs. The folder's lock is held throughout; a stop (Ctrl-C) loses only the
+step in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets as random_ids
+import threading
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from toolkit.api_keys import api_key_from_env
+from toolkit.loadgen.arrivals import schedule
+from toolkit.loadgen.client import StreamClient
+from toolkit.matrix.discovery import ServerInfo, discover
+from toolkit.matrix.environment import run_info
+from toolkit.matrix.heap import frozen_heap
+from toolkit.matrix.run_folder import RunRefused, hold
+from toolkit.matrix.runner import run_sync
+from toolkit.matrix.server_api import ServerAPI
+from toolkit.params import RunParams
+from toolkit.rates.dataset import load_dataset
+from toolkit.rates.files import STEPS_FILE, rates_dir, update_sweep, write_step, write_sweep
+from toolkit.rates.params import Lengths, RateParams
+from toolkit.rates.ray_clients import RaySenders, connect
+from toolkit.rates.search import next_probe, search_result
+from toolkit.rates.step import StepPlan, StepTools, progress_text, run_step
+from toolkit.rates.workload import Workload, check_lengths
+from toolkit.results.run_document import RunDocument
+from toolkit.results.store import check_writable
+from toolkit.servers.autogroups import protected_from_autogroups
+from toolkit.servers.launch import launch_info
+
+Say = Callable[[str], None]
+
+
+def default_out(params: RateParams, outputs: str | Path = "outputs") -> Path:
+    """The run folder: `results_dir`, or outputs/<run_label>/<UTC timestamp>/."""
+    if params.results_dir:
+        return Path(params.results_dir)
+    return Path(outputs) / params.run_label / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def run_rates(params: RateParams, *, say: Say = print) -> Path:
+    """Run the sweep into its run folder (returned); every finished step is on disk when this returns or stops."""
+    out = default_out(params)
+    stop = _Stoppable()
+    with hold(out):
+        try:
+            run_sync(lambda: stop.run(_sweep(params, out, say)))
+        except KeyboardInterrupt:  # under Jupyter the sweep runs in a thread: stop it before the lock is let go
+            stop.cancel()
+            raise
+    return out
+
+
+class _Stoppable:
+    """The sweep's task, so that an interrupt that reaches only the waiting thread can cancel it."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.done = threading.Event()
+
+    async def run(self, work: Coroutine[Any, Any, None]) -> None:
+        self.loop, self.task = asyncio.get_running_loop(), asyncio.current_task()
+        try:
+            await work
+        finally:
+            self.done.set()
+
+    def cancel(self, timeout_s: float = 30.0) -> None:
+        if self.loop is not None and self.task is not None and not self.done.is_set():
+            self.loop.call_soon_threadsafe(self.task.cancel)
+            self.done.wait(timeout_s)
+
+
+def _lengths_text(spec: int | Lengths) -> str:
+    if isinstance(spec, int):
+        return f"{spec:,}"
+    spread = ""
+    if spec.dist == "normal":
+        spread = f" mean {spec.mean:g} std {spec.std:g}"
+    elif spec.dist == "lognormal":
+        spread = f" mean {spec.mean:g} sigma {spec.sigma:g}"
+    return f"{spec.dist}{spread} in [{spec.min:,}, {spec.max:,}]"
+
+
+def rates_run_info(params: RateParams, server: ServerInfo, run_id: str, api_key: str | None, out: Path,
+                   sweep: dict[str, Any]) -> RunDocument:  # fmt: skip
+    """run.json as the matrix writes it (hardware, engine, server, environment), its run block for a sweep."""
+    as_matrix = RunParams.model_validate(
+        {
+            "base_url": params.base_url,
+            "model": server.model,
+            "endpoint": params.endpoint,
+            "api_key_env": params.api_key_env,
+            "run_label": params.run_label,
+        }
+    )
+    info = run_info(as_matrix, server, run_id, api_key, launch=launch_info(out))
+    per_step = f"{params.duration_s:g} s" if params.duration_s else f"{params.requests_per_step} requests"
+    shown = info.run_block()
+    block = {k: v for k, v in {
+        "Served model": server.model, "Benchmark tool": shown.get("Benchmark tool"),
+        "Server": shown.get("Server"), "Load": "Open-loop request rates",
+        "Rates": ", ".join("inf" if math.isinf(r) else f"{r:g}" for r in params.rates) + " req/s",
+        "Arrival": params.arrival + (f" (burstiness {params.burstiness:g})" if params.arrival == "gamma" else ""),
+        "Per step": per_step,
+        "Requests": f"dataset {Path(params.dataset).name}" if params.dataset else
+                    f"{_lengths_text(params.input_tokens)} in / {_lengths_text(params.output_tokens)} out tokens",
+        "Prompts": "cold (a unique prefix per request)" if params.cold_prompts else "shared prefix",
+        "Clients": f"{params.clients} processes on Ray at {params.ray_address}" if params.ray_address else None,
+    }.items() if v}  # fmt: skip
+    return RunDocument.model_validate({**info.to_json(), "run": block, "kind": "rates", "params": sweep,
+                                       "fingerprint": None})  # fmt: skip
+
+
+class _Sweep:
+    """A sweep in progress: plans each step, runs it, writes it, says it."""
+
+    def __init__(self, tools: StepTools, workload: Workload, out: Path, say: Say) -> None:
+        self.tools, self.workload, self.out, self.say = tools, workload, out, say
+        self.rows: list[dict[str, Any]] = []
+        self.slo = tools.params.has_slo()
+
+    async def step(self, rate: float, searched: bool) -> None:
+        params, index = self.tools.params, len(self.rows)
+        count, duration = params.requests_per_step, None if params.requests_per_step else params.duration_s
+        due = schedule(rate, arrival=params.arrival, burstiness=params.burstiness, duration_s=duration,
+                       count=count, seed=(params.seed, index))  # fmt: skip
+        requests = await self.workload.requests(index, len(due))
+        frame, row = await run_step(self.tools, StepPlan(index, rate, searched, due, requests))
+        write_step(self.out, index, frame, row)
+        self.rows.append(row)
+        self.say(progress_text(row, self.slo))
+
+    async def search(self) -> None:
+        params = self.tools.params
+        for _ in range(params.search_max_probes):
+            rate = next_probe(self.rows, params.search_precision)
+            if rate is None:
+                break
+            await self.step(rate, searched=True)
+        result = search_result(self.rows)
+        update_sweep(self.out, search=result)
+        low, high = result["bracket"]
+        above = "no failing rate" if high is None else f"{high} req/s failed"
+        found = "no rate met it" if low is None else f"{low:.3g} req/s ({above})"
+        self.say(f"search: highest rate meeting the service level: {found}")
+
+
+async def _sweep(params: RateParams, out: Path, say: Say) -> None:
+    api_key = api_key_from_env(params.api_key_env)
+    dataset = load_dataset(params.dataset) if params.dataset else None  # a bad file fails before any load
+    if (rates_dir(out) / STEPS_FILE).exists():
+        raise RunRefused(f"out: {out} already holds a rate sweep; choose another folder")
+    async with ServerAPI(params.base_url, api_key=api_key) as api:
+        server = await discover(api, model=params.model, api_key_env=params.api_key_env)
+        check_lengths(params, server.max_model_len)
+        check_writable(out)
+        run_id = random_ids.token_hex(4)
+        sweep = {**params.public(), "model": server.model, "results_dir": str(out), "run_id": run_id}
+        rates_run_info(params, server, run_id, api_key, out, sweep).save(out)
+        write_sweep(out, sweep)
+        workload = Workload(params, api, server.model, run_id, dataset)
+        ray = RaySenders(connect(params.ray_address), params.clients) if params.ray_address else None
+        async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
+            with protected_from_autogroups(params.base_url, say), frozen_heap():
+                sweep_run = _Sweep(StepTools(params, api, client, server.metrics_available, ray), workload, out, say)
+                for rate in params.rates:
+                    await sweep_run.step(rate, searched=False)
+                if params.search:
+                    await sweep_run.search()

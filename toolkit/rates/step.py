@@ -1,0 +1,133 @@
+"""One rate step: from an idle server, send the step's requests on schedule, sample the server, judge the records.
+
+The server's gauges (running, waiting, KV use) are sampled during the step; its prompt and generation token
+counters are read before the first send and after the server has finished the step's last request, and set
+against the client's sums of the same tokens (docs/METHOD.md, Open-loop rates).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from toolkit.loadgen.client import StreamClient
+from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
+from toolkit.matrix.decode import drain
+from toolkit.matrix.prometheus import GENERATION_TOKENS, PROMPT_TOKENS, MetricsSnapshot, delta
+from toolkit.matrix.sampler import Sampler, Samples
+from toolkit.matrix.server_api import ServerAPI
+from toolkit.method.goodput import StepSummary, summarize_step
+from toolkit.rates.files import records_frame
+from toolkit.rates.params import RateParams
+from toolkit.rates.ray_clients import LEAD_S, RaySenders, send_on_ray
+
+SAMPLE_INTERVAL_S = 0.5  # server gauges at 2 Hz: each scrape costs the sending loop a little
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What a step sends: its index, offered rate, whether the search added it, due times and requests."""
+
+    index: int
+    rate: float
+    searched: bool
+    due: list[float]
+    requests: list[PlannedRequest]
+
+
+@dataclass(frozen=True)
+class StepTools:
+    """What every step of a sweep uses."""
+
+    params: RateParams
+    api: ServerAPI
+    client: StreamClient
+    metrics: bool  # the server answers /metrics
+    ray: RaySenders | None = None  # when the step is sent from several client processes on a Ray cluster
+
+
+async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Run one step: its records (`RECORD_COLUMNS`) and its steps.jsonl row."""
+    params, api = tools.params, tools.api
+    if params.drain:
+        await drain(api, params.drain_timeout_s, tools.metrics)
+    before = await api.metrics_or_none() if tools.metrics else None
+    lead = 0.0 if tools.ray is None else LEAD_S  # Ray tasks start from a common time a little ahead
+    start, start_wall = time.perf_counter() + lead, time.time() + lead
+    async with Sampler(api, interval_s=SAMPLE_INTERVAL_S, use_metrics=tools.metrics) as sampler:
+        if tools.ray is None:
+            records = await send_open_loop(tools.client, plan.requests, plan.due,
+                                           max_in_flight=params.max_in_flight, start=start)  # fmt: skip
+        else:
+            records = await asyncio.to_thread(send_on_ray, tools.ray, params, plan.requests, plan.due, start_wall,
+                                              (params.seed, plan.index, 2))  # fmt: skip
+        end = time.perf_counter()
+    # The counters move as the engine finishes its work: read them once it runs nothing.
+    await drain(api, params.drain_timeout_s, tools.metrics)
+    after = await api.metrics_or_none() if tools.metrics else None
+    frame = records_frame(records, plan.index, plan.rate)
+    summary = summarize_step(frame, params.service_level())
+    row = step_row(plan, params, summary, frame, server_figures(sampler.samples, start, end, before, after))
+    return frame, row
+
+
+def server_figures(samples: Samples, start: float, end: float, before: MetricsSnapshot | None,
+                   after: MetricsSnapshot | None) -> dict[str, Any]:  # fmt: skip
+    """The server's queue and KV use during the step, and its token counters' growth over it (None: unknown)."""
+    gauges = samples.server_between(start, end)
+    running = [r for _, r, _ in gauges]
+    waiting = [w for _, _, w in gauges]
+    kv = [u for t, u in samples.kv_usage if start <= t <= end]
+    prompt, generated = delta(before, after, PROMPT_TOKENS), delta(before, after, GENERATION_TOKENS)
+    return {
+        "server_running_max": max(running) if running else None,
+        "server_waiting_max": max(waiting) if waiting else None,
+        "server_waiting_mean": sum(waiting) / len(waiting) if waiting else None,
+        "kv_usage_max": max(kv) if kv else None,
+        "server_prompt_tokens": None if prompt is None else int(prompt),
+        "server_generation_tokens": None if generated is None else int(generated),
+    }
+
+
+def step_row(plan: StepPlan, params: RateParams, summary: StepSummary, frame: pd.DataFrame,
+             server: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """The step's steps.jsonl row, keys in the documented order."""
+    lag_p99 = summary.percentiles.get("lag_p99_ms")
+    timed = plan.rate != math.inf  # all at once has no schedule to hold: its lag is the time to send them all
+    prefilled = frame["output_tokens"] > 0  # the server read these prompts (a refused request has no tokens)
+    return {
+        "step": plan.index, "searched": plan.searched, "arrival": params.arrival, "burstiness": params.burstiness,
+        **summary.row(), "lag_flagged": timed and lag_p99 is not None and lag_p99 > params.lag_flag_ms,
+        "server_running_max": server["server_running_max"], "server_waiting_max": server["server_waiting_max"],
+        "server_waiting_mean": server["server_waiting_mean"], "kv_usage_max": server["kv_usage_max"],
+        "server_prompt_tokens": server["server_prompt_tokens"],
+        "server_generation_tokens": server["server_generation_tokens"],
+        "client_prompt_tokens": int(frame.loc[prefilled, "input_tokens"].sum()),
+        "client_generation_tokens": int(frame["output_tokens"].sum()),
+    }  # fmt: skip
+
+
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{value:.0f} ms" if value >= 10 else f"{value:.1f} ms"
+
+
+def progress_text(row: dict[str, Any], slo: bool) -> str:
+    """One line per finished step."""
+    rate = row["offered_rate"]
+    offered = "inf" if rate == float("inf") else f"{rate:g}"
+    achieved = "-" if row["achieved_rate"] is None else f"{row['achieved_rate']:.2f}"
+    text = (f"step {row['step']}{' (search)' if row['searched'] else ''}: {offered} req/s offered, {achieved} "
+            f"sent, {row['completed']}/{row['requests']} ok, {row['output_tok_s']:.0f} tok/s out, TTFT p50 "
+            f"{_ms(row['ttft_p50_ms'])} p99 {_ms(row['ttft_p99_ms'])}, waiting max "
+            f"{'-' if row['server_waiting_max'] is None else row['server_waiting_max']}, lag p99 "
+            f"{_ms(row['lag_p99_ms'])}")  # fmt: skip
+    if slo:
+        text += f", goodput {row['goodput']:.2f} req/s ({row['slo_fraction']:.0%} meet the SLO)"
+    if row["lag_flagged"]:
+        text += " [client lagged: the schedule was not held]"
+    return text

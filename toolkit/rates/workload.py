@@ -1,0 +1,113 @@
+"""The requests of a step: token lengths drawn per request, prompts of exact lengths or from a dataset, cold.
+
+Synthetic prompts are built once per distinct length with the server's tokenizer (`toolkit.matrix.prompts`); each
+request then gets its own prefix (run, step, request), so that no request finds another's blocks in the prefix
+cache (cold prompts), unless asked otherwise. The prompt tokens the server counts come back in each reply's usage
+and are what the records keep.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from toolkit.loadgen.client import build_request
+from toolkit.loadgen.open_loop import PlannedRequest
+from toolkit.matrix.prompts import build_prompt
+from toolkit.matrix.server_api import ServerAPI
+from toolkit.params import ParamsError
+from toolkit.rates.dataset import DatasetError, DatasetItem
+from toolkit.rates.params import Lengths, RateParams
+
+
+def draw_lengths(spec: int | Lengths, n: int, rng: np.random.Generator) -> list[int]:
+    """`n` token counts: the fixed count, or draws of the distribution clipped to its bounds."""
+    if isinstance(spec, int):
+        return [spec] * n
+    if spec.dist == "uniform":
+        values = rng.integers(spec.min, spec.max + 1, n)
+    elif spec.dist == "normal":
+        assert spec.mean is not None and spec.std is not None
+        values = np.rint(rng.normal(spec.mean, spec.std, n))
+    else:
+        assert spec.mean is not None and spec.sigma is not None
+        mu = math.log(spec.mean) - spec.sigma**2 / 2  # so that the mean of the draws is `mean`
+        values = np.rint(rng.lognormal(mu, spec.sigma, n))
+    return [int(v) for v in np.clip(values, spec.min, spec.max)]
+
+
+def longest(spec: int | Lengths) -> int:
+    return spec if isinstance(spec, int) else spec.max
+
+
+def check_lengths(params: RateParams, max_model_len: int) -> None:
+    """ParamsError when the longest planned request would not fit the server's context (synthetic prompts)."""
+    total = longest(params.input_tokens) + longest(params.output_tokens)
+    if params.dataset is None and total > max_model_len:
+        raise ParamsError(f"input_tokens + output_tokens: up to {total:,} tokens, over the server's max_model_len "
+                          f"{max_model_len:,}")  # fmt: skip
+
+
+class Workload:
+    """Builds each step's requests; keeps what it measured with the server's tokenizer between steps."""
+
+    def __init__(self, params: RateParams, api: ServerAPI, model: str, run_id: str,
+                 dataset: list[DatasetItem] | None = None) -> None:  # fmt: skip
+        self.params, self.api, self.model, self.run_id, self.dataset = params, api, model, run_id, dataset
+        self.chat = params.endpoint == "chat"
+        self._fillers: dict[int, str] = {}  # prompt tokens -> the text after the prefix
+        self._reply_tokens: dict[str, int] = {}  # a dataset item -> its reference reply's tokens
+        if dataset and not self.chat and (item := next((i for i in dataset if i.messages), None)):
+            raise DatasetError(f"dataset: {item.where}: chat messages need endpoint: chat")
+
+    def prefix(self, step: int, request: int) -> str:
+        """What starts every prompt: unique per request when prompts are cold, one per run otherwise."""
+        if not self.params.cold_prompts:
+            return f"[rate sweep {self.run_id}] "
+        return f"[rate sweep {self.run_id} step {step:03d} request {request:06d}] "
+
+    async def requests(self, step: int, n: int) -> list[PlannedRequest]:
+        """The `n` requests of step `step` (the same seed and step give the same requests)."""
+        rng = np.random.default_rng((self.params.seed, step, 1))
+        outputs = draw_lengths(self.params.output_tokens, n, rng)
+        if self.dataset is not None:
+            order = rng.permutation(len(self.dataset))
+            items = [self.dataset[order[i % len(order)]] for i in range(n)]
+            return [await self._from_item(step, i, item, outputs[i]) for i, item in enumerate(items)]
+        inputs = draw_lengths(self.params.input_tokens, n, rng)
+        planned = []
+        for i, (tokens, out) in enumerate(zip(inputs, outputs, strict=True)):
+            text = self.prefix(step, i) + await self._filler(tokens)
+            path, body = build_request(self.params.endpoint, self.model, text, out)
+            planned.append(PlannedRequest(path, body, tokens))
+        return planned
+
+    async def _filler(self, tokens: int) -> str:
+        if tokens not in self._fillers:
+            like = self.prefix(0, 0)  # every prefix has this shape: the same digits' widths
+            built = await build_prompt(self.api, self.model, tokens, like, chat=self.chat)
+            self._fillers[tokens] = built.text.removeprefix(like)
+        return self._fillers[tokens]
+
+    async def _from_item(self, step: int, i: int, item: DatasetItem, drawn: int) -> PlannedRequest:
+        out = item.output_tokens or (await self._reply_length(item) if item.reply is not None else drawn)
+        text = item.prompt if item.prompt is not None else ""
+        path, body = build_request(self.params.endpoint, self.model, self.prefix(step, i) + text, out)
+        if item.messages is not None:
+            body["messages"] = _with_prefix(list(item.messages), self.prefix(step, i))
+        return PlannedRequest(path, body, None)
+
+    async def _reply_length(self, item: DatasetItem) -> int:
+        assert item.reply is not None
+        if item.where not in self._reply_tokens:
+            self._reply_tokens[item.where] = max(1, await self.api.count_tokens(self.model, item.reply, chat=False))
+        return self._reply_tokens[item.where]
+
+
+def _with_prefix(messages: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+    """The chat with `prefix` before the first message's text (a system or user turn: where the cache starts)."""
+    first = dict(messages[0])
+    first["content"] = prefix + first["content"]
+    return [first, *messages[1:]]
