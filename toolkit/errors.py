@@ -7,13 +7,15 @@ The classes that are also `ValueError` (or `RuntimeError`) stay so: pydantic val
 
     ToolkitError                       exit 2 unless noted
     ├── ParamsError (ValueError)       a parameter, command-line argument or params file: names it, says what is allowed
-    │   └── SweepError                 a sweep file: names the variant and the field
+    │   ├── SweepError                 a sweep file: names the variant and the field
+    │   └── DatasetError               a rate sweep's dataset file: ``dataset: FILE:LINE: what is wrong``
     ├── SecretError (ValueError)       an API key that cannot be used: names the variable, never its value
     ├── DiscoveryError (ValueError)    a parameter the server contradicts (model, max_model_len, base_url unreachable)
     ├── PromptError (ValueError)       the server's tokenizer would not let a prompt of the planned length be built
     ├── RunRefused (ValueError)        a folder that holds another run, is in use, or was measured otherwise
     ├── ResultsError (ValueError)      results on disk that cannot be read back (not a run folder, a damaged record)
     │   ├── ReportFormatError          a text that is not a speed test matrix report (``source:line: ...``)
+    │   ├── RateSweepError             a rate sweep's file missing or malformed (names the file, and line)
     │   └── StoreError                 a results folder that cannot be written (full disk, no permission)
     ├── ReplyError (ValueError)        a streamed reply that breaks its protocol; the stream's error, never raised out
     │   └── SSEError                   bytes that cannot be an event stream
@@ -33,11 +35,13 @@ from typing import ClassVar
 __all__ = [
     "CellFailure",
     "ConnectError",
+    "DatasetError",
     "DiscoveryError",
     "HealthTimeout",
     "ParamsError",
     "PortTaken",
     "PromptError",
+    "RateSweepError",
     "ReplyError",
     "ReportFormatError",
     "ResultsError",
@@ -71,6 +75,10 @@ class SweepError(ParamsError):
     """A sweep file that cannot run: one line naming the variant (if any) and the field."""
 
 
+class DatasetError(ParamsError):
+    """A dataset file that cannot be used: one line, `dataset: FILE:LINE: what is wrong`."""
+
+
 class SecretError(ToolkitError, ValueError):
     """A key or secret that cannot be used; the message names the variable, never its value."""
 
@@ -93,6 +101,10 @@ class ResultsError(ToolkitError, ValueError):
 
 class ReportFormatError(ResultsError):
     """The text is not a speed test matrix report; the message starts with ``source:line:``."""
+
+
+class RateSweepError(ResultsError):
+    """A rate sweep's file is missing or malformed: one line naming it."""
 
 
 class StoreError(ResultsError):

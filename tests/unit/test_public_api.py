@@ -67,6 +67,13 @@ EXPORTED: dict[str, list[str]] = {
         "DEFAULT_TARGET", "RATES_DIR", "RateSweep", "RateSweepError", "STEPS_FILE", "STEP_FLAGS", "STEP_NUMBERS",
         "SWEEP_FILE", "has_rates", "load_rate_sweep", "load_rate_sweeps", "service_level", "step_file",
     ],
+    "toolkit.rates.params": [
+        "DEFAULT_DURATION_S", "Lengths", "MAX_TOKENS", "RateParams", "load_rate_params", "make_rate_params",
+        "parse_lengths", "parse_rates", "rate_text",
+    ],
+    "toolkit.rates.runner": [
+        "Say", "default_out", "rates_run_info", "run_rates",
+    ],
 }  # fmt: skip
 
 

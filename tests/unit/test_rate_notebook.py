@@ -31,14 +31,14 @@ class PydanticParams(pydantic.BaseModel):
     slo_ttft_ms: float | None = None
     goodput_target: float = 0.99
     api_key_env: str = "VLLM_API_KEY"
-    out: str
+    results_dir: str
 
 
 @dataclasses.dataclass
 class NarrowParams:
     base_url: str
     rates: list[float]
-    out: str
+    results_dir: str
 
 
 def test_measures_only_when_asked_and_the_folder_holds_no_sweep(tmp_path: Path) -> None:
@@ -55,13 +55,13 @@ def test_the_arguments_are_the_parameters_given_lower_cased_and_the_folder_as_ou
     arguments = rate_notebook.rate_arguments(NAMESPACE, PydanticParams)
     assert arguments == {
         "base_url": "http://127.0.0.1:9", "rates": [1, 2], "arrival": "gamma", "burstiness": 0.5, "slo_ttft_ms": 300,
-        "goodput_target": 0.9, "api_key_env": "MY_KEY", "out": "/tmp/out",
+        "goodput_target": 0.9, "api_key_env": "MY_KEY", "results_dir": "/tmp/out",
     }  # fmt: skip
     assert PydanticParams(**arguments).model is None  # None: the field's default
 
 
 def test_no_folder_is_a_new_one_under_outputs() -> None:
-    out = Path(rate_notebook.rate_arguments({**NAMESPACE, "RESULTS_DIR": None}, PydanticParams)["out"])
+    out = Path(rate_notebook.rate_arguments({**NAMESPACE, "RESULTS_DIR": None}, PydanticParams)["results_dir"])
     assert out.parent == rate_notebook.OUTPUTS and out.name.endswith("Z") and len(out.name) == 16
 
 
@@ -80,3 +80,18 @@ def test_the_notebook_declares_every_rate_parameter_and_the_re_judging_ones() ->
     assert declared_parameters("rate_sweep") == set(declared)  # papermill's inspection reads the same cell
     assert all(declared[name] is None for name in rejudging)  # the sweep's own level unless asked
     assert declared["API_KEY_ENV"] == "VLLM_API_KEY" and not any("KEY" in n and n != "API_KEY_ENV" for n in declared)
+
+
+def test_the_notebooks_own_parameters_make_the_engines_rate_params(tmp_path: Path) -> None:
+    """The parameters cell of rate_sweep.ipynb, as committed, gives RateParams that validate (no field unknown)."""
+    import nbformat
+
+    from toolkit.rates.params import RateParams
+
+    notebook = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / "rate_sweep.ipynb", as_version=4)
+    cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+    namespace: dict[str, object] = {}
+    exec(cell.source, namespace)
+    namespace["RESULTS_DIR"] = str(tmp_path / "run")
+    params = RateParams(**rate_notebook.rate_arguments(namespace, RateParams))
+    assert params.results_dir == str(tmp_path / "run") and params.rates == [1, 2, 4, 8]

@@ -17,7 +17,7 @@ from toolkit.results.rate_runs import has_rates
 
 __all__ = ["OUTPUTS", "RATE_PARAMETERS", "new_results_dir", "rate_arguments", "should_measure"]
 
-# The notebook's parameters that are RateParams fields (lower-cased); RESULTS_DIR is its `out`.
+# The notebook's parameters that are RateParams fields (lower-cased); RESULTS_DIR is its `results_dir`.
 RATE_PARAMETERS: tuple[str, ...] = (
     "BASE_URL", "MODEL", "RATES", "ARRIVAL", "BURSTINESS", "DURATION_S", "REQUESTS_PER_STEP", "MAX_IN_FLIGHT",
     "SEED", "INPUT_TOKENS", "OUTPUT_TOKENS", "DATASET", "SLO_TTFT_MS", "SLO_TPOT_MS", "SLO_E2E_MS",
@@ -51,11 +51,11 @@ def _field_names(params_class: type) -> set[str]:
 
 def rate_arguments(namespace: Mapping[str, Any], params_class: type) -> dict[str, Any]:
     """RateParams keyword arguments from the notebook's UPPER_CASE parameters (None: the field's default) and
-    `out` from RESULTS_DIR (None: a new folder); ParamsError naming any parameter RateParams does not take."""
+    `results_dir` from RESULTS_DIR (None: a new folder); ParamsError naming any parameter RateParams does not take."""
     fields = _field_names(params_class)
     values = {name.lower(): namespace[name] for name in RATE_PARAMETERS if namespace.get(name) is not None}
-    values["out"] = str(namespace.get("RESULTS_DIR") or new_results_dir())
-    unknown = sorted("RESULTS_DIR" if name == "out" else name.upper() for name in values if name not in fields)
+    values["results_dir"] = str(namespace.get("RESULTS_DIR") or new_results_dir())
+    unknown = sorted("RESULTS_DIR" if name == "results_dir" else name.upper() for name in values if name not in fields)
     if unknown:
         raise ParamsError(f"{', '.join(unknown)}: not fields of {params_class.__name__}")
     return values

@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolkit.errors import DatasetError
+
 HUMAN = ("human", "user")
-
-
-class DatasetError(ValueError):
-    """A dataset file that cannot be used: one line, `dataset: FILE:LINE: what is wrong`."""
 
 
 @dataclass(frozen=True)

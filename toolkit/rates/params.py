@@ -12,6 +12,18 @@ from toolkit.loadgen.arrivals import Arrival
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import MAX_LABEL, MAX_SECONDS, ParamsError, RunParams, _one_line, read_yaml_mapping
 
+__all__ = [
+    "DEFAULT_DURATION_S",
+    "MAX_TOKENS",
+    "Lengths",
+    "RateParams",
+    "load_rate_params",
+    "make_rate_params",
+    "parse_lengths",
+    "parse_rates",
+    "rate_text",
+]
+
 DEFAULT_DURATION_S = 30.0
 MAX_TOKENS = 10_000_000
 

@@ -38,6 +38,8 @@ from toolkit.results.store import check_writable
 from toolkit.servers.autogroups import protected_from_autogroups
 from toolkit.servers.launch import launch_info
 
+__all__ = ["Say", "default_out", "rates_run_info", "run_rates"]
+
 Say = Callable[[str], None]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.errors import RateSweepError
 from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel
 from toolkit.results.runs import default_label, unique_labels
 from toolkit.results.store import RUN_FILE, read_json
@@ -50,10 +51,6 @@ STEP_NUMBERS: tuple[str, ...] = (
     "server_prompt_tokens", "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens",
 )  # fmt: skip
 STEP_FLAGS: tuple[str, ...] = ("searched", "lag_flagged", "slo_met")
-
-
-class RateSweepError(ValueError):
-    """A rate sweep's file is missing or malformed: one line naming it."""
 
 
 def step_file(step: int) -> str:
