@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from toolkit.method.goodput import RECORD_COLUMNS
-from toolkit.results.store import StoreError, _drop_partial_tail, _write_all, read_json, write_json_atomic
+from toolkit.results.store import StoreError, append_line, read_json, write_json_atomic
 
 RATES_DIR = "rates"
 SWEEP_FILE = "sweep.json"
@@ -75,28 +75,12 @@ def write_step(out: Path, step: int, frame: pd.DataFrame, row: dict[str, Any]) -
         path.parent.mkdir(parents=True, exist_ok=True)
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, path)
-        _append(rates_dir(out) / STEPS_FILE, step_line(row))
+        append_line(rates_dir(out) / STEPS_FILE, step_line(row))
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise StoreError(f"out: cannot write step {step} in {path.parent}: {exc.strerror or exc}; the steps "
                          "written before are kept") from None  # fmt: skip
-
-
-def _append(path: Path, line: bytes) -> None:
-    _drop_partial_tail(path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        end = os.lseek(fd, 0, os.SEEK_END)
-        try:
-            _write_all(fd, line)
-            os.fsync(fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, end)  # no partial line left behind
-            raise
-    finally:
-        os.close(fd)
 
 
 def read_steps(out: Path) -> list[dict[str, Any]]:

@@ -33,19 +33,7 @@ class ResultStore:
         line = (json.dumps(record, allow_nan=False) + "\n").encode("utf-8")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            _drop_partial_tail(self.path)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                end = os.lseek(fd, 0, os.SEEK_END)
-                try:
-                    _write_all(fd, line)
-                    os.fsync(fd)
-                except OSError:
-                    with contextlib.suppress(OSError):
-                        os.ftruncate(fd, end)  # no partial line left behind
-                    raise
-            finally:
-                os.close(fd)
+            append_line(self.path, line)
         except OSError as exc:
             raise StoreError(f"out: cannot write {self.path}: {exc.strerror or exc}; the records written before "
                              "are kept (rerun with --resume once it can be written)") from None  # fmt: skip
@@ -68,6 +56,24 @@ def check_writable(directory: str | Path) -> None:
             os.unlink(probe)
     except OSError as exc:
         raise StoreError(f"out: {directory} is not writable: {exc.strerror or exc}") from None
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append one whole line and fsync it; a line cut short (by a crash before) is dropped first, and a failed
+    write leaves no partial line behind (OSError)."""
+    _drop_partial_tail(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            _write_all(fd, line)
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, end)  # no partial line left behind
+            raise
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
