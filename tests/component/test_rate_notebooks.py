@@ -17,7 +17,7 @@ import pytest
 
 from tests.component.test_notebooks_offline import execute, pngs
 from tests.rate_folders import add_matrix_results, write_rate_sweep
-from toolkit.jupyter.execute import html_report
+from toolkit.jupyter.execute import html_report, markdown_report
 from toolkit.results.store import RUN_FILE, write_json_atomic
 
 pytestmark = pytest.mark.timeout(600)
@@ -88,6 +88,12 @@ def test_report_with_a_rate_sweep_and_matrix_results(tmp_path: Path) -> None:
     page = html_report(nbformat.read(tmp_path / "report.ipynb", as_version=4))
     assert "<h2>Open-loop rates</h2>" in page and "Highest rate meeting the service level: 4.00 req/s" in page
     assert "Speed test matrix" in page and ">Sustained decode<" in page and "rate_views." not in page
+    markdown = markdown_report(folder, nbformat.read(tmp_path / "report.ipynb", as_version=4))
+    section = markdown[markdown.index("## Open-loop rates"):]
+    assert "Highest rate meeting the service level: 4.00 req/s" in section and "## Sustained decode" in markdown
+    figures = ["rate-knee", "rate-goodput", "rate-queue"]
+    assert [f"![{key}]({key}.png)" in section for key in figures] == [True] * 3
+    assert all((folder / f"{key}.png").read_bytes().startswith(b"\x89PNG") for key in figures)
 
 
 def test_report_without_rates_shows_no_rate_section(tmp_path: Path) -> None:

@@ -14,14 +14,15 @@ import nbformat
 import pandas as pd
 import papermill
 from nbconvert import HTMLExporter
+from nbconvert.preprocessors import Preprocessor
 from traitlets.config import Config
 
 from toolkit.api_keys import env_secret, redact
 from toolkit.jupyter.kernels import SameSessionKernelManager
 from toolkit.params import RunParams
-from toolkit.reports import compare
+from toolkit.reports import compare, rate_tables
 from toolkit.reports import tables as report_tables
-from toolkit.results import runs
+from toolkit.results import rate_runs, runs
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE
 
@@ -93,15 +94,26 @@ def html_report(executed: nbformat.NotebookNode) -> str:
     return body
 
 
-def drawn_images(notebook: nbformat.NotebookNode) -> dict[str, list[bytes]]:
-    """The PNG images of an executed notebook's `figure-<key>` cells, by key, in the order they were drawn."""
-    images: dict[str, list[bytes]] = {}
-    for cell in notebook.cells:
+class TaggedFigures(Preprocessor):
+    """nbconvert stage: the PNG images of cells tagged `figure-<key>`, by key in the order they were drawn, into
+    ``resources["figures"]``; the notebook itself is left as it is."""
+
+    def preprocess_cell(
+        self, cell: nbformat.NotebookNode, resources: dict[str, Any], index: int
+    ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
+        figures: dict[str, list[bytes]] = resources.setdefault("figures", {})
         for tag in cell.get("metadata", {}).get("tags", []):
             if tag.startswith(FIGURE_TAG):
                 pngs = [o["data"]["image/png"] for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
-                images.setdefault(tag.removeprefix(FIGURE_TAG), []).extend(base64.b64decode(png) for png in pngs)
-    return images
+                figures.setdefault(tag.removeprefix(FIGURE_TAG), []).extend(base64.b64decode(png) for png in pngs)
+        return cell, resources
+
+
+def drawn_images(notebook: nbformat.NotebookNode) -> dict[str, list[bytes]]:
+    """The PNG images of an executed notebook's `figure-<key>` cells, by key (`TaggedFigures`)."""
+    _, resources = TaggedFigures().preprocess(notebook, {})
+    figures: dict[str, list[bytes]] = resources.get("figures", {})
+    return figures
 
 
 def save_images(images: Mapping[str, bytes], folder: Path) -> dict[str, str]:
@@ -125,7 +137,14 @@ def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
     the HTML."""
     frame, run_info = runs.load_run(results_dir)
     images = _first_drawn(executed, frame, {"prefill": "prefill", "decode": "decode", "scaling": "decode"})
-    return report_tables.report_markdown(frame, run_info, images=save_images(images, results_dir))
+    report = report_tables.report_markdown(frame, run_info, images=save_images(images, results_dir))
+    if not rate_runs.has_rates(results_dir):
+        return report
+    sweep = rate_runs.load_rate_sweep(results_dir)
+    figures = {key: drawn[0] for key, drawn in drawn_images(executed).items() if key.startswith("rate-") and drawn}
+    section = rate_tables.rate_markdown(sweep.steps, sweep.level, sweep.search, sweep.sweep.get("search_precision"),
+                                        images=save_images(figures, results_dir))  # fmt: skip
+    return report.rstrip("\n") + "\n\n" + section
 
 
 def compare_images(frame: pd.DataFrame, executed: nbformat.NotebookNode) -> dict[str, bytes]:
