@@ -72,8 +72,10 @@ def api_key_from_env(variable: str) -> str | None:
         what = f"control character {ord(bad):#04x}" if ord(bad) < 0x80 else "non-ASCII character"
         raise SecretError(f"api_key_env: {variable} holds a {what}; allowed: printable ASCII (key not shown)")
     if len(key) < MIN_KEY_LENGTH:
-        raise SecretError(f"api_key_env: {variable} holds a key shorter than {MIN_KEY_LENGTH} characters; "
-                          f"allowed: {MIN_KEY_LENGTH} or more")  # fmt: skip
+        raise SecretError(
+            f"api_key_env: {variable} holds a key shorter than {MIN_KEY_LENGTH} characters; "
+            f"allowed: {MIN_KEY_LENGTH} or more"
+        )
     return key
 
 
@@ -86,8 +88,14 @@ def secret_forms(secret: str) -> set[str]:
     """The spellings of `secret` an error text can hold: raw, stripped, escaped by repr()/bytes/JSON, URL-encoded."""
     forms = set()
     for value in {secret, secret.strip()}:
-        forms |= {value, repr(value)[1:-1], json.dumps(value)[1:-1], quote(value), quote(value, safe=""),
-                  quote_plus(value)}  # fmt: skip
+        forms |= {
+            value,
+            repr(value)[1:-1],
+            json.dumps(value)[1:-1],
+            quote(value),
+            quote(value, safe=""),
+            quote_plus(value),
+        }
         forms |= {repr(value.encode(codec, "replace"))[2:-1] for codec in ("utf-8", "latin-1")}
     return {form for form in forms if len(form.strip()) >= MIN_KEY_LENGTH}
 

@@ -19,8 +19,13 @@ if TYPE_CHECKING:
 def _serve(args: argparse.Namespace) -> int:
     from toolkit.servers.embedded.server import ServerConfig, serve_forever
 
-    config = ServerConfig(port=args.port, max_model_len=args.max_model_len, kv_blocks=args.kv_blocks,
-                          max_num_seqs=args.max_num_seqs, stream_interval=args.stream_interval)  # fmt: skip
+    config = ServerConfig(
+        port=args.port,
+        max_model_len=args.max_model_len,
+        kv_blocks=args.kv_blocks,
+        max_num_seqs=args.max_num_seqs,
+        stream_interval=args.stream_interval,
+    )
     config.check()
     return serve_forever(config)
 
@@ -28,10 +33,19 @@ def _serve(args: argparse.Namespace) -> int:
 def _matrix(args: argparse.Namespace) -> int:
     from toolkit.params import make_params
 
-    values = {"base_url": args.base_url, "model": args.model, "contexts": args.contexts,
-              "concurrency": args.concurrency, "duration_s": args.duration, "max_output": args.max_output,
-              "endpoint": args.endpoint, "api_key_env": args.api_key_env, "run_label": args.label,
-              "repeats": args.repeats, "control_window_s": args.control_window}  # fmt: skip
+    values = {
+        "base_url": args.base_url,
+        "model": args.model,
+        "contexts": args.contexts,
+        "concurrency": args.concurrency,
+        "duration_s": args.duration,
+        "max_output": args.max_output,
+        "endpoint": args.endpoint,
+        "api_key_env": args.api_key_env,
+        "run_label": args.label,
+        "repeats": args.repeats,
+        "control_window_s": args.control_window,
+    }
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
     api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.matrix.run_folder import hold

@@ -77,8 +77,9 @@ class RunParams(BaseModel):
     @classmethod
     def _concurrency(cls, value: Any) -> list[int]:
         items = value.split(",") if isinstance(value, str) else value
-        whole = isinstance(items, list) and all(type(x) is int or (isinstance(x, str) and x.strip().isdigit())
-                                                for x in items)  # fmt: skip
+        whole = isinstance(items, list) and all(
+            type(x) is int or (isinstance(x, str) and x.strip().isdigit()) for x in items
+        )
         if not whole:
             raise ValueError(f"{value!r} is not a list of integers; allowed: e.g. [1, 2, 4]")
         levels = [int(x) for x in items]
@@ -97,8 +98,10 @@ class RunParams(BaseModel):
     @classmethod
     def _url(cls, value: str) -> str:
         if "@" in urlsplit(value).netloc:
-            raise ValueError("holds user info (user:password@); allowed: http(s)://host[:port][/prefix], the key "
-                             "in the variable named by api_key_env")  # fmt: skip
+            raise ValueError(
+                "holds user info (user:password@); allowed: http(s)://host[:port][/prefix], the key "
+                "in the variable named by api_key_env"
+            )
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http(s) URL; allowed: e.g. http://127.0.0.1:8000")
         return value.rstrip("/")
@@ -107,8 +110,10 @@ class RunParams(BaseModel):
     @classmethod
     def _key_env(cls, value: str) -> str:
         if not KEY_ENV_NAME.fullmatch(value):
-            raise ValueError("is not an upper-case environment variable name; allowed: e.g. VLLM_API_KEY (the "
-                             "variable's name, never the key itself)")  # fmt: skip
+            raise ValueError(
+                "is not an upper-case environment variable name; allowed: e.g. VLLM_API_KEY (the "
+                "variable's name, never the key itself)"
+            )
         return value
 
     @field_validator("launch_command")
@@ -121,9 +126,18 @@ class RunParams(BaseModel):
     def fingerprint(self) -> dict[str, Any]:
         """The parameters that decide what a finished measurement means (resume must match them)."""
         return self.model_dump(
-            include={"model", "contexts", "prefill_only_contexts", "concurrency", "duration_s", "max_output",
-                     "endpoint", "per_stream_prompts", "kv_budget_tokens"}
-        )  # fmt: skip
+            include={
+                "model",
+                "contexts",
+                "prefill_only_contexts",
+                "concurrency",
+                "duration_s",
+                "max_output",
+                "endpoint",
+                "per_stream_prompts",
+                "kv_budget_tokens",
+            }
+        )
 
 
 class ServerSpec(BaseModel):
@@ -155,11 +169,14 @@ class ServerSpec(BaseModel):
             raise ValueError("is empty; allowed: the server's command line, e.g. vllm serve MODEL --port 8000")
         if flag := next((f for p in parts if (f := secret_flag(p))), None):
             # The flag is not followed by a word: redaction would take that word for its value.
-            raise ValueError(f"{flag}, however spelled (_ for -, a prefix, =VALUE), has no place here; "
-                             f"{_FLAG_HINTS[flag]}")  # fmt: skip
+            raise ValueError(
+                f"{flag}, however spelled (_ for -, a prefix, =VALUE), has no place here; {_FLAG_HINTS[flag]}"
+            )
         if any(secret_assignment(p) for p in parts):
-            raise ValueError("a NAME=value word sets a key, token or password; allowed: variables that are not "
-                             "secrets (the API key comes from the variable named by api_key_env)")  # fmt: skip
+            raise ValueError(
+                "a NAME=value word sets a key, token or password; allowed: variables that are not "
+                "secrets (the API key comes from the variable named by api_key_env)"
+            )
         return parts
 
     @field_validator("env", mode="before")
@@ -174,8 +191,10 @@ class ServerSpec(BaseModel):
             if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not an environment variable name")
             if looks_secret(name):
-                raise ValueError(f"{name} looks like a key, token or password; allowed: variables that are not "
-                                 "secrets (the API key comes from the variable named by api_key_env)")  # fmt: skip
+                raise ValueError(
+                    f"{name} looks like a key, token or password; allowed: variables that are not "
+                    "secrets (the API key comes from the variable named by api_key_env)"
+                )
             if item is None or isinstance(item, dict | list):
                 raise ValueError(f"{name} has no plain value; allowed: a string or a number")
             env[name] = str(item).lower() if isinstance(item, bool) else str(item)

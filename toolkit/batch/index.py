@@ -91,9 +91,16 @@ def index_rows(out: Path, variants: Sequence[Variant], state: Mapping[str, Any])
     for variant in variants:
         entry = state.get("variants", {}).get(variant.label, {})
         folder = out / variant.label
-        rows.append({"label": variant.label, "state": entry.get("state", "pending"), "error": entry.get("error"),
-                     "headline": _run_headline(folder), "report": (folder / "report.html").exists(),
-                     "duration_s": entry.get("duration_s")})  # fmt: skip
+        rows.append(
+            {
+                "label": variant.label,
+                "state": entry.get("state", "pending"),
+                "error": entry.get("error"),
+                "headline": _run_headline(folder),
+                "report": (folder / "report.html").exists(),
+                "duration_s": entry.get("duration_s"),
+            }
+        )
     return rows
 
 
@@ -162,10 +169,13 @@ def index_html(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any] | N
         )
     else:
         comparison = f"<p>{esc(_compare_note(compare))}</p>"
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{esc(INDEX_TITLE)}: {esc(title)}</title>"
-            f"<style>{_STYLE}</style></head><body>\n<h1>{esc(INDEX_TITLE)}: {esc(title)}</h1>\n"
-            f"<p class=\"caption\">{esc(HEADLINE_CAPTION)}</p>\n<table><tr>{head}</tr>\n" + "\n".join(body)
-            + f"\n</table>\n<h2>Comparison</h2>\n{comparison}\n</body></html>\n")  # fmt: skip
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{esc(INDEX_TITLE)}: {esc(title)}</title>'
+        f"<style>{_STYLE}</style></head><body>\n<h1>{esc(INDEX_TITLE)}: {esc(title)}</h1>\n"
+        f'<p class="caption">{esc(HEADLINE_CAPTION)}</p>\n<table><tr>{head}</tr>\n'
+        + "\n".join(body)
+        + f"\n</table>\n<h2>Comparison</h2>\n{comparison}\n</body></html>\n"
+    )
 
 
 def write_index(out: Path, variants: Sequence[Variant], state: Mapping[str, Any]) -> dict[str, Path]:

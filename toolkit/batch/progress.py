@@ -25,10 +25,12 @@ class BatchProgress:
 
     def __init__(self, total: int, done: int, jobs: int, *, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
-        self.bar = tqdm(total=total, initial=done, desc="batch", unit="variant", position=0, file=self.stream,
-                        dynamic_ncols=True)  # fmt: skip
-        self.lines = [tqdm(total=0, position=slot + 1, bar_format="{desc}", leave=False, file=self.stream)
-                      for slot in range(jobs)]  # fmt: skip
+        self.bar = tqdm(
+            total=total, initial=done, desc="batch", unit="variant", position=0, file=self.stream, dynamic_ncols=True
+        )
+        self.lines = [
+            tqdm(total=0, position=slot + 1, bar_format="{desc}", leave=False, file=self.stream) for slot in range(jobs)
+        ]
         self._local = threading.local()
         self._lock = threading.Lock()
         self._logs: dict[int, TextIO] = {}

@@ -82,8 +82,10 @@ def check_resources(variants: Sequence[Variant], nodes: Sequence[dict[str, Any]]
         asked = {"CPU": 1.0, **variant.resources}
         if not any(all(have.get(name, 0) >= amount for name, amount in asked.items()) for have in alive):
             shown = ", ".join(f"{name}: {amount:g}" for name, amount in asked.items())
-            raise ParamsError(f"variant {variant.label}: resources: no node of the Ray cluster has {{{shown}}} "
-                             f"({len(alive)} alive node(s))")  # fmt: skip
+            raise ParamsError(
+                f"variant {variant.label}: resources: no node of the Ray cluster has {{{shown}}} "
+                f"({len(alive)} alive node(s))"
+            )
 
 
 def pack(folder: Path) -> bytes | None:
@@ -149,8 +151,11 @@ def run_in_worker(
         if archive is not None:
             unpack(archive, folder)
         try:
-            with (open(folder / RUN_LOG, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log),
-                  contextlib.redirect_stderr(log)):  # fmt: skip
+            with (
+                open(folder / RUN_LOG, "a", encoding="utf-8") as log,
+                contextlib.redirect_stdout(log),
+                contextlib.redirect_stderr(log),
+            ):
                 outcome = run_variant(variant, folder, resume=resume)
         except KeyboardInterrupt:
             ray.get(collector.put.remote(variant.label, pack(folder)))

@@ -80,8 +80,15 @@ def finished(out: Path, entry: dict[str, Any], label: str) -> bool:
 Runner = Callable[[Variant, Path, bool, int], dict[str, Any]]
 
 
-def run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bool = False, jobs: int = 1,
-              ray_address: str | None = None) -> int:  # fmt: skip
+def run_batch(
+    variants: Sequence[Variant],
+    out: Path,
+    *,
+    sweep: str,
+    resume: bool = False,
+    jobs: int = 1,
+    ray_address: str | None = None,
+) -> int:
     """Run the batch; write index and compare. 0 when every variant is done, 1 when one failed."""
     from toolkit.matrix.run_folder import hold
 
@@ -186,8 +193,17 @@ def _check_variants(variants: Sequence[Variant]) -> None:
             raise ParamsError(f"variant {variant.label}: {exc}") from None
 
 
-def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: BatchProgress, execute: Runner,
-              jobs: int, *, logs: bool, on_stop: Callable[[], None] | None = None) -> None:  # fmt: skip
+def _schedule(
+    todo: Sequence[Variant],
+    out: Path,
+    state: BatchState,
+    progress: BatchProgress,
+    execute: Runner,
+    jobs: int,
+    *,
+    logs: bool,
+    on_stop: Callable[[], None] | None = None,
+) -> None:
     """Run the variants: in this thread one after another, or in `jobs` threads that take the next one.
 
     With `logs`, each variant's output lines are also appended to run.log in its folder (on Ray, the task does).
@@ -224,8 +240,9 @@ def _schedule(todo: Sequence[Variant], out: Path, state: BatchState, progress: B
     _in_threads(worker, min(jobs, len(todo)), stopping, on_stop)
 
 
-def _in_threads(worker: Callable[[int], None], slots: int, stopping: threading.Event,
-                on_stop: Callable[[], None] | None) -> None:  # fmt: skip
+def _in_threads(
+    worker: Callable[[int], None], slots: int, stopping: threading.Event, on_stop: Callable[[], None] | None
+) -> None:
     """`worker(slot)` in `slots` threads, waited for; interrupted: `stopping` set, `on_stop` called, and the threads
     waited for a bounded time."""
     # One release per thread that ended. Not Thread.join: in CPython 3.11 a join that Ctrl-C interrupted marks the
@@ -238,8 +255,9 @@ def _in_threads(worker: Callable[[int], None], slots: int, stopping: threading.E
         finally:
             ended.release()
 
-    threads = [threading.Thread(target=slot_thread, args=(slot,), name=f"batch-{slot}", daemon=True)
-               for slot in range(slots)]  # fmt: skip
+    threads = [
+        threading.Thread(target=slot_thread, args=(slot,), name=f"batch-{slot}", daemon=True) for slot in range(slots)
+    ]
     for thread in threads:
         thread.start()
     try:
@@ -269,8 +287,14 @@ def _on_ray(tasks: RayTasks) -> Runner:
 
         def failed(what: str, exc: Exception) -> dict[str, Any]:
             error = f"{what}: {one_line_error(exc, env_secret(variant.params.api_key_env))}"
-            return {"state": FAILED, "error": error, "started_at": started, "finished_at": now(),
-                    "duration_s": round(time.monotonic() - clock, 1), "ray": True}  # fmt: skip
+            return {
+                "state": FAILED,
+                "error": error,
+                "started_at": started,
+                "finished_at": now(),
+                "duration_s": round(time.monotonic() - clock, 1),
+                "ray": True,
+            }
 
         try:
             outcome, archive = tasks.run(variant, folder, resume)

@@ -29,10 +29,14 @@ class BatchState:
         earlier = read_json(self.path) if self.path.exists() else {}
         variants = earlier.get("variants", {})
         self.data: dict[str, Any] = {
-            "sweep": sweep, "started_at": earlier.get("started_at", now()), "driver_pid": os.getpid(),
-            "driver_host": socket.gethostname(), "ray": ray, "labels": list(labels),
+            "sweep": sweep,
+            "started_at": earlier.get("started_at", now()),
+            "driver_pid": os.getpid(),
+            "driver_host": socket.gethostname(),
+            "ray": ray,
+            "labels": list(labels),
             "variants": {label: variants.get(label, {"state": PENDING}) for label in labels},
-        }  # fmt: skip
+        }
         self._write()
 
     def _write(self) -> None:

@@ -88,8 +88,10 @@ def expand(data: dict[str, Any]) -> list[Variant]:
     seen: dict[str, int] = {}
     for number, variant in enumerate(variants, 1):
         if variant.label in seen:
-            raise SweepError(f"sweep: duplicate label {variant.label!r} (variants {seen[variant.label]} and {number});"
-                             " each variant needs its own label")  # fmt: skip
+            raise SweepError(
+                f"sweep: duplicate label {variant.label!r} (variants {seen[variant.label]} and {number});"
+                " each variant needs its own label"
+            )
         seen[variant.label] = number
     return variants
 
@@ -130,8 +132,10 @@ def _grid(grid: dict[str, list[Any]], parts: list[dict[str, Any]]) -> dict[str, 
             raise SweepError(f"sweep: grid.{key}: cannot be a grid key; use {{key}} placeholders inside it instead")
         if key not in RunParams.model_fields and key not in used:
             fields = ", ".join(RunParams.model_fields)
-            raise SweepError(f"sweep: grid.{key}: unknown field; not a run parameter, and no {{{key}}} placeholder "
-                             f"uses it; allowed: {fields} or a placeholder name")  # fmt: skip
+            raise SweepError(
+                f"sweep: grid.{key}: unknown field; not a run parameter, and no {{{key}}} placeholder "
+                f"uses it; allowed: {fields} or a placeholder name"
+            )
     return grid
 
 
@@ -150,8 +154,10 @@ def _variant(common: dict[str, Any], entry: dict[str, Any], point: dict[str, Any
     named = [entry["label"]] if "label" in entry else []
     label = ",".join(named + [f"{k}={_label_text(v)}" for k, v in point.items()])
     if len(label) > MAX_LABEL:
-        raise SweepError(f"sweep: variant {label[:60]}...: label: longer than {MAX_LABEL} characters (a folder "
-                         "name); give the variants shorter labels or grid keys")  # fmt: skip
+        raise SweepError(
+            f"sweep: variant {label[:60]}...: label: longer than {MAX_LABEL} characters (a folder "
+            "name); give the variants shorter labels or grid keys"
+        )
     fields = {**common, **{k: v for k, v in entry.items() if k in RUN_KEYS}}
     if isinstance(common.get("server"), dict) and isinstance(entry.get("server"), dict):
         fields["server"] = {**common["server"], **entry["server"]}  # a variant changes keys of the common block

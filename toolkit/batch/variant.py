@@ -56,5 +56,12 @@ def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
         error = one_line_error(exc, secret)
         out.mkdir(parents=True, exist_ok=True)
         (out / ERROR_FILE).write_text(redact(traceback.format_exc(), secret), encoding="utf-8")
-    return {"state": FAILED if error else DONE, "error": error, "pid": os.getpid(), "host": socket.gethostname(),
-            "started_at": started, "finished_at": now(), "duration_s": round(time.monotonic() - clock, 1)}  # fmt: skip
+    return {
+        "state": FAILED if error else DONE,
+        "error": error,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started_at": started,
+        "finished_at": now(),
+        "duration_s": round(time.monotonic() - clock, 1),
+    }

@@ -72,10 +72,16 @@ def execute_path(source: Path, output: Path, parameters: dict[str, Any]) -> None
     """papermill with a kernel in this process's session (toolkit.jupyter.kernels: no autogroup of its own)."""
     os.environ["TOOLKIT_PROGRESS"] = "text"  # the kernels inherit it: no progress widget in a report
     papermill.execute_notebook(
-        str(source), str(output), parameters=parameters, kernel_name="python3", cwd=str(NOTEBOOKS),
-        progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr,
+        str(source),
+        str(output),
+        parameters=parameters,
+        kernel_name="python3",
+        cwd=str(NOTEBOOKS),
+        progress_bar=False,
+        stdout_file=sys.stdout,
+        stderr_file=sys.stderr,
         kernel_manager_class=SameSessionKernelManager,
-    )  # fmt: skip
+    )
 
 
 def html_report(executed: nbformat.NotebookNode) -> str:
@@ -87,9 +93,15 @@ def html_report(executed: nbformat.NotebookNode) -> str:
     config.TagRemovePreprocessor.remove_input_tags = {"remove-input"}
     config.TagRemovePreprocessor.remove_cell_tags = {NOTEBOOK_ONLY}
     config.TagRemovePreprocessor.enabled = True
-    exporter = HTMLExporter(config=config, template_name="offline", extra_template_basedirs=[str(TEMPLATES)],
-                            exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
-                            embed_images=True)  # fmt: skip
+    exporter = HTMLExporter(
+        config=config,
+        template_name="offline",
+        extra_template_basedirs=[str(TEMPLATES)],
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        embed_images=True,
+    )
     body, _ = exporter.from_notebook_node(executed)
     return body
 
@@ -128,8 +140,11 @@ def _first_drawn(
 ) -> dict[str, bytes]:
     """The first image drawn under each key whose phase has rows in frame (None: whatever the rows)."""
     drawn = drawn_images(executed)
-    return {key: drawn[key][0] for key, phase in phases.items()
-            if drawn.get(key) and (phase is None or (frame["phase"] == phase).any())}  # fmt: skip
+    return {
+        key: drawn[key][0]
+        for key, phase in phases.items()
+        if drawn.get(key) and (phase is None or (frame["phase"] == phase).any())
+    }
 
 
 def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
@@ -142,8 +157,13 @@ def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
         return report
     sweep = rate_runs.load_rate_sweep(results_dir)
     figures = {key: drawn[0] for key, drawn in drawn_images(executed).items() if key.startswith("rate-") and drawn}
-    section = rate_tables.rate_markdown(sweep.steps, sweep.level, sweep.search, sweep.sweep.get("search_precision"),
-                                        images=save_images(figures, results_dir))  # fmt: skip
+    section = rate_tables.rate_markdown(
+        sweep.steps,
+        sweep.level,
+        sweep.search,
+        sweep.sweep.get("search_precision"),
+        images=save_images(figures, results_dir),
+    )
     return report.rstrip("\n") + "\n\n" + section
 
 
@@ -151,7 +171,8 @@ def compare_images(frame: pd.DataFrame, executed: nbformat.NotebookNode) -> dict
     """The compare notebook's figures keyed as :func:`toolkit.reports.compare.compare_markdown` expects."""
     ratios = drawn_images(executed).get("ratios", [])
     return _first_drawn(executed, frame, {"prefill": "prefill", "tradeoff": None}) | {
-        compare.ratio_key(position): png for position, png in enumerate(ratios, 2)}  # fmt: skip
+        compare.ratio_key(position): png for position, png in enumerate(ratios, 2)
+    }
 
 
 def write_reports(results_dir: Path) -> dict[str, Path]:
@@ -169,8 +190,11 @@ def write_compare(run_dirs: Sequence[Path], out: Path, labels: Sequence[str] | N
     """The compare notebook over run folders (the first is the baseline): compare.ipynb, compare.html, compare.md."""
     frame = runs.load_runs(run_dirs, labels)  # bad folders or labels fail here, before the notebook
     out.mkdir(parents=True, exist_ok=True)
-    executed = execute("compare", out, {"RUN_DIRS": [str(Path(d).resolve()) for d in run_dirs],
-                                        "LABELS": None if labels is None else list(labels)})  # fmt: skip
+    executed = execute(
+        "compare",
+        out,
+        {"RUN_DIRS": [str(Path(d).resolve()) for d in run_dirs], "LABELS": None if labels is None else list(labels)},
+    )
     notebook = nbformat.read(executed, as_version=4)
     (out / "compare.html").write_text(html_report(notebook), encoding="utf-8")
     images = save_images(compare_images(frame, notebook), out)

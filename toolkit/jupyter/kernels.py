@@ -67,8 +67,9 @@ class SameSessionKernelManager(AsyncKernelManager):  # type: ignore[misc]
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         if self.provisioner is None:
             self.kernel_id = self.kernel_id or kw.pop("kernel_id", str(uuid.uuid4()))
-            self.provisioner = SameSessionProvisioner(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec,
-                                                      parent=self)  # fmt: skip
+            self.provisioner = SameSessionProvisioner(
+                kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self
+            )
         return await super()._async_pre_start_kernel(**kw)
 
     @in_pending_state  # type: ignore[misc]

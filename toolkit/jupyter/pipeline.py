@@ -96,5 +96,7 @@ def server_died(server: ManagedServer | None) -> str | None:
         return None
     from toolkit.servers.managed import exit_description
 
-    return (f"the server {exit_description(code)} during the run (log: {server.log_path}); finished "
-            "measurements are kept, its cells are Error; rerun with --resume")  # fmt: skip
+    return (
+        f"the server {exit_description(code)} during the run (log: {server.log_path}); finished "
+        "measurements are kept, its cells are Error; rerun with --resume"
+    )

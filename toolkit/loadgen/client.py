@@ -56,8 +56,12 @@ class StreamClient:
         self._prefix = url.path.rstrip("/")
         default_port = self._port == (443 if self._tls else 80)
         host = f"[{self._host}]" if ":" in self._host else self._host
-        head = [f"Host: {host if default_port else f'{host}:{self._port}'}", "Content-Type: application/json",
-                "Accept: text/event-stream", f"User-Agent: vllm-speed-toolkit/{__version__}"]  # fmt: skip
+        head = [
+            f"Host: {host if default_port else f'{host}:{self._port}'}",
+            "Content-Type: application/json",
+            "Accept: text/event-stream",
+            f"User-Agent: vllm-speed-toolkit/{__version__}",
+        ]
         self._api_key = api_key
         if api_key:
             head.append(f"Authorization: Bearer {api_key}")
@@ -89,8 +93,10 @@ class StreamClient:
         result = result if result is not None else StreamResult()
         result.started = time.perf_counter()
         payload = orjson.dumps(body)
-        request = (b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n" % (
-            (self._prefix + path).encode("latin-1"), self._headers, len(payload))) + payload  # fmt: skip
+        request = (
+            b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n"
+            % ((self._prefix + path).encode("latin-1"), self._headers, len(payload))
+        ) + payload
         conn: _Connection | None = None
         try:
             for attempt in (0, 1):
@@ -157,9 +163,12 @@ class StreamClient:
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Connection:
         """A new connection to the server."""
         _, conn = await loop.create_connection(
-            lambda: _Connection(self), self._host, self._port, ssl=self._ssl,
+            lambda: _Connection(self),
+            self._host,
+            self._port,
+            ssl=self._ssl,
             server_hostname=self._host if self._tls else None,
-        )  # fmt: skip
+        )
         return conn
 
     async def _wait(self, conn: _Connection) -> None:

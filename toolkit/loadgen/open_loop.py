@@ -35,9 +35,17 @@ class PlannedRequest:
 def record(index: int, due: float, result: StreamResult, planned: PlannedRequest, start: float) -> dict[str, Any]:
     """The request's record; times from `start`. A failed request has NaN first/last token times."""
     if not result.started:  # never left: cancelled before its slot or its due time
-        return {"request": index, "scheduled_s": due, "sent_s": math.nan, "first_token_s": math.nan,
-                "last_token_s": math.nan, "chunk_times_s": [], "input_tokens": planned.input_tokens or 0,
-                "output_tokens": 0, "error": "not sent: the step was stopped"}  # fmt: skip
+        return {
+            "request": index,
+            "scheduled_s": due,
+            "sent_s": math.nan,
+            "first_token_s": math.nan,
+            "last_token_s": math.nan,
+            "chunk_times_s": [],
+            "input_tokens": planned.input_tokens or 0,
+            "output_tokens": 0,
+            "error": "not sent: the step was stopped",
+        }
     chunks = [t - start for t, _ in result.token_events]
     first = result.first_token_at - start if result.first_token_at is not None else (chunks[0] if chunks else None)
     error = result.error or ("cancelled" if result.cancelled else None)
@@ -46,11 +54,16 @@ def record(index: int, due: float, result: StreamResult, planned: PlannedRequest
     failed = error is not None
     prompt = result.prompt_tokens if result.prompt_tokens is not None else planned.input_tokens
     return {
-        "request": index, "scheduled_s": due, "sent_s": result.started - start,
+        "request": index,
+        "scheduled_s": due,
+        "sent_s": result.started - start,
         "first_token_s": math.nan if failed or first is None else first,
-        "last_token_s": math.nan if failed or not chunks else chunks[-1], "chunk_times_s": chunks,
-        "input_tokens": int(prompt or 0), "output_tokens": int(result.completion_tokens), "error": error,
-    }  # fmt: skip
+        "last_token_s": math.nan if failed or not chunks else chunks[-1],
+        "chunk_times_s": chunks,
+        "input_tokens": int(prompt or 0),
+        "output_tokens": int(result.completion_tokens),
+        "error": error,
+    }
 
 
 async def send_open_loop(

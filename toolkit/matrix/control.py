@@ -43,15 +43,33 @@ class Control:
         ctx, label, params = self.context_tokens, format_context(self.context_tokens), runner.params
         try:
             prompts = await runner._cell_prompts(ctx, 1)
-            spec = CellSpec(runner.server.model, params.endpoint, prompts, params.max_output, self.window_s,
-                            params.readiness_timeout_s)  # fmt: skip
-            m, _trace = await measure_decode_cell(runner.client, runner.api, spec, context_tokens=ctx, context=label,
-                                                  use_metrics=runner.server.metrics_available,
-                                                  retries=params.disturbed_retries)  # fmt: skip
+            spec = CellSpec(
+                runner.server.model,
+                params.endpoint,
+                prompts,
+                params.max_output,
+                self.window_s,
+                params.readiness_timeout_s,
+            )
+            m, _trace = await measure_decode_cell(
+                runner.client,
+                runner.api,
+                spec,
+                context_tokens=ctx,
+                context=label,
+                use_metrics=runner.server.metrics_available,
+                retries=params.disturbed_retries,
+            )
         except EXPECTED_FAILURES as exc:
             await drain(runner.api, 30.0, runner.server.metrics_available)
-            m = Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=1, status="Error",
-                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            m = Measurement(
+                phase="decode",
+                context_tokens=ctx,
+                context=label,
+                concurrency=1,
+                status="Error",
+                error=f"{type(exc).__name__}: {exc}",
+            )
         m = runner._stamp(replace(m, round=rounds_done))
         self.store.append(m)
         self._summarize()

@@ -149,8 +149,17 @@ async def _measure_window(api: ServerAPI, duration_s: float, failed: asyncio.Eve
     after_received = time.perf_counter()
     before, before_received = await before_scrape
     cpu_pct = 100 * (time.process_time() - cpu0) / max(after_received - start, 1e-9)
-    return WindowEdges(start, min(after_sent, start + duration_s), before_sent, before_received, after_sent,
-                       after_received, before, after, cpu_pct)  # fmt: skip
+    return WindowEdges(
+        start,
+        min(after_sent, start + duration_s),
+        before_sent,
+        before_received,
+        after_sent,
+        after_received,
+        before,
+        after,
+        cpu_pct,
+    )
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,10 @@ async def discover(
     if not max_len:
         raise DiscoveryError("max_model_len: the server does not report it; give it as a parameter")
     if type(max_len) is not int or max_len < 1:
-        raise DiscoveryError(f"max_model_len: {api.base_url}/v1/models reports {str(max_len)[:40]!r}, not a "
-                             "positive whole number; give it as a parameter")  # fmt: skip
+        raise DiscoveryError(
+            f"max_model_len: {api.base_url}/v1/models reports {str(max_len)[:40]!r}, not a "
+            "positive whole number; give it as a parameter"
+        )
     snapshot: MetricsSnapshot | None = await api.metrics_or_none()
     config = cache_config(snapshot) if snapshot else None
     try:

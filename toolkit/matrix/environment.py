@@ -25,14 +25,26 @@ def environment_info() -> dict[str, Any]:
     import subprocess
 
     try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-            cwd=Path(__file__).parent,
-        ).stdout.strip() or None  # fmt: skip
+        rev = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=Path(__file__).parent,
+            ).stdout.strip()
+            or None
+        )
     except OSError:
         rev = None
-    return {"toolkit_version": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
-            "git_revision": rev, "machine": machine_facts(), "gpus": installed_gpus()}  # fmt: skip
+    return {
+        "toolkit_version": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "git_revision": rev,
+        "machine": machine_facts(),
+        "gpus": installed_gpus(),
+    }
 
 
 HARDWARE_FIELDS = ("Type", "GPU", "GPU count", "VRAM", "GPU driver", "OS", "Kernel", "CPU", "CPU cores", "Memory")

@@ -40,10 +40,16 @@ async def measure_prefill(
     ttft_s = result.ttft_s
     if result.error or ttft_s is None or not result.prompt_tokens:
         return Measurement(
-            phase="prefill", context_tokens=context_tokens, context=context, concurrency=1, status="Error",
-            prompt_tokens=result.prompt_tokens, cached_tokens=cached,
-            error=result.error or "no token received", completed=0,
-        )  # fmt: skip
+            phase="prefill",
+            context_tokens=context_tokens,
+            context=context,
+            concurrency=1,
+            status="Error",
+            prompt_tokens=result.prompt_tokens,
+            cached_tokens=cached,
+            error=result.error or "no token received",
+            completed=0,
+        )
     return Measurement(
         phase="prefill",
         context_tokens=context_tokens,

@@ -48,9 +48,11 @@ async def build_prompt(api: ServerAPI, model: str, target_tokens: int, prefix: s
 
     async def count(n: int) -> int:
         if len(counts) == MAX_TOKENIZE_CALLS:
-            raise PromptError(f"contexts: could not build a prompt of {target_tokens} tokens: /tokenize counts did "
-                              f"not reach it in {MAX_TOKENIZE_CALLS} calls (last {counts[-1]}, highest "
-                              f"{max(counts)})")  # fmt: skip
+            raise PromptError(
+                f"contexts: could not build a prompt of {target_tokens} tokens: /tokenize counts did "
+                f"not reach it in {MAX_TOKENIZE_CALLS} calls (last {counts[-1]}, highest "
+                f"{max(counts)})"
+            )
         counts.append(await api.count_tokens(model, prefix + filler(n, prefix), chat=chat))
         return counts[-1]
 

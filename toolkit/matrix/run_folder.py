@@ -68,8 +68,10 @@ def _lock(path: Path) -> int | None:
             if pid is not None and pid in _self_and_ancestors():
                 return None
             who = f"pid {pid}" if pid is not None else "pid unknown"
-            raise RunRefused(f"out: {path.parent} is in use by another toolkit run ({who}); wait for it to end "
-                             "or choose another folder") from None  # fmt: skip
+            raise RunRefused(
+                f"out: {path.parent} is in use by another toolkit run ({who}); wait for it to end "
+                "or choose another folder"
+            ) from None
         try:
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
         except FileNotFoundError:
@@ -123,8 +125,10 @@ def open_run(
         raise RunRefused(f"resume: parameters differ from the run in {out_dir} ({diff}); use a new --out")
     if diff := server_differences(existing, server, command):
         where = f"the server at {server.base_url}" if server is not None else "this launch"
-        raise RunRefused(f"resume: {where} is not the one the run in {out_dir} measured ({diff}); "
-                         "continue it against that server or use a new --out")  # fmt: skip
+        raise RunRefused(
+            f"resume: {where} is not the one the run in {out_dir} measured ({diff}); "
+            "continue it against that server or use a new --out"
+        )
     return existing
 
 
@@ -160,8 +164,10 @@ def server_differences(recorded: RunDocument, server: ServerInfo | None, command
     theirs = recorded.server or {}
     pairs: list[tuple[str, Any, Any]] = []
     if server is not None:
-        pairs += [("model", theirs.get("model"), server.model),
-                  ("max_model_len", theirs.get("max_model_len"), server.max_model_len)]  # fmt: skip
+        pairs += [
+            ("model", theirs.get("model"), server.model),
+            ("max_model_len", theirs.get("max_model_len"), server.max_model_len),
+        ]
         if None not in (theirs.get("kv_budget_tokens"), server.kv_budget_tokens):
             pairs.append(("KV budget tokens", theirs.get("kv_budget_tokens"), server.kv_budget_tokens))
     if command is not None and _without_port(recorded.launch_command or "") != _without_port(command):

@@ -74,12 +74,14 @@ async def _run_matrix(
         server = await discover_for(api, params)
         plan = make_plan(params, server.max_model_len)
         launch = launch_info(out)
-        existing = open_run(out, params, resume=resume, attach=attach, server=server,
-                            command=launch_command(params, launch, api_key))  # fmt: skip
+        existing = open_run(
+            out, params, resume=resume, attach=attach, server=server, command=launch_command(params, launch, api_key)
+        )
         check_writable(out)  # before any load: a folder we cannot write would lose every measurement
         both = "prefill" in phases and "decode" in phases
-        info = existing or run_info(params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both,
-                                    launch=launch)  # fmt: skip
+        info = existing or run_info(
+            params, server, random_ids.token_hex(4), api_key, prefill_in_warmup=both, launch=launch
+        )
         if existing is None:
             info.save(out)
         earlier = store.load()
@@ -93,8 +95,9 @@ async def _run_matrix(
             with shielded, gpus as gpu_sampler, frozen_heap():  # no full GC pass stalls the loop while it measures
                 runner = _Runner(params, server, info.run_id or "", api, client, store, earlier, gpu_sampler)
                 total = len(plan.keys(phases)) * params.repeats
-                bar = progress_bar(total=total, initial=total - len(todo), desc=params.run_label, unit="cell",
-                                   disable=not progress)  # fmt: skip
+                bar = progress_bar(
+                    total=total, initial=total - len(todo), desc=params.run_label, unit="cell", disable=not progress
+                )
                 await measure_in_rounds(runner, todo, store, bar, params.repeats, control if decode_todo else None)
                 bar.close()
     records = list(latest_by_round(store.load()).values())
@@ -104,17 +107,28 @@ async def _run_matrix(
         if progress:
             tqdm.write(f"overhead: {overhead_line(spent)}", file=sys.stderr)
     if disturbed := disturbed_count_text(m.disturbed for m in latest):  # said as each cell's warning is
-        tqdm.write(f"{disturbed} after their retries: flagged in the reports, their numbers left out of service "
-                   "levels, best-of figures and comparisons", file=sys.stderr)  # fmt: skip
+        tqdm.write(
+            f"{disturbed} after their retries: flagged in the reports, their numbers left out of service "
+            "levels, best-of figures and comparisons",
+            file=sys.stderr,
+        )
     return latest
 
 
 class _Runner:
     """Holds a run's prompts and warm state; measures one planned key at a time."""
 
-    def __init__(self, params: RunParams, server: ServerInfo, run_id: str, api: ServerAPI, client: StreamClient,
-                 store: ResultStore, earlier: Sequence[Measurement],
-                 gpu: GpuSampler | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        params: RunParams,
+        server: ServerInfo,
+        run_id: str,
+        api: ServerAPI,
+        client: StreamClient,
+        store: ResultStore,
+        earlier: Sequence[Measurement],
+        gpu: GpuSampler | None = None,
+    ) -> None:
         self.params, self.server, self.run_id, self.gpu = params, server, run_id, gpu
         self.api, self.client, self.store = api, client, store
         self.prompts: dict[tuple[int, int | None], str] = {}
@@ -228,8 +242,9 @@ class _Runner:
     def _stamp(self, m: Measurement, **extra: Any) -> Measurement:
         """The run's id and the time on a measurement; its error redacted, whatever produced it."""
         error = m.error and redact(m.error, env_secret(self.params.api_key_env))
-        return replace(m, run_id=self.run_id, started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                       error=error, **extra)  # fmt: skip
+        return replace(
+            m, run_id=self.run_id, started_at=datetime.now(UTC).isoformat(timespec="seconds"), error=error, **extra
+        )
 
 
 def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
@@ -272,8 +287,13 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
 
 async def discover_for(api: ServerAPI, params: RunParams) -> ServerInfo:
     """The server's facts, with the parameters that override them."""
-    return await discover(api, model=params.model, max_model_len=params.max_model_len,
-                          kv_budget_tokens=params.kv_budget_tokens, api_key_env=params.api_key_env)  # fmt: skip
+    return await discover(
+        api,
+        model=params.model,
+        max_model_len=params.max_model_len,
+        kv_budget_tokens=params.kv_budget_tokens,
+        api_key_env=params.api_key_env,
+    )
 
 
 async def preflight_async(params: RunParams) -> ServerInfo:

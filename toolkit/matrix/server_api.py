@@ -50,8 +50,9 @@ class ServerAPI:
             data = None
         if not isinstance(data, dict):
             kind = response.headers.get("content-type") or "no content type"
-            raise ServerAPIError(f"{self.base_url}{path} answered 200 but not with a JSON object ({kind}: "
-                                 f"{response.text[:80]!r})", 200)  # fmt: skip
+            raise ServerAPIError(
+                f"{self.base_url}{path} answered 200 but not with a JSON object ({kind}: {response.text[:80]!r})", 200
+            )
         return data
 
     def _malformed(self, path: str, what: str, value: Any) -> ServerAPIError:
@@ -110,8 +111,9 @@ class ServerAPI:
             raise self._unreachable("/tokenize", exc) from None
         if response.status_code != 200:
             detail = redact(response.text[:200], self._key)
-            raise ServerAPIError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {detail}",
-                                 response.status_code)  # fmt: skip
+            raise ServerAPIError(
+                f"{self.base_url}/tokenize answered HTTP {response.status_code}: {detail}", response.status_code
+            )
         count = self._object("/tokenize", response).get("count")
         if type(count) is not int or count < 0:
             raise self._malformed("/tokenize", "no token count", count)

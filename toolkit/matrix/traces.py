@@ -61,17 +61,26 @@ def trace_frame(trace: CellTrace) -> pd.DataFrame:
     for stream, results in enumerate(trace.streams):
         for request, r in enumerate(results):
             end = None if r.ended is None else r.ended - origin
-            rows.append({"kind": "request", "stream": stream, "request": request, "t_s": r.started - origin,
-                         "end_s": end})  # fmt: skip
-            rows += [{"kind": "token", "stream": stream, "request": request, "t_s": t - origin, "tokens": count}
-                     for t, count in r.token_events]  # fmt: skip
+            rows.append(
+                {"kind": "request", "stream": stream, "request": request, "t_s": r.started - origin, "end_s": end}
+            )
+            rows += [
+                {"kind": "token", "stream": stream, "request": request, "t_s": t - origin, "tokens": count}
+                for t, count in r.token_events
+            ]
     kv = dict(trace.samples.kv_usage)
-    rows += [{"kind": "server", "t_s": t - origin, "running": running, "waiting": waiting, "kv_usage": kv.get(t)}
-             for t, running, waiting in trace.samples.server]  # fmt: skip
-    rows += [{"kind": "lag", "t_s": t - origin, "lag_ms": lag * 1000}
-             for t, lag in zip(trace.samples.lag_times, trace.samples.loop_lag_s, strict=True)]  # fmt: skip
-    rows += [{"kind": "window", "attempt": i, "t_s": start - origin, "end_s": end - origin}
-             for i, (start, end) in enumerate(trace.windows, start=1)]  # fmt: skip
+    rows += [
+        {"kind": "server", "t_s": t - origin, "running": running, "waiting": waiting, "kv_usage": kv.get(t)}
+        for t, running, waiting in trace.samples.server
+    ]
+    rows += [
+        {"kind": "lag", "t_s": t - origin, "lag_ms": lag * 1000}
+        for t, lag in zip(trace.samples.lag_times, trace.samples.loop_lag_s, strict=True)
+    ]
+    rows += [
+        {"kind": "window", "attempt": i, "t_s": start - origin, "end_s": end - origin}
+        for i, (start, end) in enumerate(trace.windows, start=1)
+    ]
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     for column in ("stream", "request", "tokens", "running", "waiting", "attempt"):
         frame[column] = frame[column].astype("Int64")

@@ -61,8 +61,13 @@ def speculation(before: MetricsSnapshot | None, after: MetricsSnapshot | None) -
     accepted = delta(before, after, SPEC_ACCEPTED_TOKENS)
     if drafts is None or drafted is None or accepted is None:
         return Speculation()
-    return Speculation(int(drafts), int(drafted), int(accepted), accepted / drafted if drafted else None,
-                       1 + accepted / drafts if drafts else None)  # fmt: skip
+    return Speculation(
+        int(drafts),
+        int(drafted),
+        int(accepted),
+        accepted / drafted if drafted else None,
+        1 + accepted / drafts if drafts else None,
+    )
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,17 @@ def control_summary(records: Sequence[Measurement], window_s: float) -> dict[str
     over the usable ones (None with fewer than two)."""
     first = records[0] if records else None
     good = [m.total_tok_s for m in records if usable_control(m) and m.total_tok_s]
-    shown = [{"after_round": m.round or 0, "started_at": m.started_at, "status": m.status,
-              "total_tok_s": m.total_tok_s, "total_tok_s_ci": m.total_tok_s_ci, "disturbed": m.disturbed}
-             for m in records]  # fmt: skip
+    shown = [
+        {
+            "after_round": m.round or 0,
+            "started_at": m.started_at,
+            "status": m.status,
+            "total_tok_s": m.total_tok_s,
+            "total_tok_s_ci": m.total_tok_s_ci,
+            "disturbed": m.disturbed,
+        }
+        for m in records
+    ]
     return {
         "cell": f"{first.context} × 1" if first else None,
         "context_tokens": first.context_tokens if first else None,
@@ -66,13 +74,18 @@ def widened(ratio: float, half_width: float, drift: float | None) -> float:
 def drift_note(run_info: Mapping[str, Any] | None) -> str | None:
     """The report's note on the control cell: its values at the start and the end and the drift; None without."""
     block = (run_info or {}).get(CONTROL_KEY) or {}
-    values = [m["total_tok_s"] for m in block.get("measurements", []) if m.get("total_tok_s")
-              and m.get("status") == "Valid" and not m.get("disturbed")]  # fmt: skip
+    values = [
+        m["total_tok_s"]
+        for m in block.get("measurements", [])
+        if m.get("total_tok_s") and m.get("status") == "Valid" and not m.get("disturbed")
+    ]
     drift, change = block.get("drift"), block.get("change")
     if drift is None or change is None or len(values) < 2:
         return None
-    return (f"Drift: the control cell {block.get('cell')} ({block.get('window_s'):g} s window), measured "
-            f"{len(values)} times from the run's start to its end, went {values[0]:,.1f} → {values[-1]:,.1f} "
-            f"tok/s ({100 * change:+.1f} %), a range of {100 * drift:.1f} %: the machine changed speed by that much "
-            "during the run. The ± intervals do not hold it; differences between runs smaller than it can be the "
-            "machine (compare marks them within drift).")  # fmt: skip
+    return (
+        f"Drift: the control cell {block.get('cell')} ({block.get('window_s'):g} s window), measured "
+        f"{len(values)} times from the run's start to its end, went {values[0]:,.1f} → {values[-1]:,.1f} "
+        f"tok/s ({100 * change:+.1f} %), a range of {100 * drift:.1f} %: the machine changed speed by that much "
+        "during the run. The ± intervals do not hold it; differences between runs smaller than it can be the "
+        "machine (compare marks them within drift)."
+    )

@@ -55,13 +55,15 @@ def request_latencies(records: pd.DataFrame) -> pd.DataFrame:
     tpot = ((records["last_token_s"] - records["first_token_s"]) / decode_tokens * 1e3).where(
         records["output_tokens"] > 1, 0.0
     )
-    return pd.DataFrame({
-        "ok": ok,
-        "ttft_ms": ((records["first_token_s"] - records["sent_s"]) * 1e3).where(ok),
-        "tpot_ms": tpot.where(ok),
-        "e2e_ms": ((records["last_token_s"] - records["sent_s"]) * 1e3).where(ok),
-        "lag_ms": (records["sent_s"] - records["scheduled_s"]) * 1e3,
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "ok": ok,
+            "ttft_ms": ((records["first_token_s"] - records["sent_s"]) * 1e3).where(ok),
+            "tpot_ms": tpot.where(ok),
+            "e2e_ms": ((records["last_token_s"] - records["sent_s"]) * 1e3).where(ok),
+            "lag_ms": (records["sent_s"] - records["scheduled_s"]) * 1e3,
+        }
+    )
 
 
 def meets(latencies: pd.DataFrame, level: ServiceLevel) -> pd.Series:
@@ -142,13 +144,22 @@ def summarize_step(records: pd.DataFrame, level: ServiceLevel) -> StepSummary:
     fraction = float(met.sum()) / requests if requests else 0.0
     offered = records["offered_rate"].iloc[0] if requests else math.nan
     return StepSummary(
-        offered_rate=float(offered), scheduled_rate=_rate(records["scheduled_s"]),
-        achieved_rate=_rate(records["sent_s"]), requests=requests, completed=completed,
-        failed=requests - completed, duration_s=duration, request_throughput=per_second(completed),
-        output_tok_s=per_second(out_tokens), input_tokens=int(records.loc[latencies["ok"], "input_tokens"].sum()),
-        output_tokens=out_tokens, goodput=per_second(int(met.sum())), slo_fraction=fraction,
-        slo_met=fraction >= level.target, percentiles=percentiles,
-    )  # fmt: skip
+        offered_rate=float(offered),
+        scheduled_rate=_rate(records["scheduled_s"]),
+        achieved_rate=_rate(records["sent_s"]),
+        requests=requests,
+        completed=completed,
+        failed=requests - completed,
+        duration_s=duration,
+        request_throughput=per_second(completed),
+        output_tok_s=per_second(out_tokens),
+        input_tokens=int(records.loc[latencies["ok"], "input_tokens"].sum()),
+        output_tokens=out_tokens,
+        goodput=per_second(int(met.sum())),
+        slo_fraction=fraction,
+        slo_met=fraction >= level.target,
+        percentiles=percentiles,
+    )
 
 
 def judge_steps(records: pd.DataFrame, level: ServiceLevel) -> pd.DataFrame:

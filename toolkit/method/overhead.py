@@ -47,5 +47,6 @@ def matrix_overhead(rows: Iterable[Mapping[str, Any]]) -> dict[str, float] | Non
 def overhead_line(overhead: Mapping[str, float]) -> str:
     """`measured 36.1 s of 60.2 s wall (0.60): prefill 3.0 s, readiness 8.1 s, ...`."""
     parts = ", ".join(f"{k} {overhead[f'{k}_s']:.1f} s" for k in PHASES)
-    return (f"measured {overhead['measured_s']:.1f} s of {overhead['wall_s']:.1f} s wall "
-            f"({overhead['ratio']:.2f}): {parts}")  # fmt: skip
+    return (
+        f"measured {overhead['measured_s']:.1f} s of {overhead['wall_s']:.1f} s wall ({overhead['ratio']:.2f}): {parts}"
+    )

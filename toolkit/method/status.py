@@ -104,8 +104,11 @@ def decode_status_client_only(
     None without samples) and ``status_basis`` = "client".
     """
     average = mean(client_active_samples)
-    extras: dict[str, Any] = {"client_avg_active": average, "status_basis": "client",
-                              "concurrency_held": None if average is None else average / concurrency}  # fmt: skip
+    extras: dict[str, Any] = {
+        "client_avg_active": average,
+        "status_basis": "client",
+        "concurrency_held": None if average is None else average / concurrency,
+    }
     if error is not None:
         return "Error", extras
     if readiness_queued:

@@ -85,8 +85,10 @@ def main(args: argparse.Namespace) -> int:
 
 def summary_table(rows: list[dict[str, Any]]) -> str:
     """The steps as a text table: load, throughput, latency, goodput, queue, lag."""
-    head = f"{'step':>4} {'offered':>8} {'sent':>7} {'ok':>9} {'tok/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} " \
-           f"{'TPOT p50':>9} {'goodput':>8} {'SLO':>5} {'waiting':>7} {'lag p99':>8}"  # fmt: skip
+    head = (
+        f"{'step':>4} {'offered':>8} {'sent':>7} {'ok':>9} {'tok/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} "
+        f"{'TPOT p50':>9} {'goodput':>8} {'SLO':>5} {'waiting':>7} {'lag p99':>8}"
+    )
     lines = [head]
     for r in rows:
         num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
@@ -97,7 +99,7 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
             f"{num(r['ttft_p50_ms'], '.1f'):>9} {num(r['ttft_p99_ms'], '.1f'):>9} {num(r['tpot_p50_ms'], '.1f'):>9} "
             f"{r['goodput']:>8.2f} {r['slo_fraction']:>5.0%} {num(r['server_waiting_max'], 'd'):>7} "
             f"{num(r['lag_p99_ms'], '.1f'):>8}{' *' if r['lag_flagged'] else ''}"
-        )  # fmt: skip
+        )
     if any(r["lag_flagged"] for r in rows):
         lines.append("* the client could not hold the schedule (scheduling lag p99 over the flag): load understated")
     return "\n".join(lines)

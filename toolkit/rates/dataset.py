@@ -72,12 +72,18 @@ def _jsonl_item(where: str, obj: dict[str, Any]) -> DatasetItem:
         raise DatasetError(f'dataset: {where}: "output_tokens" is not a whole number >= 1 (got {out!r:.40})')
     if messages is None:
         return DatasetItem(where, prompt=prompt, output_tokens=out)
-    ok = isinstance(messages, list) and messages and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
-    )  # fmt: skip
+    ok = (
+        isinstance(messages, list)
+        and messages
+        and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        )
+    )
     if not ok:
-        raise DatasetError(f"dataset: {where}: \"messages\" is not a list of {{\"role\": ..., \"content\": ...}} "
-                           "with string values")  # fmt: skip
+        raise DatasetError(
+            f'dataset: {where}: "messages" is not a list of {{"role": ..., "content": ...}} with string values'
+        )
     chat = tuple({"role": m["role"], "content": m["content"]} for m in messages)
     return DatasetItem(where, messages=chat, output_tokens=out)
 
@@ -95,8 +101,9 @@ def _sharegpt(path: Path, text: str) -> list[DatasetItem]:
         turns = entry.get("conversations") if isinstance(entry, dict) else None
         if not isinstance(turns, list):
             raise DatasetError(f'dataset: {where}: no "conversations" list')
-        if not all(isinstance(t, dict) and isinstance(t.get("from"), str) and isinstance(t.get("value"), str)
-                   for t in turns):  # fmt: skip
+        if not all(
+            isinstance(t, dict) and isinstance(t.get("from"), str) and isinstance(t.get("value"), str) for t in turns
+        ):
             raise DatasetError(f'dataset: {where}: a turn is not {{"from": ..., "value": text}}')
         if len(turns) < 2:
             continue

@@ -79,8 +79,9 @@ def write_step(out: Path, step: int, frame: pd.DataFrame, row: dict[str, Any]) -
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise StoreError(f"out: cannot write step {step} in {path.parent}: {exc.strerror or exc}; the steps "
-                         "written before are kept") from None  # fmt: skip
+        raise StoreError(
+            f"out: cannot write step {step} in {path.parent}: {exc.strerror or exc}; the steps written before are kept"
+        ) from None
 
 
 def read_steps(out: Path) -> list[dict[str, Any]]:

@@ -67,12 +67,17 @@ def parse_lengths(value: Any) -> int | Lengths:
             return int(text)
         kind, _, rest = text.partition(":")
         parts = rest.split(":") if rest else []
-        names = {"uniform": ("min", "max"), "normal": ("mean", "std", "min", "max"),
-                 "lognormal": ("mean", "sigma", "min", "max")}.get(kind)  # fmt: skip
+        names = {
+            "uniform": ("min", "max"),
+            "normal": ("mean", "std", "min", "max"),
+            "lognormal": ("mean", "sigma", "min", "max"),
+        }.get(kind)
         if names is not None and len(parts) == len(names):
             return Lengths(dist=kind, **dict(zip(names, parts, strict=True)))  # type: ignore[arg-type]
-    raise ValueError(f"{value!r} is not a token count or a distribution; allowed: e.g. 128, uniform:64:256, "
-                     "normal:128:32:16:512, lognormal:128:0.5:16:1024 (MEAN:SPREAD:MIN:MAX)")  # fmt: skip
+    raise ValueError(
+        f"{value!r} is not a token count or a distribution; allowed: e.g. 128, uniform:64:256, "
+        "normal:128:32:16:512, lognormal:128:0.5:16:1024 (MEAN:SPREAD:MIN:MAX)"
+    )
 
 
 def parse_rates(value: Any) -> list[float]:

@@ -40,14 +40,21 @@ def connect(address: str) -> Any:
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, **extra)
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"ray_address: cannot connect to the Ray cluster at {address}: "
-                         f"{str(exc).splitlines()[0]}") from None  # fmt: skip
+        raise ValueError(
+            f"ray_address: cannot connect to the Ray cluster at {address}: {str(exc).splitlines()[0]}"
+        ) from None
     return ray
 
 
-def client_task(base_url: str, api_key_env: str, read_timeout_s: float, max_in_flight: int | None,
-                requests: list[PlannedRequest], due: list[float],
-                start_wall: float) -> list[dict[str, Any]]:  # fmt: skip
+def client_task(
+    base_url: str,
+    api_key_env: str,
+    read_timeout_s: float,
+    max_in_flight: int | None,
+    requests: list[PlannedRequest],
+    due: list[float],
+    start_wall: float,
+) -> list[dict[str, Any]]:
     """One sender's share of the step (runs in a Ray worker); times from the common start."""
     from toolkit.matrix.runner import run_sync
 
@@ -78,14 +85,29 @@ class RaySenders:
         ray.get([actor.ready.remote() for actor in self.actors])
 
 
-def send_on_ray(senders: RaySenders, params: Any, requests: Sequence[PlannedRequest], due: Sequence[float],
-                start_wall: float, seed: tuple[int, ...]) -> list[dict[str, Any]]:  # fmt: skip
+def send_on_ray(
+    senders: RaySenders,
+    params: Any,
+    requests: Sequence[PlannedRequest],
+    due: Sequence[float],
+    start_wall: float,
+    seed: tuple[int, ...],
+) -> list[dict[str, Any]]:
     """The step's records, sent by the senders from `start_wall` (blocking: run it in a thread)."""
     parts = split(due, len(senders.actors), seed=seed)
     cap = None if params.max_in_flight is None else math.ceil(params.max_in_flight / len(senders.actors))
-    futures = [actor.send.remote(params.base_url, params.api_key_env, params.read_timeout_s, cap,
-                                 [requests[i] for i in part], [due[i] for i in part], start_wall)
-               for actor, part in zip(senders.actors, parts, strict=True)]  # fmt: skip
+    futures = [
+        actor.send.remote(
+            params.base_url,
+            params.api_key_env,
+            params.read_timeout_s,
+            cap,
+            [requests[i] for i in part],
+            [due[i] for i in part],
+            start_wall,
+        )
+        for actor, part in zip(senders.actors, parts, strict=True)
+    ]
     records: list[dict[str, Any]] = [{}] * len(due)
     for part, got in zip(parts, senders.ray.get(futures), strict=True):
         for index, record in zip(part, got, strict=True):

@@ -95,8 +95,9 @@ def _lengths_text(spec: int | Lengths) -> str:
     return f"{spec.dist}{spread} in [{spec.min:,}, {spec.max:,}]"
 
 
-def rates_run_info(params: RateParams, server: ServerInfo, run_id: str, api_key: str | None, out: Path,
-                   sweep: dict[str, Any]) -> RunDocument:  # fmt: skip
+def rates_run_info(
+    params: RateParams, server: ServerInfo, run_id: str, api_key: str | None, out: Path, sweep: dict[str, Any]
+) -> RunDocument:
     """run.json as the matrix writes it (hardware, engine, server, environment), its run block for a sweep."""
     as_matrix = RunParams.model_validate(
         {
@@ -110,19 +111,27 @@ def rates_run_info(params: RateParams, server: ServerInfo, run_id: str, api_key:
     info = run_info(as_matrix, server, run_id, api_key, launch=launch_info(out))
     per_step = f"{params.duration_s:g} s" if params.duration_s else f"{params.requests_per_step} requests"
     shown = info.run_block()
-    block = {k: v for k, v in {
-        "Served model": server.model, "Benchmark tool": shown.get("Benchmark tool"),
-        "Server": shown.get("Server"), "Load": "Open-loop request rates",
-        "Rates": ", ".join("inf" if math.isinf(r) else f"{r:g}" for r in params.rates) + " req/s",
-        "Arrival": params.arrival + (f" (burstiness {params.burstiness:g})" if params.arrival == "gamma" else ""),
-        "Per step": per_step,
-        "Requests": f"dataset {Path(params.dataset).name}" if params.dataset else
-                    f"{_lengths_text(params.input_tokens)} in / {_lengths_text(params.output_tokens)} out tokens",
-        "Prompts": "cold (a unique prefix per request)" if params.cold_prompts else "shared prefix",
-        "Clients": f"{params.clients} processes on Ray at {params.ray_address}" if params.ray_address else None,
-    }.items() if v}  # fmt: skip
-    return RunDocument.model_validate({**info.to_json(), "run": block, "kind": "rates", "params": sweep,
-                                       "fingerprint": None})  # fmt: skip
+    block = {
+        k: v
+        for k, v in {
+            "Served model": server.model,
+            "Benchmark tool": shown.get("Benchmark tool"),
+            "Server": shown.get("Server"),
+            "Load": "Open-loop request rates",
+            "Rates": ", ".join("inf" if math.isinf(r) else f"{r:g}" for r in params.rates) + " req/s",
+            "Arrival": params.arrival + (f" (burstiness {params.burstiness:g})" if params.arrival == "gamma" else ""),
+            "Per step": per_step,
+            "Requests": f"dataset {Path(params.dataset).name}"
+            if params.dataset
+            else f"{_lengths_text(params.input_tokens)} in / {_lengths_text(params.output_tokens)} out tokens",
+            "Prompts": "cold (a unique prefix per request)" if params.cold_prompts else "shared prefix",
+            "Clients": f"{params.clients} processes on Ray at {params.ray_address}" if params.ray_address else None,
+        }.items()
+        if v
+    }
+    return RunDocument.model_validate(
+        {**info.to_json(), "run": block, "kind": "rates", "params": sweep, "fingerprint": None}
+    )
 
 
 class _Sweep:
@@ -136,8 +145,14 @@ class _Sweep:
     async def step(self, rate: float, searched: bool) -> None:
         params, index = self.tools.params, len(self.rows)
         count, duration = params.requests_per_step, None if params.requests_per_step else params.duration_s
-        due = schedule(rate, arrival=params.arrival, burstiness=params.burstiness, duration_s=duration,
-                       count=count, seed=(params.seed, index))  # fmt: skip
+        due = schedule(
+            rate,
+            arrival=params.arrival,
+            burstiness=params.burstiness,
+            duration_s=duration,
+            count=count,
+            seed=(params.seed, index),
+        )
         requests = await self.workload.requests(index, len(due))
         frame, row = await run_step(self.tools, StepPlan(index, rate, searched, due, requests))
         write_step(self.out, index, frame, row)

@@ -61,11 +61,13 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
     start, start_wall = time.perf_counter() + lead, time.time() + lead
     async with Sampler(api, interval_s=SAMPLE_INTERVAL_S, use_metrics=tools.metrics) as sampler:
         if tools.ray is None:
-            records = await send_open_loop(tools.client, plan.requests, plan.due,
-                                           max_in_flight=params.max_in_flight, start=start)  # fmt: skip
+            records = await send_open_loop(
+                tools.client, plan.requests, plan.due, max_in_flight=params.max_in_flight, start=start
+            )
         else:
-            records = await asyncio.to_thread(send_on_ray, tools.ray, params, plan.requests, plan.due, start_wall,
-                                              (params.seed, plan.index, 2))  # fmt: skip
+            records = await asyncio.to_thread(
+                send_on_ray, tools.ray, params, plan.requests, plan.due, start_wall, (params.seed, plan.index, 2)
+            )
         end = time.perf_counter()
     # The counters move as the engine finishes its work: read them once it runs nothing.
     await drain(api, params.drain_timeout_s, tools.metrics)
@@ -76,8 +78,9 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
     return frame, row
 
 
-def server_figures(samples: Samples, start: float, end: float, before: MetricsSnapshot | None,
-                   after: MetricsSnapshot | None) -> dict[str, Any]:  # fmt: skip
+def server_figures(
+    samples: Samples, start: float, end: float, before: MetricsSnapshot | None, after: MetricsSnapshot | None
+) -> dict[str, Any]:
     """The server's queue and KV use during the step, and its token counters' growth over it (None: unknown)."""
     gauges = samples.server_between(start, end)
     running = [r for _, r, _ in gauges]
@@ -94,22 +97,29 @@ def server_figures(samples: Samples, start: float, end: float, before: MetricsSn
     }
 
 
-def step_row(plan: StepPlan, params: RateParams, summary: StepSummary, frame: pd.DataFrame,
-             server: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+def step_row(
+    plan: StepPlan, params: RateParams, summary: StepSummary, frame: pd.DataFrame, server: dict[str, Any]
+) -> dict[str, Any]:
     """The step's steps.jsonl row, keys in the documented order."""
     lag_p99 = summary.percentiles.get("lag_p99_ms")
     timed = plan.rate != math.inf  # all at once has no schedule to hold: its lag is the time to send them all
     prefilled = frame["output_tokens"] > 0  # the server read these prompts (a refused request has no tokens)
     return {
-        "step": plan.index, "searched": plan.searched, "arrival": params.arrival, "burstiness": params.burstiness,
-        **summary.row(), "lag_flagged": timed and lag_p99 is not None and lag_p99 > params.lag_flag_ms,
-        "server_running_max": server["server_running_max"], "server_waiting_max": server["server_waiting_max"],
-        "server_waiting_mean": server["server_waiting_mean"], "kv_usage_max": server["kv_usage_max"],
+        "step": plan.index,
+        "searched": plan.searched,
+        "arrival": params.arrival,
+        "burstiness": params.burstiness,
+        **summary.row(),
+        "lag_flagged": timed and lag_p99 is not None and lag_p99 > params.lag_flag_ms,
+        "server_running_max": server["server_running_max"],
+        "server_waiting_max": server["server_waiting_max"],
+        "server_waiting_mean": server["server_waiting_mean"],
+        "kv_usage_max": server["kv_usage_max"],
         "server_prompt_tokens": server["server_prompt_tokens"],
         "server_generation_tokens": server["server_generation_tokens"],
         "client_prompt_tokens": int(frame.loc[prefilled, "input_tokens"].sum()),
         "client_generation_tokens": int(frame["output_tokens"].sum()),
-    }  # fmt: skip
+    }
 
 
 def _ms(value: Any) -> str:
@@ -121,11 +131,13 @@ def progress_text(row: dict[str, Any], slo: bool) -> str:
     rate = row["offered_rate"]
     offered = "inf" if rate == float("inf") else f"{rate:g}"
     achieved = "-" if row["achieved_rate"] is None else f"{row['achieved_rate']:.2f}"
-    text = (f"step {row['step']}{' (search)' if row['searched'] else ''}: {offered} req/s offered, {achieved} "
-            f"sent, {row['completed']}/{row['requests']} ok, {row['output_tok_s']:.0f} tok/s out, TTFT p50 "
-            f"{_ms(row['ttft_p50_ms'])} p99 {_ms(row['ttft_p99_ms'])}, waiting max "
-            f"{'-' if row['server_waiting_max'] is None else row['server_waiting_max']}, lag p99 "
-            f"{_ms(row['lag_p99_ms'])}")  # fmt: skip
+    text = (
+        f"step {row['step']}{' (search)' if row['searched'] else ''}: {offered} req/s offered, {achieved} "
+        f"sent, {row['completed']}/{row['requests']} ok, {row['output_tok_s']:.0f} tok/s out, TTFT p50 "
+        f"{_ms(row['ttft_p50_ms'])} p99 {_ms(row['ttft_p99_ms'])}, waiting max "
+        f"{'-' if row['server_waiting_max'] is None else row['server_waiting_max']}, lag p99 "
+        f"{_ms(row['lag_p99_ms'])}"
+    )
     if slo:
         text += f", goodput {row['goodput']:.2f} req/s ({row['slo_fraction']:.0%} meet the SLO)"
     if row["lag_flagged"]:

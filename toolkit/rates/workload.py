@@ -46,15 +46,17 @@ def check_lengths(params: RateParams, max_model_len: int) -> None:
     """ParamsError when the longest planned request would not fit the server's context (synthetic prompts)."""
     total = longest(params.input_tokens) + longest(params.output_tokens)
     if params.dataset is None and total > max_model_len:
-        raise ParamsError(f"input_tokens + output_tokens: up to {total:,} tokens, over the server's max_model_len "
-                          f"{max_model_len:,}")  # fmt: skip
+        raise ParamsError(
+            f"input_tokens + output_tokens: up to {total:,} tokens, over the server's max_model_len {max_model_len:,}"
+        )
 
 
 class Workload:
     """Builds each step's requests; keeps what it measured with the server's tokenizer between steps."""
 
-    def __init__(self, params: RateParams, api: ServerAPI, model: str, run_id: str,
-                 dataset: list[DatasetItem] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, params: RateParams, api: ServerAPI, model: str, run_id: str, dataset: list[DatasetItem] | None = None
+    ) -> None:
         self.params, self.api, self.model, self.run_id, self.dataset = params, api, model, run_id, dataset
         self.chat = params.endpoint == "chat"
         self._fillers: dict[int, str] = {}  # prompt tokens -> the text after the prefix

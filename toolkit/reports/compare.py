@@ -107,8 +107,9 @@ def _ratio_spread(a: Any, a_hw: Any, b: Any, b_hw: Any) -> tuple[float, bool | N
     return ratio.half_width, significant(ratio)
 
 
-def ratio_table(frame: pd.DataFrame, baseline: str, other: str,
-                quantities: Sequence[str] = tuple(RATIO_QUANTITIES)) -> pd.DataFrame:  # fmt: skip
+def ratio_table(
+    frame: pd.DataFrame, baseline: str, other: str, quantities: Sequence[str] = tuple(RATIO_QUANTITIES)
+) -> pd.DataFrame:
     """Cells present in both runs with B / A of each quantity (default total tok/s, per-request tok/s, TTFT).
 
     Columns: the cell (phase, context_tokens, context, concurrency), ``status_a``, ``status_b``,
@@ -131,9 +132,12 @@ def ratio_table(frame: pd.DataFrame, baseline: str, other: str,
     for q in quantities:
         pairs = zip(merged[f"{q}_b"], merged[f"{q}_a"], unusable, strict=True)
         merged[f"{q}_ratio"] = [math.nan if bad else _ratio(vb, va) for vb, va, bad in pairs]
-        spread = [_ratio_spread(*cell) if not bad else (math.nan, None) for *cell, bad in
-                  zip(merged[f"{q}_a"], merged[f"{q}_ci_a"], merged[f"{q}_b"], merged[f"{q}_ci_b"], unusable,
-                      strict=True)]  # fmt: skip
+        spread = [
+            _ratio_spread(*cell) if not bad else (math.nan, None)
+            for *cell, bad in zip(
+                merged[f"{q}_a"], merged[f"{q}_ci_a"], merged[f"{q}_b"], merged[f"{q}_ci_b"], unusable, strict=True
+            )
+        ]
         merged[f"{q}_ratio_hw"] = [hw for hw, _ in spread]
         merged[f"{q}_significant"] = pd.Series([sig for _, sig in spread], index=merged.index, dtype=object)
     merged = with_drift(merged, quantities)  # widened by the runs' drift; within drift: not significant
@@ -181,12 +185,17 @@ def pareto_mask(x: Sequence[float], y: Sequence[float]) -> list[bool]:
 def tradeoff_points(frame: pd.DataFrame) -> pd.DataFrame:
     """Decode cells that ran undisturbed, with per-request and total tok/s, and ``on_frontier`` within their run."""
     decode = frame[(frame["phase"] == "decode") & frame["status"].isin(RAN_STATUSES) & ~disturbed_mask(frame)]
-    points = pd.DataFrame({
-        "run": decode["run"], "context": decode["context"], "context_tokens": decode["context_tokens"],
-        "concurrency": decode["concurrency"], "status": decode["status"],
-        "per_request_tok_s": [as_number(v) for v in decode["per_request_tok_s"]],
-        "total_tok_s": [as_number(v) for v in decode["total_tok_s"]],
-    }).dropna(subset=["per_request_tok_s", "total_tok_s"])  # fmt: skip
+    points = pd.DataFrame(
+        {
+            "run": decode["run"],
+            "context": decode["context"],
+            "context_tokens": decode["context_tokens"],
+            "concurrency": decode["concurrency"],
+            "status": decode["status"],
+            "per_request_tok_s": [as_number(v) for v in decode["per_request_tok_s"]],
+            "total_tok_s": [as_number(v) for v in decode["total_tok_s"]],
+        }
+    ).dropna(subset=["per_request_tok_s", "total_tok_s"])
     points["on_frontier"] = False
     for label in run_labels(frame):
         mine = points["run"] == label
@@ -298,11 +307,17 @@ def prefill_display(frame: pd.DataFrame) -> pd.DataFrame:
 def frontier_display(frame: pd.DataFrame) -> pd.DataFrame:
     """Every run's Pareto frontier cells as display strings."""
     data = [
-        [label, row["context"], f"{int(row['concurrency']):,}", str(row["status"]),
-         format_tok_s(row["per_request_tok_s"]), format_tok_s(row["total_tok_s"])]
+        [
+            label,
+            row["context"],
+            f"{int(row['concurrency']):,}",
+            str(row["status"]),
+            format_tok_s(row["per_request_tok_s"]),
+            format_tok_s(row["total_tok_s"]),
+        ]
         for label in run_labels(frame)
         for row in pareto_frontier(frame, label).to_dict("records")
-    ]  # fmt: skip
+    ]
     columns = ["Run", "Context", "Requests at once", "Status", "Per request tok/s", "Total tok/s"]
     return pd.DataFrame(data, columns=columns, dtype=object)
 

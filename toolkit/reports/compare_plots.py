@@ -80,8 +80,9 @@ def prefill_comparison(frame: pd.DataFrame, *, log_scale: bool | None = None) ->
     return fig
 
 
-def _cell_text(ratio: float, status_a: object, status_b: object, disturbed: bool = False,
-               not_significant: bool = False) -> str:  # fmt: skip
+def _cell_text(
+    ratio: float, status_a: object, status_b: object, disturbed: bool = False, not_significant: bool = False
+) -> str:
     if disturbed:  # no ratio of a number a pause made: say so
         return DISTURBED_MARK
     if math.isfinite(ratio):
@@ -93,8 +94,9 @@ def _cell_text(ratio: float, status_a: object, status_b: object, disturbed: bool
     return ERROR_LABEL if "Error" in (status_a, status_b) else ""
 
 
-def _ratio_heatmap(ax: Axes, table: pd.DataFrame, quantity: str, title: str, cmap: str,
-                   contexts: pd.Series, levels: list[int]) -> None:  # fmt: skip
+def _ratio_heatmap(
+    ax: Axes, table: pd.DataFrame, quantity: str, title: str, cmap: str, contexts: pd.Series, levels: list[int]
+) -> None:
     ratios = table.pivot(index="context_tokens", columns="concurrency", values=f"{quantity}_ratio")
     ratios = ratios.reindex(index=contexts.index, columns=levels).astype(float)
     texts = pd.DataFrame("", index=contexts.index, columns=levels, dtype=object)
@@ -102,8 +104,7 @@ def _ratio_heatmap(ax: Axes, table: pd.DataFrame, quantity: str, title: str, cma
     for row in table.to_dict("records"):
         disturbed = bool(row["disturbed_a"] or row["disturbed_b"])
         not_significant = row.get(f"{quantity}_significant") is False
-        text = _cell_text(float(row[f"{quantity}_ratio"]), row["status_a"], row["status_b"], disturbed,
-                          not_significant)  # fmt: skip
+        text = _cell_text(float(row[f"{quantity}_ratio"]), row["status_a"], row["status_b"], disturbed, not_significant)
         texts.loc[row["context_tokens"], row["concurrency"]] = text
         neutral.loc[row["context_tokens"], row["concurrency"]] = not_significant
     logs = pd.DataFrame(np.log2(ratios.where(ratios > 0))).mask(neutral & ratios.gt(0), 0.0)  # n.s.: the centre colour
@@ -111,10 +112,20 @@ def _ratio_heatmap(ax: Axes, table: pd.DataFrame, quantity: str, title: str, cma
     finite = logs.to_numpy()[np.isfinite(logs.to_numpy())]
     span = max(float(np.abs(finite).max()) if finite.size else 0.0, math.log2(MIN_RATIO_SPAN))
     sns.heatmap(
-        logs, ax=ax, annot=annotations.to_numpy(), fmt="", cmap=cmap, vmin=-span, vmax=span,
-        xticklabels=levels, yticklabels=contexts.tolist(), linewidths=0.5, linecolor="white",
-        annot_kws={"fontsize": 8}, cbar_kws={"shrink": 0.8, "label": "B / A"},
-    )  # fmt: skip
+        logs,
+        ax=ax,
+        annot=annotations.to_numpy(),
+        fmt="",
+        cmap=cmap,
+        vmin=-span,
+        vmax=span,
+        xticklabels=levels,
+        yticklabels=contexts.tolist(),
+        linewidths=0.5,
+        linecolor="white",
+        annot_kws={"fontsize": 8},
+        cbar_kws={"shrink": 0.8, "label": "B / A"},
+    )
     colorbar = ax.collections[0].colorbar
     if colorbar is not None:  # colours are log2(B / A); label them as plain ratios
         colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compare.format_ratio(2.0**v)))
@@ -123,16 +134,24 @@ def _ratio_heatmap(ax: Axes, table: pd.DataFrame, quantity: str, title: str, cma
         if text in (OVER_LABEL, ERROR_LABEL, DISTURBED_MARK):  # in both runs, but no ratio: say why, as plots.py does
             hatch = "\\\\\\" if text == DISTURBED_MARK else "///"
             ax.add_patch(Rectangle((j, i), 1, 1, facecolor="0.9", edgecolor="0.7", hatch=hatch, lw=0))
-            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7 if text == DISTURBED_MARK else 8,
-                    color="0.3")  # fmt: skip
+            ax.text(
+                j + 0.5,
+                i + 0.5,
+                text,
+                ha="center",
+                va="center",
+                fontsize=7 if text == DISTURBED_MARK else 8,
+                color="0.3",
+            )
     ax.tick_params(axis="y", labelrotation=0)
     ax.set_title(title)
     ax.set_xlabel("Simultaneous requests")
     ax.set_ylabel("Context length")
 
 
-def ratio_heatmaps(frame: pd.DataFrame, baseline: str, other: str,
-                   quantities: Sequence[str] = tuple(compare.RATIO_QUANTITIES)) -> Figure:  # fmt: skip
+def ratio_heatmaps(
+    frame: pd.DataFrame, baseline: str, other: str, quantities: Sequence[str] = tuple(compare.RATIO_QUANTITIES)
+) -> Figure:
     """B / A per decode cell, one panel per quantity (default total tok/s, per-request tok/s, TTFT).
 
     Diverging colours centred on 1, blue is better (for quantities in ms: lower). Rows and columns are
@@ -176,15 +195,27 @@ def tradeoff_figure(frame: pd.DataFrame, *, log_scale: bool | None = None) -> Fi
             continue
         color = colors[label]
         queued = mine["status"] == "Requests queued"
-        ax.scatter(mine.loc[~queued, "per_request_tok_s"], mine.loc[~queued, "total_tok_s"], s=28, color=color,
-                   alpha=0.45)  # fmt: skip
-        ax.scatter(mine.loc[queued, "per_request_tok_s"], mine.loc[queued, "total_tok_s"], s=40,
-                   facecolors="white", edgecolors=[color])  # fmt: skip
+        ax.scatter(
+            mine.loc[~queued, "per_request_tok_s"], mine.loc[~queued, "total_tok_s"], s=28, color=color, alpha=0.45
+        )
+        ax.scatter(
+            mine.loc[queued, "per_request_tok_s"],
+            mine.loc[queued, "total_tok_s"],
+            s=40,
+            facecolors="white",
+            edgecolors=[color],
+        )
         frontier = compare.pareto_frontier(frame, label)
         ax.plot(frontier["per_request_tok_s"], frontier["total_tok_s"], marker="o", color=color, label=label)
         for row in frontier.to_dict("records"):
-            ax.annotate(f"{row['context']}×{row['concurrency']}", (row["per_request_tok_s"], row["total_tok_s"]),
-                        textcoords="offset points", xytext=(4, 4), fontsize=7, color=color)  # fmt: skip
+            ax.annotate(
+                f"{row['context']}×{row['concurrency']}",
+                (row["per_request_tok_s"], row["total_tok_s"]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+                color=color,
+            )
     _log_if_wide(ax, points["per_request_tok_s"].tolist(), "x", log_scale)
     _log_if_wide(ax, points["total_tok_s"].tolist(), "y", log_scale)
     ax.set_xlabel("Per request tok/s")

@@ -114,8 +114,10 @@ def prefill_figure(df: pd.DataFrame, *, log_scale: bool | None = None) -> Figure
         heights = np.nan_to_num(values, nan=0.0)
         colors = ["0.8" if d else sns.color_palette("deep")[color] for d in disturbed]
         bars = ax.bar(labels, heights, color=colors, hatch=["\\\\" if d else "" for d in disturbed])
-        texts = [(fmt(v) + (f"\n{DISTURBED_MARK}" if d else "")) if np.isfinite(v) else (bad or "—")
-                 for v, bad, d in zip(values, failed, disturbed, strict=True)]  # fmt: skip
+        texts = [
+            (fmt(v) + (f"\n{DISTURBED_MARK}" if d else "")) if np.isfinite(v) else (bad or "—")
+            for v, bad, d in zip(values, failed, disturbed, strict=True)
+        ]
         ax.bar_label(bars, labels=texts, padding=2, fontsize=9)
         ax.set_title(title)
         ax.set_xlabel("Context length")
@@ -253,8 +255,18 @@ def decode_heatmaps(
     for ax, metric in zip(np.atleast_1d(fig.subplots(len(metrics), 1)), metrics, strict=True):
         cmap = "rocket_r" if metric.endswith("_ms") else "viridis"  # lower is better for times
         wide = _flag_grid(decode, wide_spread(decode, metric, wide_pct), status)
-        _heatmap(ax, _grid(decode, metric), status, labels, metric_title(metric), _metric_format(metric), cmap,
-                 log_scale, marks, wide)  # fmt: skip
+        _heatmap(
+            ax,
+            _grid(decode, metric),
+            status,
+            labels,
+            metric_title(metric),
+            _metric_format(metric),
+            cmap,
+            log_scale,
+            marks,
+            wide,
+        )
         any_wide = any_wide or bool(wide.to_numpy().any())
     notes = [MARKED_NOTE] * (marks is not None and bool(marks.to_numpy().any()))
     notes += [f"{WIDE_MARK}: 95 % interval wider than {wide_pct:g} % of the value"] * any_wide

@@ -56,8 +56,10 @@ def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: st
     if shown.empty:
         return note_figure("No step to plot")
     fig = Figure(figsize=(11, 4.2), layout="constrained")
-    panels = (("ttft", "TTFT (ms)", None if level is None else level.ttft_ms),
-              ("tpot", "TPOT (ms)", None if level is None else level.tpot_ms))  # fmt: skip
+    panels = (
+        ("ttft", "TTFT (ms)", None if level is None else level.ttft_ms),
+        ("tpot", "TPOT (ms)", None if level is None else level.tpot_ms),
+    )
     palette = sns.color_palette("deep")
     for ax, (name, title, limit) in zip(fig.subplots(1, 2), panels, strict=True):
         for color, q in zip((palette[0], palette[3]), (50, 99), strict=True):
@@ -65,8 +67,15 @@ def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: st
             ax.plot(shown[x], shown[column], marker="o", color=color, label=f"{name.upper()} p{q}")
             probes = shown[shown["searched"].astype(bool)]
             if len(probes):
-                ax.plot(probes[x], probes[column], linestyle="none", marker="o", markerfacecolor="white",
-                        color=color, label=f"{name.upper()} p{q} (searched)")  # fmt: skip
+                ax.plot(
+                    probes[x],
+                    probes[column],
+                    linestyle="none",
+                    marker="o",
+                    markerfacecolor="white",
+                    color=color,
+                    label=f"{name.upper()} p{q} (searched)",
+                )
         if limit is not None:
             ax.axhline(limit, linestyle="--", color="0.4", label=f"limit {limit:g} ms")
         _mark_lag(ax, shown, x, [f"{name}_p50_ms", f"{name}_p99_ms"])
@@ -90,8 +99,9 @@ def _search_marks(ax: Axes, search: Mapping[str, Any] | None) -> None:
         ax.axvline(highest, color="tab:green", label=f"highest meeting: {highest:g} req/s")
 
 
-def goodput_figure(steps: pd.DataFrame, level: ServiceLevel | None = None,
-                   search: Mapping[str, Any] | None = None) -> Figure:  # fmt: skip
+def goodput_figure(
+    steps: pd.DataFrame, level: ServiceLevel | None = None, search: Mapping[str, Any] | None = None
+) -> Figure:
     """Goodput (requests/s meeting the service level) and completed requests/s against the offered rate, with
     the offered rate itself and the target line (target × offered: a step meets the level on or above it);
     the search's bracket shaded and its highest rate drawn."""
@@ -126,9 +136,11 @@ def queue_figure(steps: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.add_subplot()
     palette = sns.color_palette("deep")
-    series = (("server_waiting_mean", "waiting (mean)", palette[3], "-"),
-              ("server_waiting_max", "waiting (peak)", palette[3], ":"),
-              ("server_running_max", "running (peak)", palette[0], "-"))  # fmt: skip
+    series = (
+        ("server_waiting_mean", "waiting (mean)", palette[3], "-"),
+        ("server_waiting_max", "waiting (peak)", palette[3], ":"),
+        ("server_running_max", "running (peak)", palette[0], "-"),
+    )
     for column, label, color, style in series:
         ax.plot(shown[_OFFERED], shown[column], marker="o", linestyle=style, color=color, label=label)
     _mark_lag(ax, shown, _OFFERED, ["server_waiting_mean"])

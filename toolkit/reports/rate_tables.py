@@ -89,12 +89,22 @@ def _waiting(row: Mapping[Any, Any]) -> str:
 def _step_cells(row: Mapping[Any, Any]) -> list[str]:
     slo = format_percent(row["slo_fraction"]) + (" ✓" if row.get("slo_met") else "")
     return [
-        str(int(row["step"])), format_rate(row["offered_rate"]), format_rate(row["achieved_rate"]),
-        format_count(row["completed"]), format_count(row["failed"]), format_tok_s(row["output_tok_s"]),
-        format_ms(row["ttft_p50_ms"]), format_ms(row["ttft_p99_ms"]), format_tbt_ms(row["tpot_p50_ms"]),
-        format_tbt_ms(row["tpot_p99_ms"]), format_rate(row["goodput"]), slo, format_tbt_ms(row["lag_p99_ms"]),
-        _waiting(row), _notes(row),
-    ]  # fmt: skip
+        str(int(row["step"])),
+        format_rate(row["offered_rate"]),
+        format_rate(row["achieved_rate"]),
+        format_count(row["completed"]),
+        format_count(row["failed"]),
+        format_tok_s(row["output_tok_s"]),
+        format_ms(row["ttft_p50_ms"]),
+        format_ms(row["ttft_p99_ms"]),
+        format_tbt_ms(row["tpot_p50_ms"]),
+        format_tbt_ms(row["tpot_p99_ms"]),
+        format_rate(row["goodput"]),
+        slo,
+        format_tbt_ms(row["lag_p99_ms"]),
+        _waiting(row),
+        _notes(row),
+    ]
 
 
 def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
@@ -112,12 +122,14 @@ def _listed_line(steps: pd.DataFrame) -> str:
     pairs = [(float(r), bool(m)) for r, m in zip(steps["offered_rate"], steps["slo_met"], strict=True)]
     highest, failing = highest_rate_meeting(pairs)
     if highest is None:
-        return "No step met the service level" + (f" (the lowest, {format_rate(failing)} req/s, failed it)."
-                                                  if failing is not None else ".")  # fmt: skip
+        return "No step met the service level" + (
+            f" (the lowest, {format_rate(failing)} req/s, failed it)." if failing is not None else "."
+        )
     if failing is None:
         return f"Every step met the service level: the highest, {format_rate(highest)} req/s, is a lower bound."
-    return (f"Highest rate meeting the service level: {format_rate(highest)} req/s; "
-            f"{format_rate(failing)} req/s failed it.")  # fmt: skip
+    return (
+        f"Highest rate meeting the service level: {format_rate(highest)} req/s; {format_rate(failing)} req/s failed it."
+    )
 
 
 def search_line(steps: pd.DataFrame, search: Mapping[str, Any] | None = None, precision: Any = None) -> str:
@@ -131,22 +143,32 @@ def search_line(steps: pd.DataFrame, search: Mapping[str, Any] | None = None, pr
     if highest is None:
         lowest = format_rate(high)
         return f"Searched{within}: no rate met the service level (the lowest probed, {lowest} req/s, failed)."
-    bracket = (f"meets at {format_rate(low)} req/s, fails at {format_rate(high)} req/s" if high is not None
-               else f"meets at {format_rate(low)} req/s, no probed rate failed")  # fmt: skip
+    bracket = (
+        f"meets at {format_rate(low)} req/s, fails at {format_rate(high)} req/s"
+        if high is not None
+        else f"meets at {format_rate(low)} req/s, no probed rate failed"
+    )
     return f"Highest rate meeting the service level: {format_rate(highest)} req/s (searched{within}: {bracket})."
 
 
-def rejudge_level(level: ServiceLevel, ttft_ms: float | None = None, tpot_ms: float | None = None,
-                  e2e_ms: float | None = None, target: float | None = None) -> ServiceLevel:  # fmt: skip
+def rejudge_level(
+    level: ServiceLevel,
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
+    e2e_ms: float | None = None,
+    target: float | None = None,
+) -> ServiceLevel:
     """`level` with the limits given replaced: None keeps the sweep's own, 0 removes the limit."""
 
     def pick(new: float | None, old: float | None) -> float | None:
         return old if new is None else (None if new == 0 else float(new))
 
     return ServiceLevel(
-        ttft_ms=pick(ttft_ms, level.ttft_ms), tpot_ms=pick(tpot_ms, level.tpot_ms), e2e_ms=pick(e2e_ms, level.e2e_ms),
+        ttft_ms=pick(ttft_ms, level.ttft_ms),
+        tpot_ms=pick(tpot_ms, level.tpot_ms),
+        e2e_ms=pick(e2e_ms, level.e2e_ms),
         target=level.target if target is None else float(target),
-    )  # fmt: skip
+    )
 
 
 def rejudge(records: pd.DataFrame, level: ServiceLevel) -> pd.DataFrame:
@@ -157,10 +179,21 @@ def rejudge(records: pd.DataFrame, level: ServiceLevel) -> pd.DataFrame:
     return judge_steps(records, level)[list(REJUDGED_COLUMNS)]
 
 
-def rate_markdown(steps: pd.DataFrame, level: ServiceLevel, search: Mapping[str, Any] | None = None,
-                  precision: Any = None, images: Mapping[str, str] | None = None) -> str:  # fmt: skip
+def rate_markdown(
+    steps: pd.DataFrame,
+    level: ServiceLevel,
+    search: Mapping[str, Any] | None = None,
+    precision: Any = None,
+    images: Mapping[str, str] | None = None,
+) -> str:
     """The report.md section of a sweep: heading, service level, highest rate, steps table, notes, figures."""
-    out = ["## Open-loop rates", f"Service level: {level_text(level)}.", search_line(steps, search, precision),
-           STEPS_CAPTION, markdown_table(steps_table(steps)), *step_notes(steps)]  # fmt: skip
+    out = [
+        "## Open-loop rates",
+        f"Service level: {level_text(level)}.",
+        search_line(steps, search, precision),
+        STEPS_CAPTION,
+        markdown_table(steps_table(steps)),
+        *step_notes(steps),
+    ]
     out += [f"![{key}]({path})" for key, path in (images or {}).items()]
     return "\n\n".join(out) + "\n"

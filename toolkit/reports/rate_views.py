@@ -62,9 +62,15 @@ def _limit_slider(description: str, value: float | None, observed: pd.Series) ->
     finite = observed[observed.notna()]
     top = max(float(finite.max()) if len(finite) else 0.0, value or 0.0) * 1.2 or 1000.0
     step = 10 ** math.floor(math.log10(top / 200))
-    return widgets.FloatSlider(value=value or 0.0, min=0.0, max=math.ceil(top / step) * step, step=step,
-                               description=description, continuous_update=False,
-                               style={"description_width": "initial"})  # fmt: skip
+    return widgets.FloatSlider(
+        value=value or 0.0,
+        min=0.0,
+        max=math.ceil(top / step) * step,
+        step=step,
+        description=description,
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
 
 
 class RejudgePanel:
@@ -78,15 +84,17 @@ class RejudgePanel:
             "ttft_ms": _limit_slider("TTFT ≤ (ms)", level.ttft_ms, latencies["ttft_ms"]),
             "tpot_ms": _limit_slider("TPOT ≤ (ms)", level.tpot_ms, latencies["tpot_ms"]),
             "e2e_ms": _limit_slider("end-to-end ≤ (ms)", level.e2e_ms, latencies["e2e_ms"]),
-            "target": widgets.FloatSlider(value=level.target, min=0.01, max=1.0, step=0.01, description="target",
-                                          continuous_update=False),
-        }  # fmt: skip
+            "target": widgets.FloatSlider(
+                value=level.target, min=0.01, max=1.0, step=0.01, description="target", continuous_update=False
+            ),
+        }
         self.output = widgets.Output()
         self.judged = rate_tables.rejudge(records, self.level)
         for slider in self.sliders.values():
             slider.observe(self._update, names="value")
-        self.widget = widgets.VBox([widgets.HBox(list(self.sliders.values())[:2]),
-                                    widgets.HBox(list(self.sliders.values())[2:]), self.output])  # fmt: skip
+        self.widget = widgets.VBox(
+            [widgets.HBox(list(self.sliders.values())[:2]), widgets.HBox(list(self.sliders.values())[2:]), self.output]
+        )
         self._show()
 
     @property
@@ -113,13 +121,17 @@ def verdict(judged: pd.DataFrame, level: ServiceLevel) -> Markdown:
 
 def rejudged(judged: pd.DataFrame) -> Any:
     """A :func:`rate_tables.rejudge` frame for display: rates, goodput and the share meeting the level."""
-    meeting = [f"{fraction * 100:.1f}%" + (" ✓" if met else "")
-               for fraction, met in zip(judged["slo_fraction"], judged["slo_met"], strict=True)]  # fmt: skip
-    shown = pd.DataFrame({
-        "Step": [str(int(s)) for s in judged["step"]],
-        "Offered req/s": [rate_tables.format_rate(r) for r in judged["offered_rate"]],
-        "Completed": [str(int(c)) for c in judged["completed"]],
-        "Goodput req/s": [rate_tables.format_rate(g) for g in judged["goodput"]],
-        "Meeting SLO": meeting,
-    })  # fmt: skip
+    meeting = [
+        f"{fraction * 100:.1f}%" + (" ✓" if met else "")
+        for fraction, met in zip(judged["slo_fraction"], judged["slo_met"], strict=True)
+    ]
+    shown = pd.DataFrame(
+        {
+            "Step": [str(int(s)) for s in judged["step"]],
+            "Offered req/s": [rate_tables.format_rate(r) for r in judged["offered_rate"]],
+            "Completed": [str(int(c)) for c in judged["completed"]],
+            "Goodput req/s": [rate_tables.format_rate(g) for g in judged["goodput"]],
+            "Meeting SLO": meeting,
+        }
+    )
     return views.table(shown)

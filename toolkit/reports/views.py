@@ -77,8 +77,9 @@ def header(frame: pd.DataFrame, run_info: Mapping[str, Any]) -> HTML:
     return HTML(report_tables.header_html(frame, run_info, with_h1=False))
 
 
-def notes(frame: pd.DataFrame, phase: str | None = None, *, ttft_note: bool = True,
-          run_info: Mapping[str, Any] | None = None) -> HTML:  # fmt: skip
+def notes(
+    frame: pd.DataFrame, phase: str | None = None, *, ttft_note: bool = True, run_info: Mapping[str, Any] | None = None
+) -> HTML:
     """The footnotes of the statuses (and marks) in ``frame`` (of ``phase``), the run's drift (with ``run_info``),
     then (with decode rows) the TTFT note."""
     rows = frame if phase is None else frame[frame["phase"] == phase]
@@ -102,8 +103,9 @@ def decode_matrix(frame: pd.DataFrame) -> Styler | Markdown:
 
 def all_measurements(frame: pd.DataFrame) -> Styler:
     """Every measurement with the published report's columns."""
-    return table(report_tables.all_measurements_table(frame), caption=report_tables.ALL_CAPTION,
-                 status_columns=["Status"])  # fmt: skip
+    return table(
+        report_tables.all_measurements_table(frame), caption=report_tables.ALL_CAPTION, status_columns=["Status"]
+    )
 
 
 def extras(frame: pd.DataFrame) -> Styler | Markdown:
@@ -114,21 +116,26 @@ def extras(frame: pd.DataFrame) -> Styler | Markdown:
     return table(extra, caption="Extras")
 
 
-def service_levels(levels: pd.DataFrame | None, ttft_ms: float | None = None,
-                   per_request_tok_s: float | None = None) -> Styler | None:  # fmt: skip
+def service_levels(
+    levels: pd.DataFrame | None, ttft_ms: float | None = None, per_request_tok_s: float | None = None
+) -> Styler | None:
     """A :func:`toolkit.reports.service_level.highest_concurrency` table for display; None when no limit was given."""
     if levels is None:
         return None
-    shown = pd.DataFrame({
-        **({"Run": levels[RUN_COLUMN]} if RUN_COLUMN in levels.columns else {}),
-        "Context": levels["context"],
-        "Most requests at once": [MISSING if pd.isna(n) else f"{int(n):,}" for n in levels["concurrency"]],
-        "Total tok/s": [format_tok_s(v) for v in levels["total_tok_s"]],
-        "TTFT": [format_ms(v) for v in levels["ttft_ms"]],
-        "Per request tok/s": [format_tok_s(v) for v in levels["per_request_tok_s"]],
-    })  # fmt: skip
-    caption = (f"Service level {service_level.limits_text(ttft_ms, per_request_tok_s)}: the most simultaneous "
-               f"requests per context whose Valid, undisturbed cell meets it ({MISSING}: none does)")  # fmt: skip
+    shown = pd.DataFrame(
+        {
+            **({"Run": levels[RUN_COLUMN]} if RUN_COLUMN in levels.columns else {}),
+            "Context": levels["context"],
+            "Most requests at once": [MISSING if pd.isna(n) else f"{int(n):,}" for n in levels["concurrency"]],
+            "Total tok/s": [format_tok_s(v) for v in levels["total_tok_s"]],
+            "TTFT": [format_ms(v) for v in levels["ttft_ms"]],
+            "Per request tok/s": [format_tok_s(v) for v in levels["per_request_tok_s"]],
+        }
+    )
+    caption = (
+        f"Service level {service_level.limits_text(ttft_ms, per_request_tok_s)}: the most simultaneous "
+        f"requests per context whose Valid, undisturbed cell meets it ({MISSING}: none does)"
+    )
     return table(shown, caption=caption)
 
 

@@ -275,8 +275,13 @@ def parse_report(text: str, source: str = "<text>") -> ImportedReport:
     _check_prefill(cur, entries, [m for m in measurements if m.phase == "prefill"])
     decode = {(m.context, m.concurrency): m for m in measurements if m.phase == "decode"}
     _check_matrix(cur, matrix, decode)
-    info = {"title": title, "summary": _matrix_summary(summary, blocks.get("engine", {})), **blocks,
-            "launch_command": launch, "source": "imported"}  # fmt: skip
+    info = {
+        "title": title,
+        "summary": _matrix_summary(summary, blocks.get("engine", {})),
+        **blocks,
+        "launch_command": launch,
+        "source": "imported",
+    }
     return ImportedReport(measurements, {**info, "max_model_len": max_model_len})
 
 

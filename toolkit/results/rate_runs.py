@@ -175,5 +175,6 @@ def load_rate_sweeps(folders: Sequence[str | Path], labels: Sequence[str] | None
     if labels is None:
         infos = [read_json(Path(f) / RUN_FILE) if (Path(f) / RUN_FILE).exists() else {} for f in folders]
         labels = unique_labels([default_label(info, f) for info, f in zip(infos, folders, strict=True)])
-    return {str(label): load_rate_sweep(folder)
-            for label, folder in zip(labels, folders, strict=True) if has_rates(folder)}  # fmt: skip
+    return {
+        str(label): load_rate_sweep(folder) for label, folder in zip(labels, folders, strict=True) if has_rates(folder)
+    }

@@ -72,8 +72,12 @@ def combine(rounds: Sequence[Measurement]) -> Measurement:
     totals = [m.total_tok_s for m in good if m.total_tok_s is not None]
     changes: dict[str, Any] = {name: _median([getattr(m, name) for m in good]) for name in _MEDIAN_FIELDS}
     changes |= {field: _t_half_width([getattr(m, name) for m in good]) for name, field in _REPEAT_CI.items()}
-    changes |= {"round": None, "repeats": len(good), "total_tok_s_repeat_min": min(totals),
-                "total_tok_s_repeat_max": max(totals)}  # fmt: skip
+    changes |= {
+        "round": None,
+        "repeats": len(good),
+        "total_tok_s_repeat_min": min(totals),
+        "total_tok_s_repeat_max": max(totals),
+    }
     return replace(base, **changes)
 
 

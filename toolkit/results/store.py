@@ -35,8 +35,10 @@ class ResultStore:
             self.directory.mkdir(parents=True, exist_ok=True)
             append_line(self.path, line)
         except OSError as exc:
-            raise StoreError(f"out: cannot write {self.path}: {exc.strerror or exc}; the records written before "
-                             "are kept (rerun with --resume once it can be written)") from None  # fmt: skip
+            raise StoreError(
+                f"out: cannot write {self.path}: {exc.strerror or exc}; the records written before "
+                "are kept (rerun with --resume once it can be written)"
+            ) from None
 
     def load(self) -> list[Measurement]:
         return load_measurements(self.path)

@@ -133,8 +133,10 @@ def protected_from_autogroups(base_url: str, say: Callable[[str], None]) -> Iter
         yield
         return
     if before > target:
-        say(f"autogroups: the server runs in another session; this client's scheduler weight raised (autogroup "
-            f"nice {before} -> {target}) while it measures, so the two do not stall each other")  # fmt: skip
+        say(
+            f"autogroups: the server runs in another session; this client's scheduler weight raised (autogroup "
+            f"nice {before} -> {target}) while it measures, so the two do not stall each other"
+        )
     try:
         yield
     finally:

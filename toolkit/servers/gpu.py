@@ -69,8 +69,12 @@ def gpu_facts(nvml: Any | None) -> dict[str, Any]:
     devices = []
     for handle in _handles(nvml):
         memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
-        devices.append({"name": _text(nvml.nvmlDeviceGetName(handle)),
-                        "memory_bytes": None if memory is None else int(memory.total)})  # fmt: skip
+        devices.append(
+            {
+                "name": _text(nvml.nvmlDeviceGetName(handle)),
+                "memory_bytes": None if memory is None else int(memory.total),
+            }
+        )
     driver = _call(nvml.nvmlSystemGetDriverVersion)
     cuda = _call(getattr(nvml, "nvmlSystemGetCudaDriverVersion_v2", None) or nvml.nvmlSystemGetCudaDriverVersion)
     return {"devices": devices, "driver": None if driver is None else _text(driver), "cuda": cuda_version(cuda)}
@@ -103,16 +107,19 @@ def read_gpus(nvml: Any, handles: list[Any], t: float) -> list[GpuSample]:
         power_mw = _call(nvml.nvmlDeviceGetPowerUsage, handle)
         util = _call(nvml.nvmlDeviceGetUtilizationRates, handle)
         memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
-        samples.append(GpuSample(
-            t=t, gpu=i,
-            sm_clock_mhz=_call(nvml.nvmlDeviceGetClockInfo, handle, sm),
-            power_w=None if power_mw is None else power_mw / 1000,
-            temp_c=_call(nvml.nvmlDeviceGetTemperature, handle, gpu_temp),
-            util_pct=None if util is None else util.gpu,
-            memory_used_bytes=None if memory is None else int(memory.used),
-            reasons=_call(reasons_fn, handle),
-            energy_mj=_call(getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None), handle),
-        ))  # fmt: skip
+        samples.append(
+            GpuSample(
+                t=t,
+                gpu=i,
+                sm_clock_mhz=_call(nvml.nvmlDeviceGetClockInfo, handle, sm),
+                power_w=None if power_mw is None else power_mw / 1000,
+                temp_c=_call(nvml.nvmlDeviceGetTemperature, handle, gpu_temp),
+                util_pct=None if util is None else util.gpu,
+                memory_used_bytes=None if memory is None else int(memory.used),
+                reasons=_call(reasons_fn, handle),
+                energy_mj=_call(getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None), handle),
+            )
+        )
     return samples
 
 
@@ -205,19 +212,25 @@ def window_telemetry(samples: Iterable[GpuSample], start: float, end: float) -> 
     """
     inside = [s for s in samples if start <= s.t <= end]
     if not inside:
-        return {"gpu_power_w": None, "gpu_temp_peak_c": None, "gpu_sm_clock_mhz": None, "gpu_throttled": None,
-                "gpu_energy_w": None}  # fmt: skip
+        return {
+            "gpu_power_w": None,
+            "gpu_temp_peak_c": None,
+            "gpu_sm_clock_mhz": None,
+            "gpu_throttled": None,
+            "gpu_energy_w": None,
+        }
     per_gpu_power = [_mean(s.power_w for s in inside if s.gpu == g) for g in sorted({s.gpu for s in inside})]
     temps = [s.temp_c for s in inside if s.temp_c is not None]
     reasons = [s.reasons for s in inside if s.reasons is not None]
     return {
-        "gpu_power_w": sum(p for p in per_gpu_power if p is not None) if any(p is not None for p in per_gpu_power)
+        "gpu_power_w": sum(p for p in per_gpu_power if p is not None)
+        if any(p is not None for p in per_gpu_power)
         else None,
         "gpu_temp_peak_c": max(temps) if temps else None,
         "gpu_sm_clock_mhz": _mean(s.sm_clock_mhz for s in inside),
         "gpu_throttled": any(r & POWER_OR_HEAT for r in reasons) if reasons else None,
         "gpu_energy_w": energy_power_w(inside),
-    }  # fmt: skip
+    }
 
 
 def energy_power_w(inside: list[GpuSample]) -> float | None:

@@ -55,8 +55,12 @@ def shown_command(command: Sequence[str], extra_env: Mapping[str, str], api_key:
     """
     assignments = [f"VLLM_API_KEY={REDACTED}"] if api_key else []
     # The names were checked (ServerSpec: no keys, tokens, passwords); the key's value is hidden all the same.
-    assignments += [redact(f"{name}={shlex.quote(value)}", api_key) if api_key and api_key in value
-                    else f"{name}={shlex.quote(value)}" for name, value in extra_env.items()]  # fmt: skip
+    assignments += [
+        redact(f"{name}={shlex.quote(value)}", api_key)
+        if api_key and api_key in value
+        else f"{name}={shlex.quote(value)}"
+        for name, value in extra_env.items()
+    ]
     return public_paths(" ".join([*assignments, redact(shlex.join(command), api_key)]))
 
 
@@ -99,20 +103,33 @@ def launched_server(spec: ServerSpec, params: RunParams, results_dir: Path) -> I
     if taken := port_taken(params.base_url):
         raise ServerError(f"base_url: {taken}: another server runs there; stop it or choose another port")
     env = server_env(spec, api_key)
-    server = ManagedServer(spec.command, base_url=params.base_url, env=env, log_path=log_path(spec, results_dir),
-                           health_timeout_s=spec.health_timeout_s,
-                           on_exit=lambda code: _update_record(
-                               results_dir, exit_code=code, log_tail=redact(server.log_tail(EXIT_TAIL_LINES), api_key)
-                           ))  # fmt: skip
+    server = ManagedServer(
+        spec.command,
+        base_url=params.base_url,
+        env=env,
+        log_path=log_path(spec, results_dir),
+        health_timeout_s=spec.health_timeout_s,
+        on_exit=lambda code: _update_record(
+            results_dir, exit_code=code, log_tail=redact(server.log_tail(EXIT_TAIL_LINES), api_key)
+        ),
+    )
     restore = stop_signals_as_interrupt()
     try:
         # Written before the launch (a resumed run's old record goes), completed after: an exit the watcher
         # records in between is kept.
-        write_json_atomic(results_dir / LAUNCH_FILE, {
-            "launched_by": "toolkit", "command": shown_command(spec.command, spec.env, api_key),
-            "base_url": params.base_url, "pid": None, "log_file": str(server.log_path), "exit_code": None,
-            "log_tail": None, "stopped_at": None,
-        })  # fmt: skip
+        write_json_atomic(
+            results_dir / LAUNCH_FILE,
+            {
+                "launched_by": "toolkit",
+                "command": shown_command(spec.command, spec.env, api_key),
+                "base_url": params.base_url,
+                "pid": None,
+                "log_file": str(server.log_path),
+                "exit_code": None,
+                "log_tail": None,
+                "stopped_at": None,
+            },
+        )
         started = time.monotonic()
         try:
             server.start()
@@ -123,8 +140,9 @@ def launched_server(spec: ServerSpec, params: RunParams, results_dir: Path) -> I
             last = next((x for x in reversed(exc.log_tail.splitlines()) if x.strip()), "")
             hint = f"; last log line: {redact(last, api_key)[:200]}" if last else ""
             raise ServerError(f"{field}: {exc.reason}{hint} (log: {exc.log_path})") from None
-        _update_record(results_dir, pid=server.pid, started_at=server.started_at,
-                       startup_s=round(time.monotonic() - started, 1))  # fmt: skip
+        _update_record(
+            results_dir, pid=server.pid, started_at=server.started_at, startup_s=round(time.monotonic() - started, 1)
+        )
         _update_record(results_dir, engine=engine_facts(spec.command, env))
         yield server
     finally:

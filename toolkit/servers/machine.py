@@ -172,8 +172,13 @@ def parse_engine_probe(stdout: str) -> dict[str, Any] | None:
         build = f"ROCm {found['hip']}"
     elif found.get("torch"):
         build = "cpu"
-    return {"version": found.get("version"), "commit": found.get("commit"), "torch": found.get("torch"),
-            "build": build, **({"error": found["error"]} if found.get("error") else {})}  # fmt: skip
+    return {
+        "version": found.get("version"),
+        "commit": found.get("commit"),
+        "torch": found.get("torch"),
+        "build": build,
+        **({"error": found["error"]} if found.get("error") else {}),
+    }
 
 
 def _first_line(path: str) -> str:
@@ -192,8 +197,14 @@ def engine_facts(command: Sequence[str], env: Mapping[str, str], timeout_s: floa
         return {"error": f"no Python interpreter found for {command[0]!r}"}
     interpreter[0] = os.path.abspath(interpreter[0])  # not resolved: a venv's python is a symlink
     try:
-        done = subprocess.run([*interpreter, "-c", ENGINE_PROBE], env=dict(env), capture_output=True, text=True,
-                              timeout=timeout_s, stdin=subprocess.DEVNULL)  # fmt: skip
+        done = subprocess.run(
+            [*interpreter, "-c", ENGINE_PROBE],
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"python": interpreter[0], "error": f"{type(exc).__name__}: {exc}"}
     facts = parse_engine_probe(done.stdout) or {"error": f"the probe exited with code {done.returncode}"}

@@ -143,15 +143,22 @@ class ManagedServer:
         with open(self.log_path, "ab") as log:
             self._log_start = log.tell()
             self.process = subprocess.Popen(
-                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, process_group=0, preexec_fn=stop_with_launcher(),
-            )  # fmt: skip
+                self.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                process_group=0,
+                preexec_fn=stop_with_launcher(),
+            )
         self._wait_healthy()
         if others := strangers(self.base_url, self.process.pid):
             self.stop()
-            raise PortTaken(f"pid {', '.join(map(str, others))} answers at {self.base_url}, outside {self.name}'s "
-                            "process group: another server took the port, or the command left the group (it must "
-                            "exec the server); stop it or choose another port")  # fmt: skip
+            raise PortTaken(
+                f"pid {', '.join(map(str, others))} answers at {self.base_url}, outside {self.name}'s "
+                "process group: another server took the port, or the command left the group (it must "
+                "exec the server); stop it or choose another port"
+            )
         threading.Thread(target=self._watch, name=f"watch-{self.process.pid}", daemon=True).start()
         return self
 
@@ -161,8 +168,9 @@ class ManagedServer:
         while time.monotonic() < deadline:
             if (code := self.process.poll()) is not None:
                 self.stop()
-                raise ServerError(f"{self.name} {exit_description(code)} before answering /health",
-                                  self.log_tail(), self.log_path)  # fmt: skip
+                raise ServerError(
+                    f"{self.name} {exit_description(code)} before answering /health", self.log_tail(), self.log_path
+                )
             try:
                 if httpx.get(self.base_url + "/health", timeout=2, trust_env=False).status_code == 200:
                     return
@@ -170,8 +178,11 @@ class ManagedServer:
                 pass
             time.sleep(0.5)
         self.stop()
-        raise HealthTimeout(f"{self.name} did not answer {self.base_url}/health within {self.health_timeout_s:g} s",
-                          self.log_tail(), self.log_path)  # fmt: skip
+        raise HealthTimeout(
+            f"{self.name} did not answer {self.base_url}/health within {self.health_timeout_s:g} s",
+            self.log_tail(),
+            self.log_path,
+        )
 
     def _watch(self) -> None:
         assert self.process is not None

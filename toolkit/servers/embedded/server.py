@@ -118,16 +118,24 @@ def _vllm_env(kv_cache_gib: int) -> dict[str, str]:
 def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str]:
     """The vLLM command line (the API key travels in the environment, never on the command line)."""
     cmd = [
-        str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir),
-        "--served-model-name", SERVED_MODEL_NAME,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--max-model-len", str(config.max_model_len),
-        "--dtype", "bfloat16",
+        str(VLLM_PYTHON),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        SERVED_MODEL_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(config.max_model_len),
+        "--dtype",
+        "bfloat16",
         "--enforce-eager",
         "--enable-prefix-caching",
-    ]  # fmt: skip
+    ]
     if config.kv_blocks is not None:
         cmd += ["--num-gpu-blocks-override", str(config.kv_blocks)]
     if config.max_num_seqs is not None:
@@ -142,8 +150,11 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
 def embedded_spec(config: ServerConfig, port: int) -> ServerSpec:
     """The embedded vLLM as a params `server:` block, for runs that launch it (`toolkit demo`)."""
     config.check()
-    return ServerSpec(command=launch_command(config, port, ensure_model()), env=vllm_settings(config.kv_cache_gib),
-                      health_timeout_s=config.startup_timeout_s)  # fmt: skip
+    return ServerSpec(
+        command=launch_command(config, port, ensure_model()),
+        env=vllm_settings(config.kv_cache_gib),
+        health_timeout_s=config.startup_timeout_s,
+    )
 
 
 def embedded_launch(params: RunParams, config: ServerConfig = DEMO_CONFIG) -> tuple[RunParams, ServerSpec]:
@@ -195,8 +206,14 @@ class EmbeddedServer:
         env = _vllm_env(self.config.kv_cache_gib)
         if self._api_key is not None:
             env["VLLM_API_KEY"] = self._api_key
-        self.managed = ManagedServer(self.command, base_url=self.base_url, env=env, log_path=self.log_path,
-                                     health_timeout_s=self.config.startup_timeout_s, name="vLLM")  # fmt: skip
+        self.managed = ManagedServer(
+            self.command,
+            base_url=self.base_url,
+            env=env,
+            log_path=self.log_path,
+            health_timeout_s=self.config.startup_timeout_s,
+            name="vLLM",
+        )
         self.managed.start()
         return self
 
