@@ -8,8 +8,12 @@ Starts the embedded vLLM (tiny model, CPU) unless `--base-url` is given, then ru
   wheel's `vllm` console script cannot find its own distribution name), its result saved as JSON;
 - `toolkit.rates.runner.run_rates` with one Poisson step of N requests at R, 128 in / 64 out, `completions`.
 It prints, per round and as medians over rounds, output throughput and median TTFT and TPOT of each, and their
-ratios (toolkit / vllm bench). Last line: `vllm_bench_compare: rate=… output_tok_s_ratio=… ttft_p50_ratio=…
-tpot_p50_ratio=…`.
+ratios (toolkit / vllm bench). vllm bench rescales its drawn gaps so that the last request leaves at exactly
+N / R seconds; the toolkit keeps the Poisson draw as it falls (its schedule's own rate, `scheduled_rate`, varies
+by about 1 / sqrt(N) around R). Below capacity the output throughput follows the rate actually sent, so the
+throughput is also compared per request/s of each side's schedule (`output_tok_s_per_rate_ratio`): the
+clients' difference without the draw's. Last line: `vllm_bench_compare: rate=… output_tok_s_ratio=…
+output_tok_s_per_rate_ratio=… ttft_p50_ratio=… tpot_p50_ratio=…`.
 
 Usage: flock /tmp/vllm.lock .venv/bin/python benchmarks/vllm_bench_compare.py [--rate 2] [--requests 40]
 """
@@ -39,7 +43,7 @@ BENCH = (
     "add_cli_args(parser)\n"
     "main(parser.parse_args(sys.argv[1:]))\n"
 )
-KEYS = ("output_tok_s", "ttft_p50_ms", "tpot_p50_ms")
+KEYS = ("output_tok_s", "output_tok_s_per_rate", "ttft_p50_ms", "tpot_p50_ms")
 
 
 def vllm_bench(base_url: str, model: str, args: argparse.Namespace, seed: int, folder: Path) -> dict[str, float]:
@@ -57,8 +61,10 @@ def vllm_bench(base_url: str, model: str, args: argparse.Namespace, seed: int, f
     data = json.loads(path.read_text())
     if data["completed"] != args.requests:
         raise RuntimeError(f"vllm bench serve completed {data['completed']} of {args.requests} requests")
+    scheduled = args.rate * (args.requests - 1) / args.requests  # (n - 1) / span, the span rescaled to N / R
     return {"output_tok_s": data["output_throughput"], "ttft_p50_ms": data["median_ttft_ms"],
-            "tpot_p50_ms": data["median_tpot_ms"], "completed": data["completed"]}  # fmt: skip
+            "tpot_p50_ms": data["median_tpot_ms"], "completed": data["completed"],
+            "output_tok_s_per_rate": data["output_throughput"] / scheduled}  # fmt: skip
 
 
 def toolkit_step(base_url: str, args: argparse.Namespace, seed: int, folder: Path) -> dict[str, float]:
@@ -74,7 +80,8 @@ def toolkit_step(base_url: str, args: argparse.Namespace, seed: int, folder: Pat
     (row,) = read_steps(run_rates(params, say=lambda line: None))
     return {"output_tok_s": row["output_tok_s"], "ttft_p50_ms": row["ttft_p50_ms"],
             "tpot_p50_ms": row["tpot_p50_ms"], "completed": row["completed"],
-            "lag_p99_ms": row["lag_p99_ms"]}  # fmt: skip
+            "lag_p99_ms": row["lag_p99_ms"],
+            "output_tok_s_per_rate": row["output_tok_s"] / row["scheduled_rate"]}  # fmt: skip
 
 
 def rounds(base_url: str, model: str, args: argparse.Namespace) -> list[dict[str, dict[str, float]]]:
@@ -100,8 +107,9 @@ def final(results: list[dict[str, dict[str, float]]], rate: float) -> str:
     med = {who: {k: statistics.median(r[who][k] for r in results) for k in KEYS} for who in ("toolkit", "vllm")}
     ratio = {k: med["toolkit"][k] / med["vllm"][k] for k in KEYS}
     for k in KEYS:
-        print(f"{k:>13}: toolkit {med['toolkit'][k]:.2f}, vllm bench {med['vllm'][k]:.2f}, ratio {ratio[k]:.3f}")
+        print(f"{k:>21}: toolkit {med['toolkit'][k]:.2f}, vllm bench {med['vllm'][k]:.2f}, ratio {ratio[k]:.3f}")
     return (f"vllm_bench_compare: rate={rate:g} output_tok_s_ratio={ratio['output_tok_s']:.3f} "
+            f"output_tok_s_per_rate_ratio={ratio['output_tok_s_per_rate']:.3f} "
             f"ttft_p50_ratio={ratio['ttft_p50_ms']:.3f} tpot_p50_ratio={ratio['tpot_p50_ms']:.3f}")  # fmt: skip
 
 
