@@ -89,7 +89,7 @@ def test_report_with_a_rate_sweep_and_matrix_results(tmp_path: Path) -> None:
     assert "<h2>Open-loop rates</h2>" in page and "Highest rate meeting the service level: 4.00 req/s" in page
     assert "Speed test matrix" in page and ">Sustained decode<" in page and "rate_views." not in page
     markdown = markdown_report(folder, nbformat.read(tmp_path / "report.ipynb", as_version=4))
-    section = markdown[markdown.index("## Open-loop rates"):]
+    section = markdown[markdown.index("## Open-loop rates") :]
     assert "Highest rate meeting the service level: 4.00 req/s" in section and "## Sustained decode" in markdown
     figures = ["rate-knee", "rate-goodput", "rate-queue"]
     assert [f"![{key}]({key}.png)" in section for key in figures] == [True] * 3

@@ -221,7 +221,15 @@ def test_an_interrupt_under_a_running_loop_stops_the_sweep_thread(server: FaultS
                                "input_tokens": 30, "output_tokens": 4,
                                "results_dir": str(tmp_path / "run")})  # fmt: skip
     said: list[str] = []
-    threading.Timer(2.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # in the 2nd step (each about 2 s)
+    steps_file = tmp_path / "run" / "rates" / "steps.jsonl"
+
+    def interrupt_after_the_first_step() -> None:  # in the 2nd step, however slow a loaded machine makes the 1st
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (steps_file.exists() and steps_file.read_text().strip()):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_after_the_first_step, daemon=True).start()
 
     async def in_a_notebook() -> None:
         run_rates(params, say=said.append)

@@ -120,7 +120,7 @@ def test_a_second_run_on_a_folder_in_use_is_refused_naming_its_pid(tmp_path: Pat
         first = subprocess.Popen(
             [sys.executable, "-m", "toolkit", "matrix", "--base-url", server.base_url, "--contexts", "64",
              "--concurrency", "1", "--duration", "60", "--max-output", "8", "--api-key-env", KEY_ENV,
-             "--out", str(out)],
+             "--control-window", "0", "--out", str(out)],
             cwd=REPO, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         try:
@@ -144,5 +144,10 @@ def test_a_second_run_on_a_folder_in_use_is_refused_naming_its_pid(tmp_path: Pat
             assert first.poll() is None  # the first run goes on
         finally:
             first.send_signal(signal.SIGINT)
-            first.wait(60)
+            try:
+                first.wait(120)
+            finally:
+                if first.poll() is None:  # never left running into the next test
+                    first.kill()
+                    first.wait()
     assert not (out / LOCK_FILE).exists()
