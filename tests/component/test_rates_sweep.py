@@ -209,39 +209,52 @@ def test_the_command_line_runs_a_sweep_and_refuses_a_used_folder(server: FaultSe
     assert len(read_steps(tmp_path / "cli")) == 2
 
 
+INTERRUPTED_IN_A_NOTEBOOK = """
+import asyncio, json, os, signal, sys, threading, time
+from pathlib import Path
+from toolkit.rates.files import read_steps
+from toolkit.rates.params import make_rate_params
+from toolkit.rates.runner import run_rates
+
+base_url, run = sys.argv[1], Path(sys.argv[2])
+params = make_rate_params({"base_url": base_url, "rates": [5, 6, 7, 8], "requests_per_step": 10,
+                           "input_tokens": 30, "output_tokens": 4, "results_dir": str(run)})
+steps_file, said = run / "rates" / "steps.jsonl", []
+
+def interrupt_after_the_first_step():  # in the 2nd step, however slow a loaded machine makes the 1st
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (steps_file.exists() and steps_file.read_text().strip()):
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt_after_the_first_step, daemon=True).start()
+
+async def in_a_notebook():
+    run_rates(params, say=said.append)
+
+loop = asyncio.new_event_loop()  # a loop without asyncio.run's own SIGINT handling, as a kernel's cell runs
+try:
+    loop.run_until_complete(in_a_notebook())
+    raised = False
+except KeyboardInterrupt:
+    raised = True
+finally:
+    loop.close()
+written = len(read_steps(run))
+time.sleep(2.5)  # a sweep left running would finish another step by now
+print(json.dumps({"raised": raised, "written": written, "later": len(read_steps(run)), "said": len(said),
+                  "lock": (run / ".lock").exists(),
+                  "threads": [t.name for t in threading.enumerate() if t.name == "toolkit-run"]}))
+"""
+
+
 def test_an_interrupt_under_a_running_loop_stops_the_sweep_thread(server: FaultServer, tmp_path: Path) -> None:
-    """As in Jupyter: a loop runs, so the sweep runs in a thread and Ctrl-C reaches only the waiting one."""
-    import asyncio
-    import os
-    import signal
-    import threading
-    import time
-
-    params = make_rate_params({"base_url": server.base_url, "rates": [5, 6, 7, 8], "requests_per_step": 10,
-                               "input_tokens": 30, "output_tokens": 4,
-                               "results_dir": str(tmp_path / "run")})  # fmt: skip
-    said: list[str] = []
-    steps_file = tmp_path / "run" / "rates" / "steps.jsonl"
-
-    def interrupt_after_the_first_step() -> None:  # in the 2nd step, however slow a loaded machine makes the 1st
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (steps_file.exists() and steps_file.read_text().strip()):
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=interrupt_after_the_first_step, daemon=True).start()
-
-    async def in_a_notebook() -> None:
-        run_rates(params, say=said.append)
-
-    loop = asyncio.new_event_loop()  # a loop without asyncio.run's own SIGINT handling, as a kernel's cell runs
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            loop.run_until_complete(in_a_notebook())
-    finally:
-        loop.close()
-    written = len(read_steps(tmp_path / "run"))
-    time.sleep(2.5)  # a sweep left running would finish another step by now
-    assert 1 <= written == len(read_steps(tmp_path / "run")) < 4 and len(said) == written
-    assert not (tmp_path / "run" / ".lock").exists()
-    assert not [t for t in threading.enumerate() if t.name == "toolkit-run"]
+    """As in Jupyter: a loop runs, so the sweep runs in a thread and Ctrl-C reaches only the waiting one. In a
+    process of its own, so that no signal handler another test left in this worker decides the outcome."""
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_IN_A_NOTEBOOK, server.base_url, str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["raised"], seen
+    assert 1 <= seen["written"] == seen["later"] < 4 and seen["said"] == seen["written"], seen
+    assert not seen["lock"] and seen["threads"] == []
