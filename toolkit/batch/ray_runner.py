@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import ipaddress
-import logging
-import os
 import shutil
 import tarfile
 import tempfile
@@ -27,39 +24,8 @@ from typing import Any
 from toolkit.batch.sweep import Variant
 from toolkit.errors import ParamsError
 
-INSTALL_HINT = "--ray: Ray is not installed; install it with `.venv/bin/pip install -e '.[ray]'` (ray>=2.9)"
 RUN_LOG = "run.log"
 INTERRUPT_WAIT_S = 15.0  # how long an interrupted batch waits for its tasks' folders
-
-
-def connect(address: str) -> Any:
-    """Connect this process to the Ray cluster at `address` as a driver; the `ray` module.
-
-    A cluster on a loopback address is reached on loopback only (this driver binds 127.0.0.1 too).
-    """
-    host = address.rsplit(":", 1)[0].removeprefix("ray://")
-    loopback = host == "localhost" or _is_loopback(host)
-    if loopback:  # Ray otherwise swaps 127.0.0.1 for this host's network address
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    try:
-        import ray
-    except ImportError:
-        raise ParamsError(INSTALL_HINT) from None
-    extra: dict[str, Any] = {"_node_ip_address": "127.0.0.1"} if loopback else {}
-    try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, **extra)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise ParamsError(
-            f"--ray: cannot connect to the Ray cluster at {address}: {str(exc).splitlines()[0]}"
-        ) from None
-    return ray
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def task_options(variant: Variant) -> dict[str, Any]:

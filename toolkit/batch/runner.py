@@ -101,25 +101,26 @@ def run_batch(
 
 def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bool, jobs: int,
                ray_address: str | None) -> int:  # fmt: skip
+    check_out(out, variants, resume)
+    if ray_address is None:
+        _check_variants(variants)  # on Ray, the key comes from the workers' environment and is checked there
+        return _run_with(variants, out, sweep=sweep, resume=resume, jobs=jobs, ray_address=None, tasks=None)
+    from toolkit.batch import ray_runner as batch_ray
+    from toolkit.ray_driver import ray_driver
+
+    with ray_driver(ray_address, "--ray") as ray:
+        batch_ray.check_resources(variants, ray.nodes())
+        tasks = batch_ray.RayTasks(ray)
+        return _run_with(variants, out, sweep=sweep, resume=resume, jobs=jobs, ray_address=ray_address, tasks=tasks)
+
+
+def _run_with(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bool, jobs: int,
+              ray_address: str | None, tasks: RayTasks | None) -> int:  # fmt: skip
+    """The batch proper: each variant in its own folder, locally or as a Ray task (`tasks`); the index last."""
     from toolkit.batch.index import write_index
     from toolkit.servers.launch import stop_signals_as_interrupt
 
-    check_out(out, variants, resume)
-    execute: Runner = _local
-    ray, tasks = None, None
-    if ray_address is not None:
-        from toolkit.batch import ray_runner as batch_ray
-
-        ray = batch_ray.connect(ray_address)
-        try:
-            batch_ray.check_resources(variants, ray.nodes())
-        except ValueError:
-            ray.shutdown()
-            raise
-        tasks = batch_ray.RayTasks(ray)
-        execute = _on_ray(tasks)
-    else:  # on Ray, the key comes from the workers' environment and is checked there
-        _check_variants(variants)
+    execute: Runner = _on_ray(tasks) if tasks is not None else _local
     check_writable(out)
     where = f" on the Ray cluster at {ray_address}" if ray_address else ""
     print(f"batch: {len(variants)} variants into {out}{where}", file=sys.stderr, flush=True)
@@ -130,7 +131,7 @@ def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bo
     restore = stop_signals_as_interrupt() if tasks is not None else None
     try:
         with progress.relaying():
-            _schedule(todo, out, state, progress, execute, jobs, logs=ray is None,
+            _schedule(todo, out, state, progress, execute, jobs, logs=tasks is None,
                       on_stop=tasks.cancel if tasks is not None else None)  # fmt: skip
     except BaseException:
         lost = tasks.interrupt() if tasks is not None else {}  # the cells measured on Ray workers come back
@@ -140,8 +141,6 @@ def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bo
         raise
     finally:
         progress.close()
-        if ray is not None:
-            ray.shutdown()
         if restore is not None:
             restore()
     compare_variants(out, variants, state)

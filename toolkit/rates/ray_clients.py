@@ -9,41 +9,19 @@ puts them back in the step's order, so the step is judged as one. Ray is optiona
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import math
-import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from toolkit.api_keys import api_key_from_env
 from toolkit.loadgen.arrivals import split
 from toolkit.loadgen.client import StreamClient
 from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
+from toolkit.ray_driver import ray_driver
 
 LEAD_S = 1.0  # the senders' common start is this far ahead of the driver's call
-
-
-def connect(address: str) -> Any:
-    """This process as a driver of the cluster at `address` (on loopback only when the address is loopback)."""
-    host = address.rsplit(":", 1)[0].removeprefix("ray://")
-    extra: dict[str, Any] = {}
-    if host in ("localhost", "127.0.0.1"):  # Ray otherwise swaps 127.0.0.1 for this host's network address
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read as Ray is imported
-        extra["_node_ip_address"] = "127.0.0.1"
-    try:
-        import ray
-    except ImportError:
-        raise ValueError("ray_address: Ray is not installed; pip install -e '.[ray]'") from None
-    if ray.is_initialized():
-        return ray
-    try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, **extra)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise ValueError(
-            f"ray_address: cannot connect to the Ray cluster at {address}: {str(exc).splitlines()[0]}"
-        ) from None
-    return ray
 
 
 def client_task(
@@ -83,6 +61,13 @@ class RaySenders:
         self.ray = ray
         self.actors = [ray.remote(num_cpus=0)(_Sender).remote() for _ in range(clients)]
         ray.get([actor.ready.remote() for actor in self.actors])
+
+
+@contextlib.contextmanager
+def ray_senders(address: str, clients: int) -> Iterator[RaySenders]:
+    """`clients` senders on the cluster at `address` while the block runs; the driver disconnected after."""
+    with ray_driver(address, "ray_address") as ray:
+        yield RaySenders(ray, clients)
 
 
 def send_on_ray(

@@ -8,6 +8,7 @@ step in progress.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import secrets as random_ids
 import threading
@@ -29,7 +30,7 @@ from toolkit.params import RunParams
 from toolkit.rates.dataset import load_dataset
 from toolkit.rates.files import STEPS_FILE, rates_dir, update_sweep, write_step, write_sweep
 from toolkit.rates.params import Lengths, RateParams
-from toolkit.rates.ray_clients import RaySenders, connect
+from toolkit.rates.ray_clients import ray_senders
 from toolkit.rates.search import next_probe, search_result
 from toolkit.rates.step import StepPlan, StepTools, progress_text, run_step
 from toolkit.rates.workload import Workload, check_lengths
@@ -188,9 +189,9 @@ async def _sweep(params: RateParams, out: Path, say: Say) -> None:
         rates_run_info(params, server, run_id, api_key, out, sweep).save(out)
         write_sweep(out, sweep)
         workload = Workload(params, api, server.model, run_id, dataset)
-        ray = RaySenders(connect(params.ray_address), params.clients) if params.ray_address else None
+        senders = ray_senders(params.ray_address, params.clients) if params.ray_address else contextlib.nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
-            with protected_from_autogroups(params.base_url, say), frozen_heap():
+            with senders as ray, protected_from_autogroups(params.base_url, say), frozen_heap():
                 sweep_run = _Sweep(StepTools(params, api, client, server.metrics_available, ray), workload, out, say)
                 for rate in params.rates:
                     await sweep_run.step(rate, searched=False)
