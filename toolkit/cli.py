@@ -67,6 +67,7 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from toolkit.jupyter.rate_notebook import check_rate_sweep
     from toolkit.matrix.run_folder import hold
     from toolkit.matrix.runner import preflight
     from toolkit.params import load_run_file
@@ -74,6 +75,7 @@ def _run(args: argparse.Namespace) -> int:
 
     params, spec = load_run_file(args.params, base_url=args.base_url)
     api_key = api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
+    check_rate_sweep(params)
     found = None
     if spec is None:
         found = preflight(params)  # bad input fails here, before any load is sent or a folder made

@@ -50,6 +50,9 @@ class RunParams(BaseModel):
     disturbed_retries: int = Field(2, ge=0, le=10)  # re-measure a decode window that a pause disturbed
     repeats: int = Field(1, ge=1, le=100)  # the whole matrix measured this many times, in rounds
     control_window_s: float = Field(5.0, ge=0, le=MAX_SECONDS)  # drift control cell's window; 0: no control
+    # An open-loop rate sweep measured after the matrix, into the same folder (RateParams fields, checked when
+    # the run starts: toolkit.rates.params.run_sweep_values); None: none.
+    rate_sweep: dict[str, Any] | None = None
     # Descriptive fields of the report.
     title: str | None = None
     hardware_type: str | None = None

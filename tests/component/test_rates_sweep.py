@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from tests.faultserver import TEMPLATE_TOKENS, FaultServer
+from toolkit.errors import RunRefused
 from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel, judge_steps, summarize_step
 from toolkit.rates.files import rates_dir, read_records, read_steps
 from toolkit.rates.params import make_rate_params
@@ -207,6 +208,39 @@ def test_the_command_line_runs_a_sweep_and_refuses_a_used_folder(server: FaultSe
         "error: rates: '-2' is not a positive rate; allowed: a positive number of requests/s or inf (got '1,-2')"
     ]
     assert len(read_steps(tmp_path / "cli")) == 2
+
+
+def test_a_sweep_beside_a_run_keeps_its_run_json_and_refuses_another_servers(
+    server: FaultServer, tmp_path: Path
+) -> None:
+    """`toolkit run` measures a `rate_sweep:` block into the matrix run's folder: its run.json stays as it is."""
+    first = sweep(server, tmp_path, rates=[20])
+    beside, other = tmp_path / "beside", tmp_path / "other"
+    for folder, model in ((beside, None), (other, "another-model")):
+        folder.mkdir()
+        recorded = json.loads((first / "run.json").read_text())
+        recorded["server"]["model"] = model or recorded["server"]["model"]
+        (folder / "run.json").write_text(json.dumps(recorded))
+    kept = (beside / "run.json").read_bytes()
+    sweep(server, tmp_path, rates=[20], results_dir=str(beside))
+    assert (beside / "run.json").read_bytes() == kept and len(read_steps(beside)) == 1
+    with pytest.raises(RunRefused, match=r"holds a run of another server \(model: 'another-model' -> '.+'\)"):
+        sweep(server, tmp_path, rates=[20], results_dir=str(other))
+    assert not rates_dir(other).exists()  # refused before any load
+
+
+def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Path) -> None:
+    params = tmp_path / "run.yaml"
+    params.write_text("base_url: http://127.0.0.1:9\ncontexts: [512]\nrate_sweep:\n  rates: [1]\n  drain: false\n")
+    done = subprocess.run([sys.executable, "-m", "toolkit", "run", str(params), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: rate_sweep.drain: not a rate sweep parameter; allowed: endpoint, rates, arrival, burstiness, "
+        "duration_s, requests_per_step, max_in_flight, seed, cold_prompts, input_tokens, output_tokens, dataset, "
+        "slo_ttft_ms, slo_tpot_ms, slo_e2e_ms, goodput_target, search, search_precision, search_max_probes, "
+        "ray_address, clients"
+    ]
+    assert not (tmp_path / "out").exists()
 
 
 INTERRUPTED_IN_A_NOTEBOOK = """

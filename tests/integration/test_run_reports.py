@@ -17,6 +17,8 @@ import yaml
 from tests.conftest import TEST_API_KEY
 from toolkit.method.contexts import format_context
 from toolkit.method.number_format import format_ms, format_tok_s
+from toolkit.rates.files import read_steps
+from toolkit.results.run_document import RunDocument
 from toolkit.servers.embedded.server import EmbeddedServer
 
 SMALL_PARAMS = {
@@ -31,7 +33,10 @@ SMALL_PARAMS = {
     "readiness_timeout_s": 30,
     "title": "notebook test",
     "launch_command": f"vllm serve tiny --api-key {TEST_API_KEY} --port 8000",
-}
+    # The rate sweep `toolkit run` measures after the matrix, into the same folder (rate_sweep.ipynb).
+    "rate_sweep": {"rates": [2, 8], "arrival": "constant", "requests_per_step": 6, "input_tokens": 64,
+                   "output_tokens": 16, "slo_ttft_ms": 2000},
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +72,21 @@ def test_notebooks_recorded_the_planned_measurements(run_dir: Path) -> None:
     for nb in ("prefill", "decode_matrix", "report"):
         executed = nbformat.read(run_dir / f"{nb}.ipynb", as_version=4)
         assert not [o for c in executed.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def test_the_rate_sweep_block_is_measured_into_the_run_and_reported(run_dir: Path) -> None:
+    steps = read_steps(run_dir)
+    assert [r["offered_rate"] for r in steps] == [2.0, 8.0]
+    for row in steps:
+        assert row["completed"] == 6 and row["failed"] == 0 and row["client_generation_tokens"] == 6 * 16
+        assert row["server_generation_tokens"] == row["client_generation_tokens"]  # the server's counters agree
+    run = RunDocument.load(run_dir)  # the matrix's run.json, kept: the sweep measured the same server
+    assert run.params is not None and run.params["contexts"] == [256, 512]
+    executed = nbformat.read(run_dir / "rate_sweep.ipynb", as_version=4)
+    assert not [o for c in executed.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    text = (run_dir / "report.md").read_text()
+    assert "## Sustained decode" in text and "## Open-loop rates" in text
+    assert "(rate-knee.png)" in text and (run_dir / "rate-knee.png").stat().st_size > 5000
 
 
 def test_markdown_matrix_holds_the_numbers_of_results_csv(run_dir: Path) -> None:

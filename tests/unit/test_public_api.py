@@ -51,7 +51,8 @@ EXPORTED: dict[str, list[str]] = {
         "RESULTS_CSV", "RUN_COLUMN", "RUN_DRIFT", "default_label", "load_run", "load_runs", "unique_labels",
     ],
     "toolkit.jupyter.rate_notebook": [
-        "OUTPUTS", "RATE_PARAMETERS", "new_results_dir", "rate_arguments", "should_measure",
+        "OUTPUTS", "RATE_PARAMETERS", "check_rate_sweep", "new_results_dir", "rate_arguments",
+        "run_sweep_parameters", "should_measure",
     ],
     "toolkit.reports.rate_plots": [
         "LAG_LABEL", "X_AXES", "compare_figure", "goodput_figure", "knee_figure", "queue_figure",
@@ -68,8 +69,8 @@ EXPORTED: dict[str, list[str]] = {
         "SWEEP_FILE", "has_rates", "load_rate_sweep", "load_rate_sweeps", "service_level", "step_file",
     ],
     "toolkit.rates.params": [
-        "DEFAULT_DURATION_S", "Lengths", "MAX_TOKENS", "RateParams", "load_rate_params", "make_rate_params",
-        "parse_lengths", "parse_rates", "rate_text",
+        "DEFAULT_DURATION_S", "FROM_THE_RUN", "Lengths", "MAX_TOKENS", "RateParams", "SWEEP_BLOCK",
+        "load_rate_params", "make_rate_params", "parse_lengths", "parse_rates", "rate_text", "run_sweep_values",
     ],
     "toolkit.rates.runner": [
         "Say", "default_out", "rates_run_info", "run_rates",

@@ -95,3 +95,35 @@ def test_the_notebooks_own_parameters_make_the_engines_rate_params(tmp_path: Pat
     namespace["RESULTS_DIR"] = str(tmp_path / "run")
     params = RateParams(**rate_notebook.rate_arguments(namespace, RateParams))
     assert params.results_dir == str(tmp_path / "run") and params.rates == [1, 2, 4, 8]
+
+
+def test_a_runs_rate_sweep_block_becomes_the_notebooks_parameters_into_the_runs_folder(tmp_path: Path) -> None:
+    from toolkit.params import make_params
+    from toolkit.rates.params import RateParams
+
+    run = make_params({
+        "base_url": "http://127.0.0.1:9", "model": "m", "api_key_env": "MY_KEY", "endpoint": "completions",
+        "run_label": "demo", "rate_sweep": {"rates": [1, float("inf")], "requests_per_step": 6, "slo_ttft_ms": 500},
+    })  # fmt: skip
+    got = rate_notebook.run_sweep_parameters(run, tmp_path)
+    assert got == {
+        "BASE_URL": "http://127.0.0.1:9", "MODEL": "m", "API_KEY_ENV": "MY_KEY", "ENDPOINT": "completions",
+        "RATES": [1, "inf"], "REQUESTS_PER_STEP": 6, "SLO_TTFT_MS": 500, "RESULTS_DIR": str(tmp_path.resolve()),
+        "MEASURE": True,
+    }  # fmt: skip
+    assert set(got) <= declared_parameters("rate_sweep")  # papermill would warn about, and drop, any other
+    namespace = {**got, "RESULTS_DIR": str(tmp_path)}
+    assert RateParams(**rate_notebook.rate_arguments(namespace, RateParams)).rates == [1.0, float("inf")]
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ({"rates": [1], "drain": False}, "rate_sweep.drain: not a rate sweep parameter; allowed: endpoint, rates, "),
+    ({"rates": [1], "model": "x"}, "rate_sweep.model: set by the run, not the sweep"),
+    ({"rates": [1], "clients": 2}, "rate_sweep: clients: more than one client process needs ray_address"),
+])  # fmt: skip
+def test_a_bad_rate_sweep_block_is_refused_before_any_load(tmp_path: Path, block: dict[str, Any], message: str) -> None:
+    from toolkit.params import make_params
+
+    with pytest.raises(ParamsError) as caught:
+        rate_notebook.run_sweep_parameters(make_params({"rate_sweep": block}), tmp_path)
+    assert caught.value.line.startswith(message)

@@ -75,12 +75,30 @@ def test_drawn_lengths_follow_their_distribution_within_bounds() -> None:
     assert min(clipped) == 150 and max(clipped) == 250
 
 
-def test_params_file_with_a_rates_block(tmp_path: Path) -> None:
-    path = tmp_path / "sweep.yaml"
-    path.write_text("rates:\n  rates: [1, 2, inf]\n  requests_per_step: 20\n  slo_ttft_ms: 300\n")
-    params = load_rate_params(path, base_url="http://127.0.0.1:9")
-    assert params.rates == [1.0, 2.0, math.inf] and params.slo_ttft_ms == 300
-    assert params.base_url == "http://127.0.0.1:9"
+def test_a_run_params_file_gives_its_rate_sweep_block_the_runs_server(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("base_url: http://127.0.0.1:9\nmodel: m\napi_key_env: MY_KEY\nendpoint: completions\n"
+                    "contexts: [512]\nrate_sweep:\n  rates: [1, 2, inf]\n  requests_per_step: 20\n"
+                    "  slo_ttft_ms: 300\n")  # fmt: skip
+    params = load_rate_params(path)
+    assert params.rates == [1.0, 2.0, math.inf] and params.slo_ttft_ms == 300 and params.requests_per_step == 20
+    assert (params.base_url, params.model, params.api_key_env, params.endpoint) == (
+        "http://127.0.0.1:9", "m", "MY_KEY", "completions")  # fmt: skip
+    assert load_rate_params(path, base_url="http://127.0.0.1:7").base_url == "http://127.0.0.1:7"  # flags win
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ("[1, 2]", "rate_sweep: must be a mapping of rate sweep parameters, e.g. rates: [1, 2, 4]"),
+    ("{base_url: 'http://127.0.0.1:1'}", "rate_sweep.base_url: set by the run, not the sweep; give it at the top"),
+    ("{rates: [1], arrival: steady}", "rate_sweep.arrival: Input should be 'poisson', 'constant' or 'gamma'"),
+    ("{rates: [1], duration_s: 5, requests_per_step: 9}", "rate_sweep: duration_s and requests_per_step"),
+])  # fmt: skip
+def test_a_bad_rate_sweep_block_is_one_line_naming_the_block(tmp_path: Path, block: str, message: str) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text(f"base_url: http://127.0.0.1:9\nrate_sweep: {block}\n")
+    with pytest.raises(ParamsError) as caught:
+        load_rate_params(path)
+    assert caught.value.line.startswith(message) and "\n" not in caught.value.line
 
 
 def test_fixture_datasets_load() -> None:

@@ -180,12 +180,15 @@ def _has_results(folder: Path) -> bool:
 
 
 def _check_variants(variants: Sequence[Variant]) -> None:
-    """Each variant's key must be usable and a launched server's program must exist here, before anything runs."""
+    """Each variant's key must be usable, its rate sweep block valid and a launched server's program must exist
+    here, before anything runs."""
+    from toolkit.jupyter.rate_notebook import check_rate_sweep
     from toolkit.servers.launch import check_command
 
     for variant in variants:
         try:
             key = api_key_from_env(variant.params.api_key_env)
+            check_rate_sweep(variant.params)
             if variant.server is not None:
                 check_command(variant.server, key)
         except (ParamsError, SecretError) as exc:

@@ -19,6 +19,7 @@ from traitlets.config import Config
 
 from toolkit.api_keys import env_secret, redact
 from toolkit.jupyter.kernels import SameSessionKernelManager
+from toolkit.jupyter.rate_notebook import run_sweep_parameters
 from toolkit.params import RunParams
 from toolkit.reports import compare, rate_tables
 from toolkit.reports import tables as report_tables
@@ -41,8 +42,9 @@ def new_run_dir(outputs: str | Path, run_label: str) -> Path:
 
 
 def notebook_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
-    """The notebooks' UPPER_CASE parameters (plain values; never the API key)."""
-    values = params.model_dump()
+    """The matrix notebooks' UPPER_CASE parameters (plain values; never the API key; the `rate_sweep:` block is
+    rate_sweep.ipynb's: `run_sweep_parameters`)."""
+    values = params.model_dump(exclude={"rate_sweep"})
     if values.get("launch_command"):  # papermill records parameters in the executed notebooks
         values["launch_command"] = redact(values["launch_command"], env_secret(params.api_key_env))
     out = {k.upper(): v for k, v in values.items()}
@@ -203,10 +205,13 @@ def write_compare(run_dirs: Sequence[Path], out: Path, labels: Sequence[str] | N
 
 
 def run_notebooks(params: RunParams, out_dir: Path) -> dict[str, Path]:
-    """Prefill notebook, then the decode matrix notebook, into one results folder; then the reports."""
+    """Prefill notebook, then the decode matrix notebook, into one results folder, then the rate sweep notebook
+    when the params have a `rate_sweep:` block; then the reports."""
     parameters = notebook_parameters(params, out_dir)
     for notebook in ("prefill", "decode_matrix"):
         execute(notebook, out_dir, parameters_for(notebook, parameters))
+    if params.rate_sweep is not None:
+        execute("rate_sweep", out_dir, run_sweep_parameters(params, out_dir))
     paths = write_reports(out_dir)
     RunDocument.load(out_dir)  # fail loudly if the run left no run.json
     return paths

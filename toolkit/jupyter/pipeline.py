@@ -48,12 +48,14 @@ def run_one(
     in `out` must be the same (parameters, launch command, then the server found): refused in one line otherwise.
     """
     from toolkit.jupyter.execute import run_notebooks
+    from toolkit.jupyter.rate_notebook import check_rate_sweep
     from toolkit.matrix import runner  # looked up at call time: tests stand in for its preflight
     from toolkit.matrix.run_folder import check_resume, open_run
     from toolkit.results.store import check_writable
     from toolkit.servers.launch import check_command
 
     api_key = api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
+    check_rate_sweep(params)  # a bad `rate_sweep:` block fails before any launch or load
     if server is not None:
         check_command(server, api_key)
     if resume:  # before a launch: the parameters and the command; without one: the server found too

@@ -7,21 +7,31 @@ is shown and re-judged without it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.params import ParamsError
+from toolkit.params import ParamsError, RunParams
 from toolkit.results.rate_runs import has_rates
 
-__all__ = ["OUTPUTS", "RATE_PARAMETERS", "new_results_dir", "rate_arguments", "should_measure"]
+__all__ = [
+    "OUTPUTS",
+    "RATE_PARAMETERS",
+    "check_rate_sweep",
+    "new_results_dir",
+    "rate_arguments",
+    "run_sweep_parameters",
+    "should_measure",
+]
 
 # The notebook's parameters that are RateParams fields (lower-cased); RESULTS_DIR is its `results_dir`.
 RATE_PARAMETERS: tuple[str, ...] = (
-    "BASE_URL", "MODEL", "RATES", "ARRIVAL", "BURSTINESS", "DURATION_S", "REQUESTS_PER_STEP", "MAX_IN_FLIGHT",
-    "SEED", "INPUT_TOKENS", "OUTPUT_TOKENS", "DATASET", "SLO_TTFT_MS", "SLO_TPOT_MS", "SLO_E2E_MS",
-    "GOODPUT_TARGET", "SEARCH", "SEARCH_PRECISION", "API_KEY_ENV",
+    "BASE_URL", "MODEL", "ENDPOINT", "RATES", "ARRIVAL", "BURSTINESS", "DURATION_S", "REQUESTS_PER_STEP",
+    "MAX_IN_FLIGHT", "SEED", "COLD_PROMPTS", "INPUT_TOKENS", "OUTPUT_TOKENS", "DATASET", "SLO_TTFT_MS", "SLO_TPOT_MS",
+    "SLO_E2E_MS", "GOODPUT_TARGET", "SEARCH", "SEARCH_PRECISION", "SEARCH_MAX_PROBES", "RAY_ADDRESS", "CLIENTS",
+    "API_KEY_ENV",
 )  # fmt: skip
 OUTPUTS = Path("../outputs/rates")  # where a sweep goes when RESULTS_DIR is None (relative to notebooks/)
 
@@ -59,3 +69,28 @@ def rate_arguments(namespace: Mapping[str, Any], params_class: type) -> dict[str
     if unknown:
         raise ParamsError(f"{', '.join(unknown)}: not fields of {params_class.__name__}")
     return values
+
+
+def run_sweep_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
+    """The notebook's parameters for a run's `rate_sweep:` block, measured into the run's folder.
+
+    The block is checked here, before any load: ParamsError naming ``rate_sweep.<field>``.
+    """
+    from toolkit.rates.params import FROM_THE_RUN, SWEEP_BLOCK, make_rate_params, run_sweep_values
+
+    values = run_sweep_values(params.model_dump(), params.rate_sweep)
+    allowed = [n.lower() for n in RATE_PARAMETERS if n.lower() not in FROM_THE_RUN]
+    if unknown := sorted(set(params.rate_sweep or {}) - set(allowed)):
+        raise ParamsError(f"{SWEEP_BLOCK}.{unknown[0]}: not a rate sweep parameter; allowed: {', '.join(allowed)}")
+    make_rate_params({**values, "results_dir": str(results_dir)}, prefix=f"{SWEEP_BLOCK}.")
+    values.pop("run_label", None)  # names a new folder only; the run's folder is given
+    if isinstance(values.get("rates"), list):  # papermill would write inf as a bare name
+        values["rates"] = ["inf" if isinstance(r, float) and math.isinf(r) else r for r in values["rates"]]
+    shown = {name.upper(): value for name, value in values.items()}
+    return {**shown, "RESULTS_DIR": str(Path(results_dir).resolve()), "MEASURE": True}
+
+
+def check_rate_sweep(params: RunParams) -> None:
+    """A run's `rate_sweep:` block, checked before anything is launched or sent: ParamsError naming the field."""
+    if params.rate_sweep is not None:
+        run_sweep_parameters(params, Path("."))

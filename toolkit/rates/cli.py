@@ -21,7 +21,9 @@ _FLAGS: dict[str, str] = {
 def add_parser(sub: Any) -> None:
     """Register the `rates` subcommand on the toolkit's subparsers."""
     p = sub.add_parser("rates", help="open-loop request-rate sweep: latency, goodput, the highest rate under an SLO")
-    p.add_argument("--params", help="YAML file of sweep parameters (a `rates:` block or the fields); flags win")
+    p.add_argument(
+        "--params", help="YAML file of sweep parameters, or a run params file with a `rate_sweep:` block; flags win"
+    )
     p.add_argument("--base-url", help="server, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", help="served model (default: the first one served)")
     p.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -14,7 +15,9 @@ from toolkit.params import MAX_LABEL, MAX_SECONDS, ParamsError, RunParams, _one_
 
 __all__ = [
     "DEFAULT_DURATION_S",
+    "FROM_THE_RUN",
     "MAX_TOKENS",
+    "SWEEP_BLOCK",
     "Lengths",
     "RateParams",
     "load_rate_params",
@@ -22,10 +25,13 @@ __all__ = [
     "parse_lengths",
     "parse_rates",
     "rate_text",
+    "run_sweep_values",
 ]
 
 DEFAULT_DURATION_S = 30.0
 MAX_TOKENS = 10_000_000
+SWEEP_BLOCK = "rate_sweep"  # a run params file's block: the sweep `toolkit run` measures after the matrix
+FROM_THE_RUN = ("base_url", "model", "api_key_env")  # what a `rate_sweep:` block takes from its run
 
 
 class Lengths(BaseModel):
@@ -203,20 +209,33 @@ def rate_text(rate: float) -> float | str:
     return "inf" if math.isinf(rate) else rate
 
 
-def make_rate_params(values: dict[str, Any]) -> RateParams:
-    """RateParams, or ParamsError with one line naming the parameter."""
+def make_rate_params(values: dict[str, Any], prefix: str = "") -> RateParams:
+    """RateParams, or ParamsError with one line naming the parameter (after `prefix`, e.g. ``rate_sweep.``)."""
     try:
         return RateParams(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
         if not err["loc"]:  # a rule between fields: its message names them, the input is not echoed
-            raise ParamsError(err["msg"].removeprefix("Value error, ")) from None
-        raise ParamsError(_one_line(exc, RateParams)) from None
+            where = f"{prefix.rstrip('.')}: " if prefix else ""
+            raise ParamsError(where + err["msg"].removeprefix("Value error, ")) from None
+        raise ParamsError(_one_line(exc, RateParams, prefix)) from None
+
+
+def run_sweep_values(run: Mapping[str, Any], block: Any) -> dict[str, Any]:
+    """A run params file's `rate_sweep:` block as RateParams values: the server and the key's variable are the
+    run's (its base_url, model, api_key_env; its endpoint and run_label unless the block names its own)."""
+    if not isinstance(block, dict):
+        raise ParamsError(f"{SWEEP_BLOCK}: must be a mapping of rate sweep parameters, e.g. rates: [1, 2, 4]")
+    if taken := sorted(set(block) & {*FROM_THE_RUN, "results_dir"}):
+        raise ParamsError(f"{SWEEP_BLOCK}.{taken[0]}: set by the run, not the sweep; give it at the top of the file")
+    inherited = {k: run[k] for k in (*FROM_THE_RUN, "endpoint", "run_label") if run.get(k) is not None}
+    return {**inherited, **block}
 
 
 def load_rate_params(path: str | Path, **overrides: Any) -> RateParams:
-    """A YAML file of RateParams fields (or one with a `rates:` block of them); non-None overrides win."""
+    """A YAML file of RateParams fields, or a run params file with a `rate_sweep:` block; non-None overrides win."""
     data = read_yaml_mapping(path, "params file", ParamsError)
-    if isinstance(data.get("rates"), dict):
-        data = data["rates"]
-    return make_rate_params({**data, **{k: v for k, v in overrides.items() if v is not None}})
+    prefix = ""
+    if SWEEP_BLOCK in data:
+        data, prefix = run_sweep_values(data, data[SWEEP_BLOCK]), f"{SWEEP_BLOCK}."
+    return make_rate_params({**data, **{k: v for k, v in overrides.items() if v is not None}}, prefix)

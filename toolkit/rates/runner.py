@@ -23,7 +23,7 @@ from toolkit.loadgen.client import StreamClient
 from toolkit.matrix.discovery import ServerInfo, discover
 from toolkit.matrix.environment import run_info
 from toolkit.matrix.heap import frozen_heap
-from toolkit.matrix.run_folder import RunRefused, hold
+from toolkit.matrix.run_folder import RunRefused, hold, server_differences
 from toolkit.matrix.runner import run_sync
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.params import RunParams
@@ -35,7 +35,7 @@ from toolkit.rates.search import next_probe, search_result
 from toolkit.rates.step import StepPlan, StepTools, progress_text, run_step
 from toolkit.rates.workload import Workload, check_lengths
 from toolkit.results.run_document import RunDocument
-from toolkit.results.store import check_writable
+from toolkit.results.store import RUN_FILE, check_writable
 from toolkit.servers.autogroups import protected_from_autogroups
 from toolkit.servers.launch import launch_info
 
@@ -94,6 +94,16 @@ def _lengths_text(spec: int | Lengths) -> str:
     elif spec.dist == "lognormal":
         spread = f" mean {spec.mean:g} sigma {spec.sigma:g}"
     return f"{spec.dist}{spread} in [{spec.min:,}, {spec.max:,}]"
+
+
+def _beside_a_run(out: Path, server: ServerInfo) -> bool:
+    """Whether `out` holds a run already (`toolkit run` measures its `rate_sweep:` after the matrix), of this
+    server; RunRefused, naming what differs, when it measured another."""
+    if not (out / RUN_FILE).exists():
+        return False
+    if diff := server_differences(RunDocument.load(out), server, None):
+        raise RunRefused(f"out: {out} holds a run of another server ({diff}); choose another folder")
+    return True
 
 
 def rates_run_info(
@@ -186,7 +196,8 @@ async def _sweep(params: RateParams, out: Path, say: Say) -> None:
         check_writable(out)
         run_id = random_ids.token_hex(4)
         sweep = {**params.public(), "model": server.model, "results_dir": str(out), "run_id": run_id}
-        rates_run_info(params, server, run_id, api_key, out, sweep).save(out)
+        if not _beside_a_run(out, server):  # a matrix run's folder keeps its run.json: the same server's facts
+            rates_run_info(params, server, run_id, api_key, out, sweep).save(out)
         write_sweep(out, sweep)
         workload = Workload(params, api, server.model, run_id, dataset)
         senders = ray_senders(params.ray_address, params.clients) if params.ray_address else contextlib.nullcontext()
