@@ -42,7 +42,7 @@ class Control:
 
         ctx, label, params = self.context_tokens, format_context(self.context_tokens), runner.params
         try:
-            prompts = await runner._cell_prompts(ctx, 1)
+            prompts = await runner.cell_prompts(ctx, 1)
             spec = CellSpec(
                 runner.server.model,
                 params.endpoint,
@@ -70,7 +70,7 @@ class Control:
                 status="Error",
                 error=f"{type(exc).__name__}: {exc}",
             )
-        m = runner._stamp(replace(m, round=rounds_done))
+        m = runner.stamp(replace(m, round=rounds_done))
         self.store.append(m)
         self._summarize()
         shown = f"{m.total_tok_s:,.1f} tok/s" if m.total_tok_s else m.status

@@ -174,13 +174,13 @@ class _Runner:
                 m, attempts, retries_s = await self._until_undisturbed(f"prefill {label}", prefill_once)
                 if m.status == "Valid":
                     self.warm.add(ctx)
-                return self._stamp(m, attempts=attempts, retries_s=retries_s,
+                return self.stamp(m, attempts=attempts, retries_s=retries_s,
                                    cell_wall_s=time.perf_counter() - started)  # fmt: skip
             budget = self.server.kv_budget_tokens
             if budget is not None and is_over_capacity(n, ctx, self.params.max_output, budget):
-                return self._stamp(Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=n,
+                return self.stamp(Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=n,
                                                status="Over capacity", kv_budget_tokens=budget))  # fmt: skip
-            prompts = await self._cell_prompts(ctx, n)
+            prompts = await self.cell_prompts(ctx, n)
             spec = CellSpec(self.server.model, self.params.endpoint, prompts, self.params.max_output,
                             self.params.duration_s, self.params.readiness_timeout_s)  # fmt: skip
             what = f"decode {label} ×{n}"
@@ -201,11 +201,11 @@ class _Runner:
                 self.gpu.discard_before(end)
             if m.disturbed:
                 tqdm.write(f"{what}: window disturbed ({m.disturbed}); kept and flagged", file=sys.stderr)
-            return self._stamp(m, kv_budget_tokens=budget, cell_wall_s=time.perf_counter() - started)
+            return self.stamp(m, kv_budget_tokens=budget, cell_wall_s=time.perf_counter() - started)
         except EXPECTED_FAILURES as exc:  # recorded as an Error cell, and the run goes on; a bug surfaces
             await drain(self.api, 30.0, self.server.metrics_available)
             msg = redact(f"{type(exc).__name__}: {exc}", env_secret(self.params.api_key_env))
-            return self._stamp(Measurement(phase=phase, context_tokens=ctx, context=label, concurrency=n,  # type: ignore[arg-type]
+            return self.stamp(Measurement(phase=phase, context_tokens=ctx, context=label, concurrency=n,  # type: ignore[arg-type]
                                            status="Error", error=msg))  # fmt: skip
 
     async def _until_undisturbed(
@@ -227,7 +227,8 @@ class _Runner:
                 retries_s += time.perf_counter() - started
         return m, attempt, retries_s
 
-    async def _cell_prompts(self, ctx: int, n: int) -> tuple[str, ...]:
+    async def cell_prompts(self, ctx: int, n: int) -> tuple[str, ...]:
+        """The prompts of a decode cell's `n` streams at context `ctx`; a shared prompt's prefix cache warmed once."""
         if self.params.per_stream_prompts:
             return tuple([await self.prompt(ctx, i) for i in range(n)])
         text = await self.prompt(ctx)
@@ -239,7 +240,7 @@ class _Runner:
             self.warm.add(ctx)
         return (text,) * n
 
-    def _stamp(self, m: Measurement, **extra: Any) -> Measurement:
+    def stamp(self, m: Measurement, **extra: Any) -> Measurement:
         """The run's id and the time on a measurement; its error redacted, whatever produced it."""
         error = m.error and redact(m.error, env_secret(self.params.api_key_env))
         return replace(
