@@ -265,3 +265,28 @@ def test_a_variant_failure_carrying_the_key_is_stored_redacted(tmp_path: Path, m
     assert state.variant("a")["error"] == "from a worker: '<redacted>'"
     assert KEY not in (tmp_path / batch.STATE_FILE).read_text()
     assert KEY not in terminal.getvalue() and KEY not in (tmp_path / "a" / batch.RUN_LOG).read_text()
+
+
+class InterruptedAgain(FakeRay):
+    """A cluster whose cancelled task is still ending when the user presses Ctrl-C a second time."""
+
+    def cancel(self, ref: Any) -> None:
+        pass
+
+    def wait(self, refs: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    def get(self, ref: Any, timeout: float | None = None) -> Any:
+        raise AssertionError("nothing is asked of the cluster after the second Ctrl-C")
+
+
+def test_a_second_ctrl_c_leaves_the_workers_folders_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = batch_ray.RayTasks(InterruptedAgain(None))
+    tasks._running["a"] = (object(), tmp_path / "a")  # a task the driver waits on
+    lost = tasks.interrupt(wait_s=60)
+    assert lost == {"a": "interrupted again before its folder came back from the Ray worker"}
+    assert capsys.readouterr().err == (
+        "interrupted: waiting up to 60 s for the Ray workers' folders (Ctrl-C again: leave them)\n"
+    )
