@@ -215,18 +215,21 @@ def test_a_sweep_beside_a_run_keeps_its_run_json_and_refuses_another_servers(
 ) -> None:
     """`toolkit run` measures a `rate_sweep:` block into the matrix run's folder: its run.json stays as it is."""
     first = sweep(server, tmp_path, rates=[20])
-    beside, other = tmp_path / "beside", tmp_path / "other"
-    for folder, model in ((beside, None), (other, "another-model")):
-        folder.mkdir()
+    changes = {"beside": {}, "model": {"model": "another-model"}, "url": {"base_url": "http://127.0.0.1:9"}}
+    for name, change in changes.items():
+        (tmp_path / name).mkdir()
         recorded = json.loads((first / "run.json").read_text())
-        recorded["server"]["model"] = model or recorded["server"]["model"]
-        (folder / "run.json").write_text(json.dumps(recorded))
+        recorded["server"].update({k: v for k, v in change.items() if k == "model"})
+        recorded["params"].update({k: v for k, v in change.items() if k == "base_url"})
+        (tmp_path / name / "run.json").write_text(json.dumps(recorded))
+    beside = tmp_path / "beside"
     kept = (beside / "run.json").read_bytes()
     sweep(server, tmp_path, rates=[20], results_dir=str(beside))
     assert (beside / "run.json").read_bytes() == kept and len(read_steps(beside)) == 1
-    with pytest.raises(RunRefused, match=r"holds a run of another server \(model: 'another-model' -> '.+'\)"):
-        sweep(server, tmp_path, rates=[20], results_dir=str(other))
-    assert not rates_dir(other).exists()  # refused before any load
+    for name, differs in (("model", "model: 'another-model' -> '.+'"), ("url", "base_url: 'http://127.0.0.1:9' -> ")):
+        with pytest.raises(RunRefused, match=rf"holds a run of another server \({differs}"):
+            sweep(server, tmp_path, rates=[20], results_dir=str(tmp_path / name))
+        assert not rates_dir(tmp_path / name).exists()  # refused before any load
 
 
 def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from toolkit.loadgen.client import StreamClient
 from toolkit.matrix.discovery import ServerInfo, discover
 from toolkit.matrix.environment import run_info
 from toolkit.matrix.heap import frozen_heap
-from toolkit.matrix.run_folder import RunRefused, hold, server_differences
+from toolkit.matrix.run_folder import RunRefused, hold
 from toolkit.matrix.runner import run_sync
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.params import RunParams
@@ -96,12 +96,15 @@ def _lengths_text(spec: int | Lengths) -> str:
     return f"{spec.dist}{spread} in [{spec.min:,}, {spec.max:,}]"
 
 
-def _beside_a_run(out: Path, server: ServerInfo) -> bool:
-    """Whether `out` holds a run already (`toolkit run` measures its `rate_sweep:` after the matrix), of this
-    server; RunRefused, naming what differs, when it measured another."""
+def _beside_a_run(out: Path, params: RateParams, server: ServerInfo) -> bool:
+    """Whether `out` holds a run already (`toolkit run` measures its `rate_sweep:` after the matrix) at this URL,
+    of this model; RunRefused, naming what differs, when it measured another server."""
     if not (out / RUN_FILE).exists():
         return False
-    if diff := server_differences(RunDocument.load(out), server, None):
+    recorded = RunDocument.load(out)
+    theirs = {"base_url": (recorded.params or {}).get("base_url"), "model": (recorded.server or {}).get("model")}
+    ours = {"base_url": params.base_url, "model": server.model}
+    if diff := ", ".join(f"{k}: {theirs[k]!r} -> {ours[k]!r}" for k in ours if theirs[k] != ours[k]):
         raise RunRefused(f"out: {out} holds a run of another server ({diff}); choose another folder")
     return True
 
@@ -196,7 +199,7 @@ async def _sweep(params: RateParams, out: Path, say: Say) -> None:
         check_writable(out)
         run_id = random_ids.token_hex(4)
         sweep = {**params.public(), "model": server.model, "results_dir": str(out), "run_id": run_id}
-        if not _beside_a_run(out, server):  # a matrix run's folder keeps its run.json: the same server's facts
+        if not _beside_a_run(out, params, server):  # a matrix run's folder keeps its run.json: the same server's facts
             rates_run_info(params, server, run_id, api_key, out, sweep).save(out)
         write_sweep(out, sweep)
         workload = Workload(params, api, server.model, run_id, dataset)
