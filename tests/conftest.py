@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,15 @@ import pytest
 from toolkit.servers.embedded.server import EmbeddedServer, ServerConfig, ServerError
 
 TEST_API_KEY = "sk-toolkit-TEST-7f3a9c"  # distinctive, so output scans can look for it
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C deliverable, whoever started the tests: a non-interactive shell starts a background job (`make test
+    &`, `nohup`) with SIGINT ignored, which every child inherits. Python then keeps it ignored, and so do Ray's
+    `ray.cancel` and the tests that interrupt a run on purpose: they would test nothing. A Python handler here is
+    reset to the default at exec, so the processes the tests start get Python's KeyboardInterrupt again."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def start_server(config: ServerConfig, api_key: str | None = None) -> EmbeddedServer:
