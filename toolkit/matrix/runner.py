@@ -175,11 +175,11 @@ class _Runner:
                 if m.status == "Valid":
                     self.warm.add(ctx)
                 return self.stamp(m, attempts=attempts, retries_s=retries_s,
-                                   cell_wall_s=time.perf_counter() - started)  # fmt: skip
+                                  cell_wall_s=time.perf_counter() - started)  # fmt: skip
             budget = self.server.kv_budget_tokens
             if budget is not None and is_over_capacity(n, ctx, self.params.max_output, budget):
                 return self.stamp(Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=n,
-                                               status="Over capacity", kv_budget_tokens=budget))  # fmt: skip
+                                              status="Over capacity", kv_budget_tokens=budget))  # fmt: skip
             prompts = await self.cell_prompts(ctx, n)
             spec = CellSpec(self.server.model, self.params.endpoint, prompts, self.params.max_output,
                             self.params.duration_s, self.params.readiness_timeout_s)  # fmt: skip
@@ -206,7 +206,7 @@ class _Runner:
             await drain(self.api, 30.0, self.server.metrics_available)
             msg = redact(f"{type(exc).__name__}: {exc}", env_secret(self.params.api_key_env))
             return self.stamp(Measurement(phase=phase, context_tokens=ctx, context=label, concurrency=n,  # type: ignore[arg-type]
-                                           status="Error", error=msg))  # fmt: skip
+                                          status="Error", error=msg))  # fmt: skip
 
     async def _until_undisturbed(
         self, what: str, measure_once: Callable[[int], Awaitable[Measurement]]
