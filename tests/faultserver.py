@@ -54,18 +54,23 @@ METRICS_FAULTS = ("404", "drop", "nan")
 
 @dataclass
 class Fault:
-    """A fault for completion requests: the first `after` pass, then `times` of them fail (None: all)."""
+    """A fault for completion requests: the first `after` pass, then `times` of them fail (None: all). With
+    `while_busy`, only a request that arrives while another stream is running gets it (a cell of concurrency 2
+    and more, not one of concurrency 1, whose requests follow each other on one keep-alive connection)."""
 
     kind: str
     after: int = 0
     times: int | None = None
+    while_busy: bool = False
     seen: int = 0  # completion requests since the fault was armed
     hit: int = 0  # requests the fault was applied to
 
-    def take(self) -> bool:
-        """Count one completion request; True when this one gets the fault."""
+    def take(self, running: int) -> bool:
+        """Count one completion request, arriving while `running` others stream; True when it gets the fault."""
         self.seen += 1
         if self.seen <= self.after or (self.times is not None and self.hit >= self.times):
+            return False
+        if self.while_busy and running == 0:
             return False
         self.hit += 1
         return True
@@ -132,11 +137,11 @@ class FaultServer:
 
     # ---- control (thread-safe) -------------------------------------------------------------------
 
-    def set_fault(self, kind: str, *, after: int = 0, times: int | None = None) -> None:
+    def set_fault(self, kind: str, *, after: int = 0, times: int | None = None, while_busy: bool = False) -> None:
         if kind not in FAULT_KINDS:
             raise ValueError(f"fault kind {kind!r}; allowed: {', '.join(FAULT_KINDS)}")
         with self._lock:
-            self.fault = Fault(kind, after, times)
+            self.fault = Fault(kind, after, times, while_busy)
 
     def clear_fault(self) -> None:
         with self._lock:
@@ -168,7 +173,7 @@ class FaultServer:
 
     def _take_fault(self) -> str | None:
         with self._lock:
-            if self.fault is not None and self.fault.take():
+            if self.fault is not None and self.fault.take(self.state.running):
                 return self.fault.kind
         return None
 
