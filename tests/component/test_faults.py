@@ -209,11 +209,13 @@ def test_kill_9_mid_run_then_resume_redoes_no_finished_cell(server: FaultServer,
     proc = subprocess.Popen(_cli(server, out), cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
-        # Wait until three cells are finished (prefill, 64 × 1, 64 × 2), then kill it in the next ones.
+        # Wait until three cells are finished (prefill, 64 × 1, 64 × 2), then kill it in the next ones; 128 × 2
+        # stalls, so the run cannot reach its end first however slow this process is.
         while time.monotonic() < deadline and proc.poll() is None:
             if results.exists() and results.read_bytes().count(b"\n") >= 3:
                 break
             time.sleep(0.02)
+        server.set_fault("stall", while_busy=True)
         time.sleep(0.3)  # well inside the next cell (prefill 128 and its decode cells)
         assert proc.poll() is None, (tmp_path / "first.log").read_text()
         os.kill(proc.pid, signal.SIGKILL)
@@ -231,6 +233,7 @@ def test_kill_9_mid_run_then_resume_redoes_no_finished_cell(server: FaultServer,
     assert 3 <= len(before) < 6
     assert all(r["status"] != "Error" for r in before)
 
+    server.clear_fault()
     done = subprocess.run(_cli(server, out, "--resume"), cwd=REPO, env=_env(), capture_output=True, text=True,
                           timeout=90)  # fmt: skip
     assert done.returncode == 0, done.stderr
