@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pandas as pd
 import pytest
 
 from tests.faultserver import TEMPLATE_TOKENS, FaultServer
 from toolkit.errors import RunRefused
 from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel, judge_steps, summarize_step
-from toolkit.rates.files import rates_dir, read_records, read_steps
+from toolkit.rates.files import STEPS_FILE, rates_dir, read_records, read_steps, read_sweep, step_line
 from toolkit.rates.params import make_rate_params
 from toolkit.rates.runner import run_rates
+from toolkit.results.store import append_line
 
+REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "rates"
 STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "scheduled_rate", "achieved_rate",
              "requests", "completed", "failed", "duration_s", "request_throughput", "output_tok_s", "input_tokens",
@@ -156,6 +160,60 @@ def test_a_stop_keeps_every_finished_step(server: FaultServer, tmp_path: Path) -
     assert [r["step"] for r in read_steps(out)] == [0, 1] and len(read_records(out)) == 12
     assert not (rates_dir(out) / "step-002.parquet").exists() and not (out / ".lock").exists()
 
+    kept, sweep_json, sent = (rates_dir(out) / "steps.jsonl").read_bytes(), read_sweep(out), server.state.requests_total
+    with pytest.raises(RunRefused, match=r"already holds a rate sweep; choose another folder, or resume it$"):
+        run_rates(params, say=said.append)
+    other = make_rate_params({**params.model_dump(), "rates": [10, 20, 40], "output_tokens": 5})
+    with pytest.raises(RunRefused, match=r"other parameters \(output_tokens: 4 -> 5, rates: \[10\.0, 20\.0, 30\.0\] -> "
+                                         r"\[10\.0, 20\.0, 40\.0\]\); choose another folder$"):  # fmt: skip
+        run_rates(other, say=said.append, resume=True)
+    assert server.state.requests_total == sent  # refused before any load
+
+    run_rates(params, say=said.append, resume=True)
+    assert said[-2:-1] == [f"resuming the sweep in {out}; finished steps kept: 2"] and said[-1].startswith(
+        "step 2: 30 req/s"
+    )
+    assert (rates_dir(out) / "steps.jsonl").read_bytes().startswith(kept)  # the finished steps as they were
+    assert [r["step"] for r in read_steps(out)] == [0, 1, 2] and len(read_records(out)) == 18
+    assert read_sweep(out) == sweep_json  # the same sweep (run_id and all), continued
+    assert server.state.prefix_hits == 0  # step 2's prompts are cold: not those of an earlier attempt
+    sent = server.state.requests_total
+    run_rates(params, say=said.append, resume=True)  # nothing left to measure
+    assert server.state.requests_total == sent and len(read_steps(out)) == 3
+
+
+def test_a_resumed_search_keeps_its_probes_and_its_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped in its second probe, a search resumed probes the rates an uninterrupted one does, within one budget."""
+    import toolkit.rates.runner as runner
+
+    stop_at: list[int | None] = [4]  # steps 0-2 are the listed rates, 3 and on the probes
+
+    async def fake_step(self: Any, rate: float, searched: bool) -> None:  # a server meeting the level below 10 req/s
+        row = {"step": len(self.rows), "offered_rate": rate, "slo_met": rate < 10, "searched": searched}
+        if row["step"] == stop_at[0]:
+            raise KeyboardInterrupt
+        append_line(rates_dir(self.out) / STEPS_FILE, step_line(row))
+        self.rows.append(row)
+
+    monkeypatch.setattr(runner._Sweep, "step", fake_step)
+    values = {"rates": [1, 4, 16], "duration_s": 1, "slo_ttft_ms": 100, "search": True, "search_precision": 0.01,
+              "search_max_probes": 5}  # fmt: skip
+    with FaultServer() as fs:
+        params = make_rate_params({**values, "base_url": fs.base_url, "results_dir": str(tmp_path / "resumed")})
+        with pytest.raises(KeyboardInterrupt):
+            run_rates(params, say=lambda line: None)
+        out = tmp_path / "resumed"
+        before = read_steps(out)
+        assert [r["searched"] for r in before] == [False] * 3 + [True] and read_sweep(out)["search"] is True
+        stop_at[0] = None
+        run_rates(params, say=lambda line: None, resume=True)
+        whole = run_rates(make_rate_params({**values, "base_url": fs.base_url, "results_dir": str(tmp_path / "whole")}),
+                          say=lambda line: None)  # fmt: skip
+    after = read_steps(out)
+    assert after[:4] == before and [r["searched"] for r in after] == [False] * 3 + [True] * 5
+    assert [r["offered_rate"] for r in after] == [r["offered_rate"] for r in read_steps(whole)]
+    assert read_sweep(out)["search"] == read_sweep(whole)["search"]
+
 
 @pytest.mark.parametrize(("dataset", "endpoint"), [("requests.jsonl", "chat"), ("sharegpt.json", "completions")])
 def test_a_dataset_drives_a_sweep(server: FaultServer, tmp_path: Path, dataset: str, endpoint: str) -> None:
@@ -202,7 +260,9 @@ def test_the_command_line_runs_a_sweep_and_refuses_a_used_folder(server: FaultSe
     assert "step 0: 5 req/s offered" in done.stderr and "step 1: inf req/s offered" in done.stderr
     assert "offered" in done.stdout and "results:" in done.stdout
     again = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert again.returncode == 2 and again.stderr.strip().endswith("already holds a rate sweep; choose another folder")
+    assert again.returncode == 2 and again.stderr.strip().endswith(
+        "already holds a rate sweep; choose another folder, or resume it"
+    )
     bad = subprocess.run([*command[:6], "--rates", "1,-2"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "error: rates: '-2' is not a positive rate; allowed: a positive number of requests/s or inf (got '1,-2')"
@@ -246,12 +306,43 @@ def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Pa
     assert not (tmp_path / "out").exists()
 
 
+def test_toolkit_run_resume_finishes_the_runs_rate_sweep(server: FaultServer, tmp_path: Path) -> None:
+    """A run stopped in its rate sweep (here: its last step's line and records gone, as a stop in that step
+    leaves them) measures only that step on `--resume`, in the same sweep, and reports the whole of it."""
+    params, out = tmp_path / "run.yaml", tmp_path / "out"
+    params.write_text(json.dumps({"base_url": server.base_url, "contexts": [64], "concurrency": [1],
+                                  "duration_s": 1, "max_output": 8, "control_window_s": 0,
+                                  "rate_sweep": {"rates": [5, 10], "requests_per_step": 4, "input_tokens": 30,
+                                                 "output_tokens": 4}}))  # fmt: skip
+    command = [sys.executable, "-m", "toolkit", "run", str(params), "--out", str(out)]
+    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(REPO)}
+    first = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=REPO)
+    assert first.returncode == 0, first.stderr[-3000:]
+    steps = rates_dir(out) / "steps.jsonl"
+    kept = steps.read_text().splitlines()[0] + "\n"
+    steps.write_text(kept)
+    (rates_dir(out) / "step-001.parquet").unlink()
+    (out / "report.md").unlink()
+    sent = server.state.requests_total
+
+    again = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=240, env=env, cwd=REPO)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert steps.read_text().startswith(kept) and [r["offered_rate"] for r in read_steps(out)] == [5.0, 10.0]
+    assert server.state.requests_total - sent < 10  # step 1's four requests, and no matrix cell measured again
+    executed = nbformat.read(out / "rate_sweep.ipynb", as_version=4)
+    assert f"resuming the sweep in {out.resolve()}; finished steps kept: 1" in json.dumps(
+        [c.get("outputs") for c in executed.cells]
+    )
+    assert "| 10 |" in (out / "report.md").read_text().replace("10.0", "10")
+
+
 INTERRUPTED_IN_A_NOTEBOOK = """
 import asyncio, json, signal, sys, threading, time
 from pathlib import Path
 from toolkit.rates.files import read_steps
 from toolkit.rates.params import make_rate_params
 from toolkit.rates.runner import run_rates
+from toolkit.results.store import append_line
 
 base_url, run = sys.argv[1], Path(sys.argv[2])
 params = make_rate_params({"base_url": base_url, "rates": [5, 6, 7, 8], "requests_per_step": 10,

@@ -48,7 +48,10 @@ def test_measures_only_when_asked_and_the_folder_holds_no_sweep(tmp_path: Path) 
     assert not rate_notebook.should_measure(False, tmp_path / "empty", said.append) and said == []
     folder = write_rate_sweep(tmp_path / "done")
     assert not rate_notebook.should_measure(True, folder, said.append)
-    assert said == [f"{folder} holds a rate sweep already: shown as it is (RESULTS_DIR = None measures a new one)"]
+    assert said == [f"{folder} holds a rate sweep already: shown as it is (RESULTS_DIR = None measures a new one, "
+                    "RESUME = True continues it)"]  # fmt: skip
+    assert rate_notebook.should_measure(True, folder, said.append, resume=True)
+    assert not rate_notebook.should_measure(False, folder, said.append, resume=True) and len(said) == 1
 
 
 def test_the_arguments_are_the_parameters_given_lower_cased_and_the_folder_as_out() -> None:
@@ -109,8 +112,9 @@ def test_a_runs_rate_sweep_block_becomes_the_notebooks_parameters_into_the_runs_
     assert got == {
         "BASE_URL": "http://127.0.0.1:9", "MODEL": "m", "API_KEY_ENV": "MY_KEY", "ENDPOINT": "completions",
         "RATES": [1, "inf"], "REQUESTS_PER_STEP": 6, "SLO_TTFT_MS": 500, "RESULTS_DIR": str(tmp_path.resolve()),
-        "MEASURE": True,
+        "MEASURE": True, "RESUME": False,
     }  # fmt: skip
+    assert rate_notebook.run_sweep_parameters(run, tmp_path, resume=True) == {**got, "RESUME": True}
     assert set(got) <= declared_parameters("rate_sweep")  # papermill would warn about, and drop, any other
     namespace = {**got, "RESULTS_DIR": str(tmp_path)}
     assert RateParams(**rate_notebook.rate_arguments(namespace, RateParams)).rates == [1.0, float("inf")]

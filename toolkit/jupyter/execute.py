@@ -204,14 +204,14 @@ def write_compare(run_dirs: Sequence[Path], out: Path, labels: Sequence[str] | N
     return {name: out / name for name in ("compare.html", "compare.md", executed.name)}
 
 
-def run_notebooks(params: RunParams, out_dir: Path) -> dict[str, Path]:
+def run_notebooks(params: RunParams, out_dir: Path, *, resume: bool = False) -> dict[str, Path]:
     """Prefill notebook, then the decode matrix notebook, into one results folder, then the rate sweep notebook
-    when the params have a `rate_sweep:` block; then the reports."""
+    when the params have a `rate_sweep:` block (`resume`: the sweep there continued); then the reports."""
     parameters = notebook_parameters(params, out_dir)
     for notebook in ("prefill", "decode_matrix"):
         execute(notebook, out_dir, parameters_for(notebook, parameters))
     if params.rate_sweep is not None:
-        execute("rate_sweep", out_dir, run_sweep_parameters(params, out_dir))
+        execute("rate_sweep", out_dir, run_sweep_parameters(params, out_dir, resume=resume))
     paths = write_reports(out_dir)
     RunDocument.load(out_dir)  # fail loudly if the run left no run.json
     return paths

@@ -69,7 +69,7 @@ def run_one(
                 found = runner.preflight(params)  # bad input fails here, before any load is sent
                 if resume:
                     check_resume(out, params, server, found)
-            paths = run_notebooks(params, out)
+            paths = run_notebooks(params, out, resume=resume)
         except Exception:
             if died := server_died(managed):  # said before the error it caused
                 print(redact(f"error: {died}"), file=sys.stderr, flush=True)

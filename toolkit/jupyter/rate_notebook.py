@@ -36,12 +36,18 @@ RATE_PARAMETERS: tuple[str, ...] = (
 OUTPUTS = Path("../outputs/rates")  # where a sweep goes when RESULTS_DIR is None (relative to notebooks/)
 
 
-def should_measure(measure: bool, results_dir: str | Path | None, say: Callable[[str], object] = print) -> bool:
-    """Measure when asked and RESULTS_DIR does not hold a sweep yet; a finished sweep is shown as it is."""
+def should_measure(
+    measure: bool, results_dir: str | Path | None, say: Callable[[str], object] = print, *, resume: bool = False
+) -> bool:
+    """Measure when asked and RESULTS_DIR does not hold a sweep yet, or holds one to resume; a sweep is otherwise
+    shown as it is."""
     if not measure:
         return False
-    if results_dir is not None and has_rates(results_dir):
-        say(f"{results_dir} holds a rate sweep already: shown as it is (RESULTS_DIR = None measures a new one)")
+    if results_dir is not None and has_rates(results_dir) and not resume:
+        say(
+            f"{results_dir} holds a rate sweep already: shown as it is (RESULTS_DIR = None measures a new one, "
+            "RESUME = True continues it)"
+        )
         return False
     return True
 
@@ -71,8 +77,9 @@ def rate_arguments(namespace: Mapping[str, Any], params_class: type) -> dict[str
     return values
 
 
-def run_sweep_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
-    """The notebook's parameters for a run's `rate_sweep:` block, measured into the run's folder.
+def run_sweep_parameters(params: RunParams, results_dir: Path, *, resume: bool = False) -> dict[str, Any]:
+    """The notebook's parameters for a run's `rate_sweep:` block, measured into the run's folder (`resume`: the
+    sweep there continued).
 
     The block is checked here, before any load: ParamsError naming ``rate_sweep.<field>``.
     """
@@ -87,7 +94,7 @@ def run_sweep_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]
     if isinstance(values.get("rates"), list):  # papermill would write inf as a bare name
         values["rates"] = ["inf" if isinstance(r, float) and math.isinf(r) else r for r in values["rates"]]
     shown = {name.upper(): value for name, value in values.items()}
-    return {**shown, "RESULTS_DIR": str(Path(results_dir).resolve()), "MEASURE": True}
+    return {**shown, "RESULTS_DIR": str(Path(results_dir).resolve()), "MEASURE": True, "RESUME": resume}
 
 
 def check_rate_sweep(params: RunParams) -> None:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from toolkit.errors import ParamsError
+
 # command-line flag -> RateParams field (flags whose value is given as is)
 _FLAGS: dict[str, str] = {
     "base_url": "base_url", "model": "model", "api_key_env": "api_key_env", "endpoint": "endpoint",
@@ -50,6 +52,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--clients", type=int, help="client processes per step on the Ray cluster (default 1)")
     p.add_argument("--out", help="run folder (default: outputs/<label>/<UTC timestamp>/)")
     p.add_argument("--label", help="run label")
+    p.add_argument("--resume", action="store_true", help="continue the sweep in --out: finished steps are kept")
     p.set_defaults(func=main)
 
 
@@ -67,19 +70,21 @@ def params_from_args(args: argparse.Namespace) -> Any:
     if args.params:
         return load_rate_params(args.params, **values)
     if args.base_url is None:
-        raise ValueError("base-url: required (or a --params file that sets base_url)")
+        raise ParamsError("base-url: required (or a --params file that sets base_url)")
     return make_rate_params({k: v for k, v in values.items() if v is not None})
 
 
 def main(args: argparse.Namespace) -> int:
     params = params_from_args(args)
+    if args.resume and params.results_dir is None:
+        raise ParamsError("resume: needs --out (the folder of the sweep to continue)")
     from toolkit.api_keys import api_key_from_env
 
     api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.rates.files import read_steps
     from toolkit.rates.runner import run_rates
 
-    out = run_rates(params, say=lambda line: print(line, file=sys.stderr, flush=True))
+    out = run_rates(params, say=lambda line: print(line, file=sys.stderr, flush=True), resume=args.resume)
     print(summary_table(read_steps(out)))
     print(f"results: {out / 'rates'} (sweep.json, steps.jsonl, step-NNN.parquet), {out / 'run.json'}")
     return 0

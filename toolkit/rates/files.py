@@ -55,6 +55,17 @@ def write_sweep(out: Path, sweep: dict[str, Any]) -> None:
     write_json_atomic(rates_dir(out) / SWEEP_FILE, sweep)
 
 
+def read_sweep(out: Path) -> dict[str, Any]:
+    """sweep.json as written (ResultsError in one line when it is damaged)."""
+    return read_json(rates_dir(out) / SWEEP_FILE)
+
+
+def as_written(sweep: dict[str, Any]) -> dict[str, Any]:
+    """`sweep` as sweep.json will read back (tuples as lists, other objects as text), to compare with one read."""
+    loaded: dict[str, Any] = json.loads(json.dumps(sweep, default=str))
+    return loaded
+
+
 def update_sweep(out: Path, **fields: Any) -> None:
     path = rates_dir(out) / SWEEP_FILE
     write_json_atomic(path, {**read_json(path), **fields})

@@ -2,7 +2,7 @@
 
 `run_rates(params)` is what a notebook calls (synchronous; in a thread of its own under Jupyter's running loop)
 and what `python -m toolkit rates` runs. The folder's lock is held throughout; a stop (Ctrl-C) loses only the
-step in progress.
+step in progress, and `resume=True` measures what is missing: the same parameters continue the same sweep.
 """
 
 from __future__ import annotations
@@ -28,12 +28,22 @@ from toolkit.matrix.runner import run_sync
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.params import RunParams
 from toolkit.rates.dataset import load_dataset
-from toolkit.rates.files import STEPS_FILE, rates_dir, update_sweep, write_step, write_sweep
+from toolkit.rates.files import (
+    STEPS_FILE,
+    as_written,
+    rates_dir,
+    read_steps,
+    read_sweep,
+    update_sweep,
+    write_step,
+    write_sweep,
+)
 from toolkit.rates.params import Lengths, RateParams
 from toolkit.rates.ray_clients import ray_senders
 from toolkit.rates.search import next_probe, search_result
 from toolkit.rates.step import StepPlan, StepTools, progress_text, run_step
 from toolkit.rates.workload import Workload, check_lengths
+from toolkit.results.rate_runs import has_rates
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE, check_writable
 from toolkit.servers.autogroups import protected_from_autogroups
@@ -51,13 +61,17 @@ def default_out(params: RateParams, outputs: str | Path = "outputs") -> Path:
     return Path(outputs) / params.run_label / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def run_rates(params: RateParams, *, say: Say = print) -> Path:
-    """Run the sweep into its run folder (returned); every finished step is on disk when this returns or stops."""
+def run_rates(params: RateParams, *, say: Say = print, resume: bool = False) -> Path:
+    """Run the sweep into its run folder (returned); every finished step is on disk when this returns or stops.
+
+    `resume`: continue the sweep the folder holds (its finished steps kept, the rest measured); RunRefused naming
+    what differs when it was run with other parameters. Without a sweep there, a new one.
+    """
     out = default_out(params)
     stop = _Stoppable()
     with hold(out):
         try:
-            run_sync(lambda: stop.run(_sweep(params, out, say)))
+            run_sync(lambda: stop.run(_sweep(params, out, say, resume)))
         except KeyboardInterrupt:  # under Jupyter the sweep runs in a thread: stop it before the lock is let go
             stop.cancel()
             raise
@@ -151,10 +165,16 @@ def rates_run_info(
 class _Sweep:
     """A sweep in progress: plans each step, runs it, writes it, says it."""
 
-    def __init__(self, tools: StepTools, workload: Workload, out: Path, say: Say) -> None:
+    def __init__(self, tools: StepTools, workload: Workload, out: Path, say: Say, done: list[dict[str, Any]]) -> None:
         self.tools, self.workload, self.out, self.say = tools, workload, out, say
-        self.rows: list[dict[str, Any]] = []
+        self.rows = list(done)  # the steps a resumed sweep finished before
         self.slo = tools.params.has_slo()
+
+    async def listed(self) -> None:
+        """The listed rates' steps that are not done yet."""
+        done = sum(not row["searched"] for row in self.rows)
+        for rate in self.tools.params.rates[done:]:
+            await self.step(rate, searched=False)
 
     async def step(self, rate: float, searched: bool) -> None:
         params, index = self.tools.params, len(self.rows)
@@ -175,7 +195,7 @@ class _Sweep:
 
     async def search(self) -> None:
         params = self.tools.params
-        for _ in range(params.search_max_probes):
+        for _ in range(params.search_max_probes - sum(row["searched"] for row in self.rows)):
             rate = next_probe(self.rows, params.search_precision)
             if rate is None:
                 break
@@ -188,26 +208,45 @@ class _Sweep:
         self.say(f"search: highest rate meeting the service level: {found}")
 
 
-async def _sweep(params: RateParams, out: Path, say: Say) -> None:
+async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
     api_key = api_key_from_env(params.api_key_env)
     dataset = load_dataset(params.dataset) if params.dataset else None  # a bad file fails before any load
-    if (rates_dir(out) / STEPS_FILE).exists():
-        raise RunRefused(f"out: {out} already holds a rate sweep; choose another folder")
+    before = read_sweep(out) if resume and has_rates(out) else None
+    if before is None and (rates_dir(out) / STEPS_FILE).exists():
+        raise RunRefused(f"out: {out} already holds a rate sweep; choose another folder, or resume it")
     async with ServerAPI(params.base_url, api_key=api_key) as api:
         server = await discover(api, model=params.model, api_key_env=params.api_key_env)
         check_lengths(params, server.max_model_len)
         check_writable(out)
-        run_id = random_ids.token_hex(4)
-        sweep = {**params.public(), "model": server.model, "results_dir": str(out), "run_id": run_id}
-        if not _beside_a_run(out, params, server):  # a matrix run's folder keeps its run.json: the same server's facts
-            rates_run_info(params, server, run_id, api_key, out, sweep).save(out)
-        write_sweep(out, sweep)
-        workload = Workload(params, api, server.model, run_id, dataset)
+        sweep = {**params.public(), "model": server.model, "results_dir": str(out)}
+        if before is None:
+            sweep["run_id"] = random_ids.token_hex(4)
+            if not _beside_a_run(out, params, server):  # a matrix run's folder keeps its run.json: its server's facts
+                rates_run_info(params, server, sweep["run_id"], api_key, out, sweep).save(out)
+            write_sweep(out, sweep)
+            done, prompts_id = [], sweep["run_id"]
+        else:
+            _check_same_sweep(out, before, as_written(sweep))
+            done, prompts_id = read_steps(out), f"{before['run_id']}-{random_ids.token_hex(2)}"  # still cold prompts
+            say(f"resuming the sweep in {out}; finished steps kept: {len(done)}")
+        workload = Workload(params, api, server.model, prompts_id, dataset)
         senders = ray_senders(params.ray_address, params.clients) if params.ray_address else contextlib.nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with senders as ray, protected_from_autogroups(params.base_url, say), frozen_heap():
-                sweep_run = _Sweep(StepTools(params, api, client, server.metrics_available, ray), workload, out, say)
-                for rate in params.rates:
-                    await sweep_run.step(rate, searched=False)
-                if params.search:
+                tools = StepTools(params, api, client, server.metrics_available, ray)
+                sweep_run = _Sweep(tools, workload, out, say, done)
+                await sweep_run.listed()
+                if params.search and not isinstance((before or {}).get("search"), dict):  # its result, once it ran
                     await sweep_run.search()
+
+
+def _check_same_sweep(out: Path, before: dict[str, Any], now: dict[str, Any]) -> None:
+    """A resumed sweep continues only with the parameters and the model it began with: RunRefused naming the
+    fields that differ (where the files go, the key's variable and how the load is sent may change)."""
+    free = {"results_dir", "run_id", "run_label", "api_key_env", "ray_address", "clients", "read_timeout_s",
+            "drain_timeout_s"}  # fmt: skip
+    before = {**before, "search": bool(before.get("search"))}  # the parameter, or the search's result once it ran
+    differ = [k for k in sorted(set(before) | set(now)) if k not in free and before.get(k) != now.get(k)]
+    if differ:
+        changes = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in differ)
+        raise RunRefused(f"out: {out} holds a sweep run with other parameters ({changes}); choose another folder")
