@@ -62,7 +62,8 @@ EXPORTED: dict[str, list[str]] = {
         "level_text", "rate_markdown", "rejudge", "rejudge_level", "search_line", "step_notes", "steps_table",
     ],
     "toolkit.reports.rate_views": [
-        "HEADING", "RejudgePanel", "comparison_heading", "heading", "rejudged", "steps", "summary", "verdict",
+        "HEADING", "RejudgePanel", "SLIDERS_ELSEWHERE", "comparison_heading", "heading", "rejudge_panel", "rejudged",
+        "steps", "summary", "verdict",
     ],
     "toolkit.results.rate_runs": [
         "DEFAULT_TARGET", "RATES_DIR", "RateSweep", "RateSweepError", "STEPS_FILE", "STEP_FLAGS", "STEP_NUMBERS",

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+import sys
+import types
 from pathlib import Path
 
+import ipywidgets as widgets
 import pandas as pd
 import pytest
+from IPython.display import Markdown
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
@@ -145,6 +149,20 @@ def test_the_sliders_judge_every_step_again(sweep: RateSweep) -> None:
     assert panel.level == level
     pd.testing.assert_frame_equal(panel.judged, rate_tables.rejudge(sweep.records, level))
     assert panel.sliders["ttft_ms"].max >= sweep.steps["ttft_p99_ms"].max()
+
+
+def test_the_sliders_only_where_a_person_moves_them(sweep: RateSweep, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel whose output becomes a document (TOOLKIT_PROGRESS=text) gets a line, not the widget."""
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=ZMQInteractiveShell))
+    monkeypatch.delenv("TOOLKIT_PROGRESS", raising=False)
+    assert isinstance(rate_views.rejudge_panel(sweep.records, sweep.level), widgets.VBox)
+    monkeypatch.setenv("TOOLKIT_PROGRESS", "text")
+    shown = rate_views.rejudge_panel(sweep.records, sweep.level)
+    assert isinstance(shown, Markdown) and shown.data == rate_views.SLIDERS_ELSEWHERE
+
+
+class ZMQInteractiveShell:  # the name IPython's kernel shell has
+    pass
 
 
 def test_nothing_to_show_without_a_sweep(sweep: RateSweep, tmp_path: Path) -> None:

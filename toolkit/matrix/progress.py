@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
 from tqdm import tqdm
 
+from toolkit.front_end import interactive_kernel
+
 
 def progress_front_end() -> str:
-    """ "notebook" (tqdm's widget) in an interactive Jupyter kernel; "text" on stderr elsewhere: papermill's
-    kernels get TOOLKIT_PROGRESS=text from toolkit.jupyter.execute, since their output becomes the report."""
-    if os.environ.get("TOOLKIT_PROGRESS") == "text":
-        return "text"
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return "notebook" if type(shell).__name__ == "ZMQInteractiveShell" else "text"
+    """ "notebook" (tqdm's widget) in an interactive Jupyter kernel; "text" on stderr elsewhere, papermill's
+    kernels under the toolkit included, since their output becomes the report (toolkit.front_end)."""
+    return "notebook" if interactive_kernel() else "text"
 
 
 def progress_bar(**kwargs: Any) -> tqdm:

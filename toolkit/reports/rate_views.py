@@ -1,6 +1,7 @@
 """A rate sweep's pieces as objects a notebook displays (HTML, Stylers), and the re-judging sliders.
 
-Nothing here displays on its own except :class:`RejudgePanel`, whose output area redraws when a slider moves.
+Nothing here displays on its own except :class:`RejudgePanel`, whose output area redraws when a slider moves;
+:func:`rejudge_panel` gives it only to an interactive kernel.
 Each function given None (no sweep in the run) returns None, so a report cell shows nothing.
 """
 
@@ -15,11 +16,16 @@ import ipywidgets as widgets
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
+from toolkit.front_end import interactive_kernel
 from toolkit.method.goodput import ServiceLevel, request_latencies
 from toolkit.reports import rate_tables, views
 from toolkit.results.rate_runs import RateSweep
 
-__all__ = ["HEADING", "RejudgePanel", "comparison_heading", "heading", "rejudged", "steps", "summary", "verdict"]
+__all__ = [
+    "HEADING", "SLIDERS_ELSEWHERE", "RejudgePanel", "comparison_heading", "heading", "rejudge_panel", "rejudged",
+    "steps", "summary", "verdict",
+]  # fmt: skip
+SLIDERS_ELSEWHERE = "Sliders that judge every step again appear when this cell runs in JupyterLab."
 
 HEADING = "Open-loop rates"
 
@@ -112,6 +118,18 @@ class RejudgePanel:
             self.output.clear_output(wait=True)
             display(verdict(self.judged, self.level))
             display(rejudged(self.judged))
+
+
+def rejudge_panel(records: pd.DataFrame, level: ServiceLevel) -> Any:
+    """:class:`RejudgePanel`'s widget in an interactive kernel; elsewhere a line saying where the sliders are.
+
+    A kernel whose output becomes a document gets no widget: under papermill, a cell that built the panel once
+    went without its execute reply, and the run waited for ever (1 in 77 executions of rate_sweep.ipynb, 3 at a
+    time on 2 cores; ipykernel 7.4, nbclient 0.11), while the kernel sat idle.
+    """
+    if interactive_kernel():
+        return RejudgePanel(records, level).widget
+    return Markdown(SLIDERS_ELSEWHERE)
 
 
 def verdict(judged: pd.DataFrame, level: ServiceLevel) -> Markdown:
