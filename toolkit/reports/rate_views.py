@@ -124,7 +124,7 @@ def rejudge_panel(records: pd.DataFrame, level: ServiceLevel) -> Any:
     """:class:`RejudgePanel`'s widget in an interactive kernel; elsewhere a line saying where the sliders are.
 
     A kernel whose output becomes a document gets no widget: under papermill, a cell that built the panel once
-    went without its execute reply, and the run waited for ever (1 in 77 executions of rate_sweep.ipynb, 3 at a
+    went without its execute reply, and the run waited for ever (2 in 114 executions of rate_sweep.ipynb, 3 at a
     time on 2 cores; ipykernel 7.4, nbclient 0.11), while the kernel sat idle.
     """
     if interactive_kernel():
