@@ -49,9 +49,11 @@ class SameSessionKernelManager(AsyncKernelManager):  # type: ignore[misc]
     to it over local IPC sockets rather than TCP (no port opened, no plain-text-over-TCP warning), and asks an idle
     kernel to shut down before interrupting it."""
 
-    # An idle kernel exits in a fraction of a second, but under load (CI's three test workers on two cores) one
-    # took over 2 s, and was then interrupted: ipykernel's "KeyboardInterrupt caught" after a run that went fine.
-    polite_shutdown_s = Float(5.0, help="how long a kernel asked to shut down may take before it is interrupted")
+    # Whether a kernel is idle is asked, not guessed from how long it takes to exit: an idle kernel answers a
+    # kernel_info request at once, one still running a cell (an interrupted run) does not. Under load (CI's three test
+    # workers on two cores) an idle kernel once took over 5 s to exit after a fixed 5 s wait, and was interrupted.
+    polite_shutdown_s = Float(5.0, help="how long a kernel has to answer kernel_info before it counts as busy")
+    idle_exit_s = Float(60.0, help="how long an idle kernel asked to shut down may take before it is interrupted")
 
     @default("transport")
     def _transport_default(self) -> str:
@@ -86,16 +88,34 @@ class SameSessionKernelManager(AsyncKernelManager):  # type: ignore[misc]
         if self.has_kernel and now:
             await self._async_interrupt_kernel()
             await self._async_kill_kernel(restart=restart)
-        elif self.has_kernel:
+        elif self.has_kernel and await self._answers_kernel_info(self.polite_shutdown_s):
             await self._async_request_shutdown(restart=restart)
             try:
-                await asyncio.wait_for(self._async_wait(pollinterval=0.05), timeout=self.polite_shutdown_s)
+                await asyncio.wait_for(self._async_wait(pollinterval=0.05), timeout=self.idle_exit_s)
                 assert self.provisioner is not None
                 await self.provisioner.wait()
-            except TimeoutError:  # still busy (an interrupted run): jupyter_client's own sequence
-                await self._async_interrupt_kernel()
-                await self._async_request_shutdown(restart=restart)
-                await self._async_finish_shutdown(restart=restart)
+            except TimeoutError:  # asked while idle, yet still there: jupyter_client's own sequence
+                await self._interrupt_and_finish(restart)
+        elif self.has_kernel:  # still running a cell (an interrupted run)
+            await self._interrupt_and_finish(restart)
         await self._async_cleanup_resources(restart=restart)
+
+    async def _answers_kernel_info(self, timeout_s: float) -> bool:
+        """Whether the kernel answers a kernel_info request on its shell channel within timeout_s (it is idle)."""
+        client = self.client()
+        client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
+        try:
+            await client.kernel_info(reply=True, timeout=timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            client.stop_channels()
+
+    async def _interrupt_and_finish(self, restart: bool) -> None:
+        """jupyter_client's own shutdown sequence: interrupt, ask, then wait and kill."""
+        await self._async_interrupt_kernel()
+        await self._async_request_shutdown(restart=restart)
+        await self._async_finish_shutdown(restart=restart)
 
     shutdown_kernel = _async_shutdown_kernel  # the base class binds its own function to this name
