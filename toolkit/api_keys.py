@@ -102,13 +102,37 @@ def secret_forms(secret: str) -> set[str]:
 
 def redact(text: str, *secrets: str | None) -> str:
     """Replace secret flag values, secret `NAME=value` words, URL user info, `secrets` and every key read by
-    this process (each in all its forms) with `<redacted>`."""
+    this process (each in all its forms, and each head of a form cut by someone else: its first MIN_KEY_LENGTH
+    characters or more) with `<redacted>`. Redact first, then cut: `redact_and_cut`."""
     forms = set().union(*(secret_forms(s) for s in {*secrets, *_KNOWN} if s))
     for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, REDACTED)
+    for form in forms:
+        text = _redact_heads(text, form.strip())
     text = _OPTION.sub(_redact_option, text)
     text = _ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED if looks_secret(m.group(1)[:-1]) else m.group(0), text)
     return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+
+
+def redact_and_cut(text: str, limit: int, *secrets: str | None) -> str:
+    """`text` redacted, then cut to `limit` characters: a cut never leaves a piece of a key to redact."""
+    return redact(text, *secrets)[:limit]
+
+
+def _redact_heads(text: str, form: str) -> str:
+    """Every run of text that equals the first MIN_KEY_LENGTH or more characters of `form` (a key a server or a
+    gateway cut short when it echoed it), replaced with `<redacted>`."""
+    head = form[:MIN_KEY_LENGTH]
+    if len(head) < MIN_KEY_LENGTH or head not in text:
+        return text
+    pieces, start = [], 0
+    while (found := text.find(head, start)) >= 0:
+        end, matched = found + len(head), len(head)
+        while end < len(text) and matched < len(form) and text[end] == form[matched]:
+            end, matched = end + 1, matched + 1
+        pieces += [text[start:found], REDACTED]
+        start = end
+    return "".join(pieces) + text[start:]
 
 
 def _redact_option(match: re.Match[str]) -> str:

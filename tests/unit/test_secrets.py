@@ -258,3 +258,24 @@ def test_server_api_errors_do_not_carry_the_key() -> None:
     assert tokenize == "http://127.0.0.1:9/tokenize answered HTTP 400: bad request from Bearer <redacted>"
     assert models == ("cannot reach http://127.0.0.1:9/v1/models: LocalProtocolError: Illegal header value "
                       "b'Bearer <redacted>\\r'")  # fmt: skip
+
+
+@pytest.mark.parametrize("length", [12, 64, 1000])
+def test_a_key_cut_short_by_the_server_loses_its_head_too(length: int) -> None:
+    key = ("sk-live-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" * 30)[:length]
+    for cut in (8, 9, max(8, length // 2), length - 1):
+        text = f"HTTP 401: bad key {key[:cut]}… (echoed by a gateway)"
+        shown = redact(text, key)
+        assert key[:8] not in shown and shown.startswith("HTTP 401: bad key <redacted>… (echoed"), (cut, shown)
+    assert redact(f"key {key[:7]} and more", key) == f"key {key[:7]} and more"  # shorter than 8: no key head
+
+
+@pytest.mark.parametrize("length", [12, 64, 1000])
+def test_redact_then_cut_leaves_no_piece_of_the_key(length: int) -> None:
+    key = ("sk-live-" + "abcdefghijklmnopqrstuvwxyz9876543210" * 30)[:length]
+    body = json.dumps({"error": {"message": f"invalid key {key}", "header": f"Bearer {key}"}})
+    for limit in (40, 80, 200, 300):
+        shown = secrets.redact_and_cut(body, limit, key)
+        assert len(shown) <= limit
+        assert not any(key[i : i + 8] in shown for i in range(len(key) - 7)), (limit, shown)
+        assert shown == redact(body, key)[:limit]

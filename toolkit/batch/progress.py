@@ -17,7 +17,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from toolkit.api_keys import redact
+from toolkit.api_keys import redact, redact_and_cut
 
 
 class BatchProgress:
@@ -53,7 +53,7 @@ class BatchProgress:
 
     def status(self, slot: int, text: str) -> None:
         with self._lock:
-            self.lines[slot].set_description_str(redact(text)[:200], refresh=True)
+            self.lines[slot].set_description_str(redact_and_cut(text, 200), refresh=True)
 
     def write(self, line: str) -> None:
         """A line above the bars (and in the calling variant's log), redacted."""

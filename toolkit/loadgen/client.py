@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from toolkit import __version__
-from toolkit.api_keys import redact
+from toolkit.api_keys import redact, redact_and_cut
 from toolkit.errors import ConnectError, ParamsError
 from toolkit.loadgen.http_reply import HttpReply
 from toolkit.loadgen.stream_events import ENDPOINT_PATHS, STREAM_OPTIONS, Endpoint, StreamResult, build_request
@@ -113,7 +113,7 @@ class StreamClient:
             elif not reply.head_done:
                 result.error = "the server closed the connection before the response"
             elif reply.status != 200:
-                text = bytes(reply.error_body).decode("utf-8", "replace")[:300]
+                text = redact_and_cut(bytes(reply.error_body).decode("utf-8", "replace"), 300, self._api_key)
                 result.error = f"HTTP {reply.status}: {text.strip()}"
             else:
                 reply.account.end()

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import orjson
 
+from toolkit.api_keys import redact_and_cut
 from toolkit.errors import ReplyError, SSEError
 from toolkit.loadgen.sse import SSEDecoder
 
@@ -136,8 +137,13 @@ def apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
                     return True
         return _apply_parsed(data, now, result)
     except _Malformed as exc:
-        result.error = f"malformed SSE data: {exc}: {data[:80]!r}"
+        result.error = f"malformed SSE data: {exc}: {_shown(data)}"
         return False
+
+
+def _shown(data: bytes, limit: int = 83) -> str:
+    """An event's bytes as repr() shows them, redacted before they are cut to `limit` characters."""
+    return redact_and_cut(repr(data[: 4 * limit]), limit)
 
 
 def _apply_parsed(data: bytes, now: float, result: StreamResult) -> bool:
@@ -146,12 +152,12 @@ def _apply_parsed(data: bytes, now: float, result: StreamResult) -> bool:
     except orjson.JSONDecodeError:
         chunk = None
     if not isinstance(chunk, dict):
-        result.error = f"malformed SSE data: {data[:80]!r}"
+        result.error = f"malformed SSE data: {_shown(data)}"
         return False
     if "error" in chunk:
         err = chunk["error"]
         text = err.get("message", err) if isinstance(err, dict) else err
-        result.error = f"server error in stream: {str(text)[:300]}"
+        result.error = f"server error in stream: {redact_and_cut(str(text), 300)}"
         return False
     choices = chunk.get("choices")
     choices = [] if choices is None else choices
@@ -190,7 +196,7 @@ def _count(fields: dict[str, Any], name: str) -> int | None:
     value = fields.get(name.rpartition(".")[2])
     if value is None or (type(value) is int and value >= 0):
         return value
-    raise _Malformed(f"usage.{name} is not a token count ({str(value)[:40]!r})")
+    raise _Malformed(f"usage.{name} is not a token count ({redact_and_cut(repr(str(value)[:200]), 42)})")
 
 
 class _Malformed(ReplyError):

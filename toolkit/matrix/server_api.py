@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from toolkit.api_keys import redact
+from toolkit.api_keys import redact, redact_and_cut
 from toolkit.errors import ServerAPIError
 from toolkit.matrix.prometheus import RUNNING, WAITING, MetricsSnapshot, parse_metrics
 
@@ -50,13 +50,15 @@ class ServerAPI:
             data = None
         if not isinstance(data, dict):
             kind = response.headers.get("content-type") or "no content type"
+            shown = redact_and_cut(repr(response.text[:400]), 83, self._key)
             raise ServerAPIError(
-                f"{self.base_url}{path} answered 200 but not with a JSON object ({kind}: {response.text[:80]!r})", 200
+                f"{self.base_url}{path} answered 200 but not with a JSON object ({kind}: {shown})", 200
             )
         return data
 
     def _malformed(self, path: str, what: str, value: Any) -> ServerAPIError:
-        return ServerAPIError(f"{self.base_url}{path} answered 200 with {what} (got {str(value)[:80]!r})", 200)
+        shown = redact_and_cut(repr(str(value)[:400]), 83, self._key)
+        return ServerAPIError(f"{self.base_url}{path} answered 200 with {what} (got {shown})", 200)
 
     async def models(self) -> list[dict[str, Any]]:
         """The served models' cards (`data` of `/v1/models`)."""
@@ -110,7 +112,7 @@ class ServerAPI:
         except httpx.HTTPError as exc:
             raise self._unreachable("/tokenize", exc) from None
         if response.status_code != 200:
-            detail = redact(response.text[:200], self._key)
+            detail = redact_and_cut(response.text, 200, self._key)
             raise ServerAPIError(
                 f"{self.base_url}/tokenize answered HTTP {response.status_code}: {detail}", response.status_code
             )

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.api_keys import REDACTED, api_key_from_env, redact
+from toolkit.api_keys import REDACTED, api_key_from_env, redact, redact_and_cut
 from toolkit.errors import HealthTimeout, ParamsError, PortTaken, ServerError
 from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import public_paths
@@ -138,7 +138,7 @@ def launched_server(spec: ServerSpec, params: RunParams, results_dir: Path) -> I
         except ServerError as exc:
             field = "server.health_timeout_s" if isinstance(exc, HealthTimeout) else "server.command"
             last = next((x for x in reversed(exc.log_tail.splitlines()) if x.strip()), "")
-            hint = f"; last log line: {redact(last, api_key)[:200]}" if last else ""
+            hint = f"; last log line: {redact_and_cut(last, 200, api_key)}" if last else ""
             raise ServerError(f"{field}: {exc.reason}{hint} (log: {exc.log_path})") from None
         _update_record(
             results_dir, pid=server.pid, started_at=server.started_at, startup_s=round(time.monotonic() - started, 1)
