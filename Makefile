@@ -5,7 +5,7 @@ VENV_VLLM := .venv-vllm
 TK := $(VENV)/bin/python
 MODEL := .cache/tiny-llama/toolkit-tiny-model.json
 
-.PHONY: install vllm model chromium demo test test-fast lint format clean-outputs
+.PHONY: install vllm model chromium demo test test-fast test-offline flake-hunt lint format clean-outputs
 
 install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -25,11 +25,15 @@ $(MODEL): $(VENV_VLLM)/.installed toolkit/servers/embedded/build_tiny_model.py |
 demo: install model
 	$(TK) -m toolkit demo
 
-# Every test that needs no real engine: unit tests and components against fake servers (works after
-# `make install` alone). Three workers on two cores: the slow tests wait on windows and kernels. Measured side by
-# side here: 2 workers 156 s, 3 workers 118 s, 4 workers 132 s (3 workers: 104-106 s on the final tree). The
-# component files, the slowest, are collected first.
-FAST_TESTS := $(TK) -m pytest -n 3 --dist worksteal tests/component tests/unit
+# The test tiers are pytest markers (tests/conftest.py, pyproject.toml): unit, component, process, engine.
+# test-fast: the inner loop, unit and component tests (no kernel, no toolkit subprocess, no engine). They mostly wait
+# on 1 s windows of fake servers, so five workers on two cores: 47 s here (four: 56 s, six: 47 s with more CPU).
+# test-offline: every test that needs no real engine (works after `make install` alone). Three workers on two cores:
+# its kernels and subprocesses keep both cores busy. The component files, the slowest, are collected first.
+PYTEST_EXTRA ?=
+FAST_TESTS := $(TK) -m pytest -n 5 --dist worksteal -m "unit or component" $(PYTEST_EXTRA) tests/component tests/unit
+OFFLINE_TESTS := $(TK) -m pytest -n 3 --dist worksteal -m "not engine" $(PYTEST_EXTRA) tests/component tests/unit
+ENGINE_TESTS := $(TK) -m pytest -m engine $(PYTEST_EXTRA) tests/integration
 
 # The report screenshot tests drive Debian's chromium: installed when missing and permitted (root, apt-get), else
 # `make test` stops at once, before any install, with one line saying what to run.
@@ -46,13 +50,20 @@ chromium:
 		exit 1; \
 	fi
 
-# All tests: the fast tier, then the tests against real engines (vLLM, a Ray cluster) one at a time, since two
+# All tests: the offline tier, then the tests against real engines (vLLM, a Ray cluster) one at a time, since two
 # loads at once on a small machine disturb each other's windows. Both tiers always run; either failing fails.
 test: chromium install model
-	$(FAST_TESTS); fast=$$?; $(TK) -m pytest tests/integration && exit $$fast
+	$(OFFLINE_TESTS); offline=$$?; $(ENGINE_TESTS) && exit $$offline
 
 test-fast: install
 	$(FAST_TESTS)
+
+test-offline: install
+	$(OFFLINE_TESTS)
+
+# scripts/flake_hunt.sh: the offline tier 5 times beside two busy processes; how many runs failed, and which tests.
+flake-hunt: install
+	bash scripts/flake_hunt.sh 5 test-offline
 
 lint: install
 	$(VENV)/bin/ruff check toolkit tests benchmarks scripts

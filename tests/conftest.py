@@ -1,10 +1,22 @@
-"""Shared fixtures: one real vLLM (tiny model, CPU) for the whole test session."""
+"""Shared fixtures (one real vLLM, tiny model, CPU, for the whole test session) and the test tiers.
+
+Every test belongs to one tier, a registered marker (pyproject.toml), by cost:
+- `unit`: pure logic, nothing started (tests/unit by default);
+- `component`: the toolkit in this process against fake servers in threads (tests/component by default);
+- `process`: starts a Python process: a notebook kernel, a `toolkit` command, a launched fake server;
+- `engine`: a real vLLM or a Ray cluster (tests/integration).
+A test outside tests/integration that starts a Python process without the `process` marker fails, naming the
+command: the inner loop (`make test-fast`, `-m "unit or component"`) stays free of kernels and subprocesses.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +32,45 @@ def pytest_configure(config: pytest.Config) -> None:
     reset to the default at exec, so the processes the tests start get Python's KeyboardInterrupt again."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+TIERS = ("unit", "component", "process", "engine")
+DEFAULT_TIER = {"unit": "unit", "component": "component", "integration": "engine"}  # by the test's folder
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test without a tier marker gets its folder's; one with two tiers is an error."""
+    for item in items:
+        tiers = sorted({mark.name for mark in item.iter_markers()} & set(TIERS))
+        if len(tiers) > 1:
+            raise pytest.UsageError(f"{item.nodeid}: more than one tier marker: {', '.join(tiers)}")
+        if not tiers:
+            folder = Path(str(item.path)).parent.name
+            item.add_marker(DEFAULT_TIER.get(folder, "unit"))
+
+
+def _starts_python(args: object) -> bool:
+    """Whether a Popen command line runs a Python interpreter (a kernel, `python -m toolkit`, vLLM)."""
+    command = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)  # type: ignore[call-overload]
+    if not command:
+        return False
+    program = os.fsdecode(command[0])
+    return program == sys.executable or os.path.basename(program.split()[0]).startswith("python")
+
+
+@pytest.fixture(autouse=True)
+def _tier_starts_no_python(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the `unit` and `component` tiers, starting a Python process (a kernel, a `toolkit` command) fails."""
+    if request.node.get_closest_marker("process") or request.node.get_closest_marker("engine"):
+        return
+    original = subprocess.Popen.__init__
+
+    def guarded(self: subprocess.Popen[bytes], args: object, *rest: object, **kwargs: object) -> None:
+        if _starts_python(args):
+            raise AssertionError(f"this test starts a Python process ({args!r}): mark it @pytest.mark.process")
+        original(self, args, *rest, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
 
 
 def start_server(config: ServerConfig, api_key: str | None = None) -> EmbeddedServer:

@@ -1,7 +1,7 @@
 """`python -m toolkit batch` against fault servers (tests/faultserver.py): refusals, --jobs, kill -9 and --resume.
 
 The end-to-end batch on the real vLLM: tests/integration/test_batch_vllm.py; on a Ray cluster:
-tests/integration/test_batch_ray.py.
+tests/integration/test_ray.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from toolkit.results.store import RESULTS_FILE
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "FAULT_TEST_API_KEY"  # unset: the fault servers need no key
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 
 @pytest.fixture
@@ -38,7 +38,8 @@ def servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FaultServer, Faul
 
 def sweep_file(tmp_path: Path, variants: list[dict[str, Any]], **common: Any) -> Path:
     values = {"contexts": ["64"], "concurrency": [1, 2], "duration_s": 1, "max_output": 16, "readiness_timeout_s": 5,
-              "read_timeout_s": 5, "api_key_env": KEY_ENV, **common, "variants": variants}  # fmt: skip
+              "read_timeout_s": 5, "control_window_s": 0.5, "api_key_env": KEY_ENV, **common,
+              "variants": variants}  # fmt: skip
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(values, sort_keys=False))
     return path

@@ -14,7 +14,7 @@ from tests.faultserver import FaultServer
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(120)]
 
 # `python -m toolkit` itself, after the measurement was replaced by one that hits a bug.
 BROKEN = """
@@ -35,7 +35,7 @@ def test_a_bug_inside_a_measurement_stops_the_matrix_with_its_traceback(error: s
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with FaultServer(max_model_len=4096) as server:
         args = ["matrix", "--base-url", server.base_url, "--out", str(tmp_path / "out"), "--contexts", "64",
-                "--concurrency", "1", "--duration", "1", "--max-output", "8"]  # fmt: skip
+                "--concurrency", "1", "--duration", "1", "--max-output", "8", "--control-window", "0.5"]  # fmt: skip
         done = subprocess.run([sys.executable, "-c", BROKEN.format(error=error), *args], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=90)  # fmt: skip
     assert done.returncode == 1, done.stderr

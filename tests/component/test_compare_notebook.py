@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "reference-reports"
 NOTEBOOK = REPO / "notebooks" / "compare.ipynb"
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 
 
 def run_compare(run_dirs: list[Path], out: Path, labels: str | None = None) -> str:
@@ -142,7 +142,7 @@ def fault_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list
         with FaultServer(token_interval_s=interval) as server:
             params = make_params({
                 "base_url": server.base_url, "contexts": [64], "concurrency": [1, 2], "duration_s": 1.0,
-                "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0,
+                "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0, "control_window_s": 0.5,
                 "api_key_env": "COMPARE_TEST_KEY", "run_label": label,
             })  # fmt: skip
             folders.append(tmp_path / label / "r1")

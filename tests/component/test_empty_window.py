@@ -42,7 +42,7 @@ def test_a_window_without_tokens_is_an_error_that_resume_redoes(
     with FaultServer() as server:
         params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1],
                               "duration_s": DURATION_S, "max_output": 8, "readiness_timeout_s": 5.0,
-                              "disturbed_retries": 1})  # fmt: skip
+                              "disturbed_retries": 1, "control_window_s": 0})  # fmt: skip
         with monkeypatch.context() as patch:
             _pause_every_window(patch)
             run_matrix(params, tmp_path, progress=False)

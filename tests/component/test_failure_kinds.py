@@ -18,7 +18,8 @@ pytestmark = pytest.mark.timeout(120)
 
 def params(server: FaultServer) -> Any:
     return make_params({"base_url": server.base_url, "contexts": [64, 128], "concurrency": [1], "duration_s": 1.0,
-                        "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0})  # fmt: skip
+                        "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0,
+                        "control_window_s": 0.5})  # fmt: skip
 
 
 def test_a_bug_inside_a_measurement_stops_the_run_with_its_traceback(

@@ -202,6 +202,7 @@ def _env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.process
 def test_kill_9_mid_run_then_resume_redoes_no_finished_cell(server: FaultServer, tmp_path: Path) -> None:
     out = tmp_path / "run"
     results = out / RESULTS_FILE
@@ -259,6 +260,7 @@ def _files_containing(root: Path, needle: str) -> list[Path]:
     return [p for p in files if needle.encode() in p.read_bytes()]
 
 
+@pytest.mark.process
 def test_api_key_is_in_no_output_file_nor_in_a_401_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(KEY_ENV, SECRET)
     with FaultServer(api_key=SECRET) as srv:
@@ -278,6 +280,7 @@ def test_api_key_is_in_no_output_file_nor_in_a_401_error(monkeypatch: pytest.Mon
     assert _files_containing(tmp_path, SECRET) == []
 
 
+@pytest.mark.process
 def test_api_key_stays_out_of_the_cli_outputs(server: FaultServer, tmp_path: Path) -> None:
     with FaultServer(api_key=SECRET) as srv:
         srv.set_fault("401", after=2, times=1)

@@ -31,7 +31,8 @@ def server() -> Iterator[FaultServer]:
 
 def _params(server: FaultServer) -> Any:
     return make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1, 2], "duration_s": 1.0,
-                        "max_output": 8, "readiness_timeout_s": 5.0, "api_key_env": "GPU_TEST_NO_KEY"})  # fmt: skip
+                        "max_output": 8, "readiness_timeout_s": 5.0, "api_key_env": "GPU_TEST_NO_KEY",
+                        "control_window_s": 0.5})  # fmt: skip
 
 
 def test_a_cell_whose_window_a_gpu_throttled_in_is_flagged(

@@ -123,6 +123,7 @@ def test_prefill_table_matches_the_reference_prefill_list(imported: dict[str, Pa
         assert f"{context} context{tok_s}{ttft} TTFT" in text
 
 
+@pytest.mark.process
 def test_report_flag_writes_the_html_and_markdown_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "lfm"
     assert cli.main(["import-report", str(REPORTS["lfm"]), "--out", str(out), "--report"]) == 0
@@ -148,6 +149,7 @@ def test_import_refuses_a_measured_run_folder(tmp_path: Path, capsys: pytest.Cap
     assert "already holds a measured run" in capsys.readouterr().err
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("text", "message"),
     [

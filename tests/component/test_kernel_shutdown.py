@@ -14,6 +14,8 @@ import pytest
 from toolkit.jupyter.execute import execute_path
 from toolkit.jupyter.kernels import SameSessionKernelManager
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture
 def interrupts(monkeypatch: pytest.MonkeyPatch) -> list[float]:

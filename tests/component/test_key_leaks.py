@@ -88,6 +88,7 @@ def params_file(tmp_path: Path, srv: FaultServer | None, **values: Any) -> Path:
 LAUNCH = f"HF_TOKEN={KEY} VLLM_API_KEY={KEY} vllm serve m --api_key {KEY} --api-ke={KEY} --hf-token {KEY}"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("which", sorted(TRAILING))
 def test_matrix_with_a_key_ending_in_whitespace(which: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -102,6 +103,7 @@ def test_matrix_with_a_key_ending_in_whitespace(which: str, tmp_path: Path) -> N
     assert leaks(done, out) == []
 
 
+@pytest.mark.process
 def test_run_with_a_key_ending_in_cr_and_secret_flags_in_launch_command(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with FaultServer(api_key=KEY) as srv:
@@ -120,6 +122,7 @@ def test_run_with_a_key_ending_in_cr_and_secret_flags_in_launch_command(tmp_path
     assert leaks(done, out) == []
 
 
+@pytest.mark.process
 def test_batch_with_keys_ending_in_cr_and_space(tmp_path: Path) -> None:
     """Two variants (about 20 s each: three notebooks), then the index and the comparison."""
     out = tmp_path / "batch"
@@ -133,6 +136,7 @@ def test_batch_with_keys_ending_in_cr_and_space(tmp_path: Path) -> None:
     assert leaks(done, out) == []
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("command", ["matrix", "run", "batch"])
 def test_a_key_with_a_control_character_is_refused_in_one_line(command: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -149,6 +153,7 @@ def test_a_key_with_a_control_character_is_refused_in_one_line(command: str, tmp
     assert leaks(done, tmp_path) == []
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("flag", FLAGS)
 @pytest.mark.parametrize("command", ["run", "batch"])
 def test_a_secret_flag_in_server_command_is_refused_in_one_line(command: str, flag: str, tmp_path: Path) -> None:
@@ -163,6 +168,7 @@ def test_a_secret_flag_in_server_command_is_refused_in_one_line(command: str, fl
     assert leaks(done, out) == []
 
 
+@pytest.mark.process
 def test_no_proxy_from_the_environment_sees_our_traffic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`/v1/models`, `/metrics`, `/tokenize` and a launched server's `/health` go direct, like the streams."""
     for name, value in env().items():

@@ -41,13 +41,13 @@ KEY_ENV = "MANAGED_TEST_KEY"
 SECRET = "sk-managed-DISTINCTIVE-7731"
 RAN = ("Valid", "Requests queued")
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 
 def fake_params(port: int, **overrides: Any) -> dict[str, Any]:
     values: dict[str, Any] = {
         "base_url": f"http://127.0.0.1:{port}", "contexts": [64], "concurrency": [1, 2], "duration_s": 1,
-        "max_output": 8, "readiness_timeout_s": 5, "read_timeout_s": 5, "api_key_env": KEY_ENV,
+        "max_output": 8, "readiness_timeout_s": 5, "read_timeout_s": 5, "api_key_env": KEY_ENV, "control_window_s": 0.5,
         "server": {"command": [sys.executable, "-m", "tests.fake_vllm", "--port", str(port)],
                    "env": {"FAKE_VLLM_SETTING": "on"}, "health_timeout_s": 30},
     }  # fmt: skip

@@ -43,7 +43,7 @@ def _result(value):
 print(_json.dumps({n: _result(v) for n, v in Out.items() if _result(v) is not None}))
 """
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,7 @@ def run_cli(base_url: str, out: Path, *args: str, key: str | None = None) -> sub
         env[KEY_ENV] = key
     cmd = [sys.executable, "-m", "toolkit", "matrix", "--base-url", base_url, "--out", str(out),
            "--api-key-env", KEY_ENV, "--duration", "1", "--max-output", "8", "--contexts", "64",
-           "--concurrency", "1", *args]  # fmt: skip
+           "--control-window", "0.5", "--concurrency", "1", *args]  # fmt: skip
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -81,6 +81,7 @@ CASES = {
 }  # fmt: skip
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", list(CASES))
 def test_bad_parameter_is_one_line_and_sends_no_load(case: str, server: FaultServer, tmp_path: Path) -> None:
     args, parameter, allowed = CASES[case]
@@ -92,6 +93,7 @@ def test_bad_parameter_is_one_line_and_sends_no_load(case: str, server: FaultSer
     assert not (tmp_path / "out" / "run.json").exists()
 
 
+@pytest.mark.process
 def test_unreachable_url(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     done = run_cli(url, tmp_path / "out")
@@ -99,11 +101,13 @@ def test_unreachable_url(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.process
 def test_bad_url_scheme(tmp_path: Path) -> None:
     done = run_cli("127.0.0.1:8000", tmp_path / "out")
     assert_one_line_error(done, "base_url", r"not an http\(s\) URL; allowed: e\.g\. http://")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("key", "state"), [(None, "is unset"), ("sk-wrong-key", "holds a key the server refused")], ids=["unset", "wrong"]
 )
@@ -179,6 +183,7 @@ def test_yaml_overrides_win_and_good_file_loads(tmp_path: Path) -> None:
     assert params.contexts == [1024, 2048] and params.concurrency == [1, 2, 4] and params.duration_s == 2
 
 
+@pytest.mark.process
 def test_an_unwritable_out_folder_is_one_line_before_any_load(server: FaultServer, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     before = len(server.log)

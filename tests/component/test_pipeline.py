@@ -24,7 +24,7 @@ from toolkit.servers.launch import LAUNCH_FILE
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "PIPELINE_TEST_KEY"  # unset: the server needs no key
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(240)]
 
 DYING = """
 import http.server, os, sys
@@ -56,6 +56,7 @@ sys.exit(main({args!r}))
 def common(port: int) -> dict[str, Any]:
     return {"base_url": f"http://127.0.0.1:{port}", "contexts": ["64"], "concurrency": [1], "duration_s": 1,
             "max_output": 8, "readiness_timeout_s": 5, "read_timeout_s": 5, "api_key_env": KEY_ENV,
+            "control_window_s": 0.5,
             "server": {"command": [sys.executable, "-c", DYING, str(port)], "health_timeout_s": 30}}  # fmt: skip
 
 

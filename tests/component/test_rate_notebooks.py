@@ -20,7 +20,7 @@ from tests.rate_folders import add_matrix_results, write_rate_sweep
 from toolkit.jupyter.execute import html_report, markdown_report
 from toolkit.results.store import RUN_FILE, write_json_atomic
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 RATE_CELLS = ("rates", "rate-steps", "rate-knee", "rate-goodput", "rate-queue")
 
 

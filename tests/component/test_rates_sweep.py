@@ -91,15 +91,15 @@ def test_cold_prompts_are_unique_and_warm_ones_share_their_prefix(server: FaultS
 def test_the_search_bisects_to_its_precision_and_records_its_bracket(server: FaultServer, tmp_path: Path) -> None:
     """The fault server's TTFT grows with what runs; an SLO no step can meet above 0 gives no highest rate, an
     easy one every rate; a level met only by some gives a bracket the probes narrow."""
-    out = sweep(server, tmp_path, rates=[2, 40], slo_e2e_ms=10_000, search=True)
+    out = sweep(server, tmp_path, rates=[10, 40], requests_per_step=6, slo_e2e_ms=10_000, search=True)
     assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
         "highest_rate": 40.0,
         "bracket": [40.0, None],
     }
-    out = sweep(server, tmp_path / "none", rates=[2, 40], slo_ttft_ms=0.001, search=True)
+    out = sweep(server, tmp_path / "none", rates=[10, 40], requests_per_step=6, slo_ttft_ms=0.001, search=True)
     assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
         "highest_rate": None,
-        "bracket": [None, 2.0],
+        "bracket": [None, 10.0],
     }
     assert len(read_steps(out)) == 2  # nothing to bisect
 
@@ -251,6 +251,7 @@ def test_the_stored_records_judge_again_against_other_levels(server: FaultServer
             assert judged.loc[judged["step"] == step, "goodput"].item() == pytest.approx(direct.goodput)
 
 
+@pytest.mark.process
 def test_the_command_line_runs_a_sweep_and_refuses_a_used_folder(server: FaultServer, tmp_path: Path) -> None:
     command = [sys.executable, "-m", "toolkit", "rates", "--base-url", server.base_url, "--rates", "5,inf",
                "--requests", "4", "--input-tokens", "uniform:20:60", "--output-tokens", "3", "--slo-ttft-ms", "500",
@@ -292,6 +293,7 @@ def test_a_sweep_beside_a_run_keeps_its_run_json_and_refuses_another_servers(
         assert not rates_dir(tmp_path / name).exists()  # refused before any load
 
 
+@pytest.mark.process
 def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Path) -> None:
     params = tmp_path / "run.yaml"
     params.write_text("base_url: http://127.0.0.1:9\ncontexts: [512]\nrate_sweep:\n  rates: [1]\n  drain: false\n")
@@ -306,6 +308,7 @@ def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Pa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.process
 def test_toolkit_run_resume_finishes_the_runs_rate_sweep(server: FaultServer, tmp_path: Path) -> None:
     """A run stopped in its rate sweep (here: its last step's line and records gone, as a stop in that step
     leaves them) measures only that step on `--resume`, in the same sweep, and reports the whole of it."""
@@ -373,6 +376,7 @@ print(json.dumps({"raised": raised, "written": written, "later": len(read_steps(
 """
 
 
+@pytest.mark.process
 def test_an_interrupt_under_a_running_loop_stops_the_sweep_thread(server: FaultServer, tmp_path: Path) -> None:
     """As in Jupyter: a loop runs, so the sweep runs in a thread and Ctrl-C reaches only the waiting main thread.
     In a process of its own, so that no signal handler another test left in this worker decides the outcome; the

@@ -33,7 +33,7 @@ COMMON: dict[str, Any] = {"contexts": [64], "concurrency": [1, 2], "duration_s":
 MATRIX_ARGS = ["--contexts", "64", "--concurrency", "1,2", "--duration", "1", "--max-output", "8",
                "--api-key-env", KEY_ENV, "--control-window", "0"]  # fmt: skip
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(240)]
 
 
 def env() -> dict[str, str]:

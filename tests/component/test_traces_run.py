@@ -88,6 +88,7 @@ def explore_check(results_dir, context: str, concurrency: int, tmp_path) -> dict
     return {name: (float(trace), float(results)) for name, trace, results in rows}
 
 
+@pytest.mark.process
 def test_explore_notebook_timeline_matches_the_cell(tmp_path) -> None:
     with FaultServer() as server:
         params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [2], "duration_s": 1.0,

@@ -19,7 +19,7 @@ def test_compare_two_runs_on_real_vllm(vllm_server: EmbeddedServer, tmp_path: Pa
                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.setenv("VLLM_API_KEY", TEST_API_KEY)
     values = {"base_url": vllm_server.base_url, "contexts": ["256"], "concurrency": [1, 2], "duration_s": 2,
-              "max_output": 256, "readiness_timeout_s": 60}  # fmt: skip
+              "max_output": 256, "readiness_timeout_s": 60, "control_window_s": 1}  # fmt: skip
     folders = [tmp_path / "first", tmp_path / "second"]
     for folder in folders:
         run_matrix(make_params(values), folder, progress=False)

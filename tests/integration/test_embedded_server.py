@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import httpx
 
 from tests.conftest import TEST_API_KEY
+from tests.processes import assert_group_gone
 from toolkit.matrix.prometheus import cache_config, parse_metrics
-from toolkit.servers.embedded.server import BLOCK_SIZE_TOKENS, EmbeddedServer, ServerConfig, _has_live_member
+from toolkit.servers.embedded.server import BLOCK_SIZE_TOKENS, EmbeddedServer, ServerConfig
 
 AUTH = {"Authorization": f"Bearer {TEST_API_KEY}"}
 
@@ -50,16 +50,13 @@ def test_metrics_kv_size_equals_kv_blocks_times_block_size(constrained_server: E
     assert config.kv_cache_size_tokens == 104 * BLOCK_SIZE_TOKENS
 
 
-def test_stop_leaves_no_vllm_process() -> None:
-    from tests.conftest import start_server
-
-    server = start_server(ServerConfig(max_model_len=512, kv_blocks=8))
+def assert_stop_leaves_no_vllm_process(server: EmbeddedServer) -> None:
+    """Stop a running embedded server: its API server and engine processes (two or more, one group) all end."""
     pgid = server.process.pid
     members = [p for p in os.listdir("/proc") if p.isdigit() and _in_group(int(p), pgid)]
-    assert len(members) >= 2, "expected the API server and at least one engine process"
     server.stop()
-    time.sleep(0.5)
-    assert not _has_live_member(pgid), "vLLM processes of the stopped server are still running"
+    assert len(members) >= 2, "expected the API server and at least one engine process"
+    assert_group_gone(pgid, timeout_s=10, what="the stopped vLLM")
     port_flag = f"--port\0{server.port}\0"
     assert not [p for p in members if _alive(p) and port_flag in _cmdline(p)]
 

@@ -31,6 +31,7 @@ SMALL_PARAMS = {
     # A budget that fits one request of either context but not two: the 2-stream cells are Over capacity.
     "kv_budget_tokens": 1500,
     "readiness_timeout_s": 30,
+    "control_window_s": 1,  # the drift control's path, at a fifth of its default window
     "title": "notebook test",
     "launch_command": f"vllm serve tiny --api-key {TEST_API_KEY} --port 8000",
     # The rate sweep `toolkit run` measures after the matrix, into the same folder (rate_sweep.ipynb).

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import nbformat
 import psutil
 import pytest
@@ -96,6 +97,13 @@ def test_a_server_in_another_session_raises_the_clients_weight_or_warns() -> Non
         listener.wait()
 
 
+def _healthy(base_url: str) -> bool:
+    try:
+        return httpx.get(base_url + "/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def server_in_own_session() -> Iterator[str]:
     """The embedded vLLM started from 'another terminal': `python -m toolkit serve` in a session of its own."""
@@ -109,8 +117,11 @@ def server_in_own_session() -> Iterator[str]:
                       for c in psutil.net_connections("tcp")):  # fmt: skip
             assert proc.poll() is None and time.monotonic() < deadline, "the embedded vLLM did not start"
             time.sleep(0.5)
-        time.sleep(3)
-        yield f"http://127.0.0.1:{port}"
+        base_url = f"http://127.0.0.1:{port}"
+        while not _healthy(base_url):  # listening comes before the engine is ready
+            assert proc.poll() is None and time.monotonic() < deadline, "the embedded vLLM never became healthy"
+            time.sleep(0.2)
+        yield base_url
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -123,8 +134,8 @@ def test_plain_papermill_against_a_server_in_its_own_session_measures_clean(
     """The issue's layout: 5 of 6 cells were disturbed here before the kernel raised its weight."""
     privileged = may_raise_weight()
     out = tmp_path / "run"
-    parameters = {"BASE_URL": server_in_own_session, "CONTEXTS": "512,1K", "CONCURRENCY": "1,2,4", "DURATION_S": 5,
-                  "MAX_OUTPUT": 512, "RESULTS_DIR": str(out)}  # fmt: skip
+    parameters = {"BASE_URL": server_in_own_session, "CONTEXTS": "512,1K", "CONCURRENCY": "1,2,4", "DURATION_S": 3,
+                  "CONTROL_WINDOW_S": 1, "MAX_OUTPUT": 512, "RESULTS_DIR": str(out)}  # fmt: skip
     subprocess.run([sys.executable, "-m", "papermill", "notebooks/decode_matrix.ipynb", str(tmp_path / "out.ipynb"),
                     "-y", yaml.safe_dump(parameters)], cwd=REPO, check=True, capture_output=True,
                    env={k: v for k, v in os.environ.items() if k != "TOOLKIT_AUTOGROUP_NICE"})  # fmt: skip

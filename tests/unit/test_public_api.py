@@ -159,6 +159,7 @@ print(sorted(m for m in ("matplotlib", "pandas", "seaborn", "papermill") if m in
 """
 
 
+@pytest.mark.process
 def test_the_command_line_starts_without_matplotlib_or_pandas() -> None:
     done = subprocess.run([sys.executable, "-c", HELP_IMPORTS], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

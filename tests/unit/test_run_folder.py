@@ -57,6 +57,7 @@ def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path: Path) -> None:
         assert (tmp_path / LOCK_FILE).read_text().strip() != "999999999"
 
 
+@pytest.mark.process
 def test_another_process_is_refused_naming_the_holder_and_its_children_are_not(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], cwd=REPO, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)  # fmt: skip

@@ -1,4 +1,5 @@
-"""`toolkit batch --ray` on a real Ray cluster that the test starts on 127.0.0.1 (and stops), against fault servers.
+"""`toolkit batch --ray` and a rate sweep's `ray_address` on one real Ray cluster that the tests start on 127.0.0.1
+(and stop), against fault servers.
 
 The same two-variant sweep runs locally and on Ray: the same folders, index and comparison, though on Ray each
 variant ran in a Ray worker process and came back as an archive. A variant interrupted on its worker comes back
@@ -27,6 +28,9 @@ import pytest
 
 from tests.component.test_batch import KEY_ENV, batch, batch_cmd, env, key, records, state, sweep_file
 from tests.faultserver import FaultServer
+from toolkit.rates.files import read_records, read_steps
+from toolkit.rates.params import make_rate_params
+from toolkit.rates.runner import run_rates
 from toolkit.results.store import RESULTS_FILE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -192,3 +196,28 @@ def test_a_variant_interrupted_on_its_worker_keeps_its_cells_and_resume_measures
     assert len({r["run_id"] for r in after}) == 1  # the same run, continued
     assert state(out)["variants"]["cut"]["state"] == "done"
     print(f"{sig.name} to exit: {stop_s:.1f} s, kept {len(before)} cell(s)", file=sys.stderr)
+
+
+def test_two_ray_clients_send_one_rate_step_together(ray_cluster: Cluster, tmp_path: Path) -> None:
+    """A rate step sent from 2 client processes on the Ray head against the fault server: the records of both merge
+    into one step, whose achieved rate is the two streams' together."""
+    with FaultServer(token_interval_s=0.005) as server:
+        params = make_rate_params({
+            "base_url": server.base_url, "rates": [40], "arrival": "constant", "requests_per_step": 80,
+            "input_tokens": 30, "output_tokens": 5, "ray_address": ray_cluster.address, "clients": 2,
+            "results_dir": str(tmp_path / "run"),
+        })  # fmt: skip
+        out = run_rates(params, say=lambda line: None)
+        seen = {e["path"] for e in server.completion_requests()}
+    import ray
+
+    # Disconnected: a driver left connected is ended by Ray (exit 1, nothing said) a minute after its cluster stops.
+    assert not ray.is_initialized()
+    (row,) = read_steps(out)
+    records = read_records(out)
+    assert row["completed"] == 80 and row["failed"] == 0 and list(records["request"]) == list(range(80))
+    assert row["achieved_rate"] == pytest.approx(40, rel=0.05)  # the two clients' ~20/s each, summed
+    lags = records["sent_s"] - records["scheduled_s"]
+    assert lags.min() >= 0 and lags.median() < 0.02  # both held the common schedule
+    assert row["server_generation_tokens"] == row["client_generation_tokens"] == 400
+    assert seen == {"/v1/chat/completions"}
