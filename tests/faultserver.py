@@ -9,6 +9,7 @@ Everything else is tested against the embedded vLLM.
         server.set_fault("500", after=1)      # the 2nd completion request from now on fails, and all later
         server.set_fault("cut", after=1, times=1)  # only the 2nd one is cut
         server.set_metrics_fault("404")       # /metrics answers 404 ("drop": connection closed, no answer;
+                                              # "gateway": 200 with a gateway's own metrics, none of vLLM's;
                                               # "nan": the running gauge reads NaN)
         server.set_metrics_fault("drop", after=3)  # ... once 3 more streamed requests have started
         server.clear_fault()
@@ -16,7 +17,7 @@ Everything else is tested against the embedded vLLM.
         server.completion_requests()          # the request log, filtered
 
 The same controls are reachable over HTTP: `POST /_fault {"kind": ..., "after": K, "times": M}`,
-`POST /_metrics_fault {"kind": "404"|"drop"|"nan"|null, "after": K}`, `GET /_log`.
+`POST /_metrics_fault {"kind": "404"|"drop"|"nan"|"gateway"|null, "after": K}`, `GET /_log`.
 
 Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
 the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
@@ -49,7 +50,10 @@ WRONG_EVENTS = {
                      "usage": {"prompt_tokens": 9, "completion_tokens": "3"}},
 }  # fmt: skip
 UNTERMINATED_BYTES = 4 * 1024 * 1024  # sent as one event without its blank line, then nothing
-METRICS_FAULTS = ("404", "drop", "nan")
+METRICS_FAULTS = ("404", "drop", "nan", "gateway")
+# What a gateway or proxy in front of vLLM answers on /metrics: its own metrics, none of vLLM's.
+GATEWAY_METRICS = ("# HELP gateway_requests_total Requests proxied.\n# TYPE gateway_requests_total counter\n"
+                   "gateway_requests_total 12.0\nprocess_cpu_seconds_total 3.25\n")  # fmt: skip
 
 
 @dataclass
@@ -279,6 +283,8 @@ class FaultServer:
         failing = self._metrics_failing()
         if failing == "404":
             return web.Response(status=404, text="404: Not Found")
+        if failing == "gateway":
+            return web.Response(text=GATEWAY_METRICS, content_type="text/plain")
         if failing == "drop":
             assert request.transport is not None
             request.transport.abort()  # no answer at all: the client sees the connection closed

@@ -23,6 +23,7 @@ class ServerInfo:
     block_size: int | None
     prefix_caching: bool | None
     metrics_available: bool
+    metrics_problem: str | None = None  # why server-side figures are unavailable (unreachable, a gateway's metrics)
     models: list[dict[str, Any]] = field(default_factory=list)
     cache_config: dict[str, str] = field(default_factory=dict)
 
@@ -62,7 +63,11 @@ async def discover(
             f"max_model_len: {api.base_url}/v1/models reports {str(max_len)[:40]!r}, not a "
             "positive whole number; give it as a parameter"
         )
-    snapshot: MetricsSnapshot | None = await api.metrics_or_none()
+    try:
+        snapshot: MetricsSnapshot | None = await api.metrics()
+        metrics_problem = None
+    except ServerAPIError as exc:
+        snapshot, metrics_problem = None, str(exc)
     config = cache_config(snapshot) if snapshot else None
     try:
         version = await api.version()
@@ -81,6 +86,7 @@ async def discover(
         block_size=config.block_size if config else None,
         prefix_caching=config.prefix_caching if config else None,
         metrics_available=snapshot is not None,
+        metrics_problem=metrics_problem,
         models=models,
         cache_config=config.labels if config else {},
     )

@@ -6,6 +6,7 @@ Pure: parsing uses prometheus_client's text parser; fetching lives in `server_ap
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -56,6 +57,23 @@ USED_FAMILIES: tuple[str, ...] = tuple(
                                                ITL_COUNT, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)
      for name in group} | {CACHE_CONFIG}
 )  # fmt: skip
+
+
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def foreign_metrics(snapshot: MetricsSnapshot, text: str) -> str | None:
+    """None when a scrape is vLLM's (it holds the running-requests gauge); else what it holds instead, in a few
+    words: a gateway or proxy in front of vLLM answers `/metrics` with its own metrics."""
+    if snapshot.value(RUNNING) is not None:
+        return None
+    names = []
+    for line in text.splitlines():
+        found = _METRIC_NAME.match(line) if line and not line.startswith("#") else None
+        if found and found.group(0) not in names:
+            names.append(found.group(0))
+    held = f"{len(names)} other metric(s), e.g. {', '.join(names[:3])}" if names else "no metric"
+    return f"no {RUNNING[0]} ({held})"
 
 
 def used_lines(text: str, families: tuple[str, ...] = USED_FAMILIES) -> str:

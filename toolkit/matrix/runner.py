@@ -89,6 +89,8 @@ async def _run_matrix(
         decode_todo = any(k[0] == "decode" for k, _round in todo)
         control = make_control(out, plan.decode_contexts, params.duration_s, params.control_window_s)
         say = partial(tqdm.write, file=sys.stderr)
+        if todo and server.metrics_problem:
+            say(f"server-side statuses unavailable ({server.metrics_problem}): cells are judged client-side")
         gpus = telemetry(say) if decode_todo else nullcontext()
         shielded = protected_from_autogroups(params.base_url, say) if todo else nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:

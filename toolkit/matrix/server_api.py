@@ -8,7 +8,7 @@ import httpx
 
 from toolkit.api_keys import redact, redact_and_cut
 from toolkit.errors import ServerAPIError
-from toolkit.matrix.prometheus import RUNNING, WAITING, MetricsSnapshot, parse_metrics
+from toolkit.matrix.prometheus import RUNNING, WAITING, MetricsSnapshot, foreign_metrics, parse_metrics
 
 
 class ServerAPI:
@@ -80,12 +80,16 @@ class ServerAPI:
         return version
 
     async def metrics(self) -> MetricsSnapshot:
-        """One scrape; ServerAPIError when unreachable or not Prometheus text with finite samples."""
+        """One scrape; ServerAPIError when unreachable, not Prometheus text with finite samples, or not vLLM's
+        metrics (a gateway's own: judged from them, every cell would wait for a running count that never comes)."""
         response = await self._get("/metrics")
         try:
-            return parse_metrics(response.text)
+            snapshot = parse_metrics(response.text)
         except ValueError as exc:
             raise self._malformed("/metrics", "text that is not Prometheus metrics", exc) from None
+        if (foreign := foreign_metrics(snapshot, response.text)) is not None:
+            raise ServerAPIError(f"{self.base_url}/metrics holds none of vLLM's gauges: {foreign}", 200)
+        return snapshot
 
     async def metrics_or_none(self) -> MetricsSnapshot | None:
         """One scrape, or None when `/metrics` is unreachable or malformed (callers fall back to client-side rules)."""

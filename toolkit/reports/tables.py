@@ -65,7 +65,8 @@ THROTTLED_NOTE = (
     "so the cell measures a slowed GPU."
 )
 CLIENT_BASIS_NOTE = (
-    "Judged client-side: the server's /metrics could not be read, so these cells' statuses come from the "
+    "Judged client-side: the server's /metrics could not be read or held none of vLLM's gauges (a gateway's own "
+    "metrics), so these cells' statuses come from the "
     "client's own count of streams decoding, not from the server's running and waiting requests."
 )
 TTFT_NOTE = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
