@@ -85,7 +85,7 @@ def test_the_index_links_reports_and_says_why_a_variant_failed() -> None:
     md = index_markdown(rows, compare, "sweep.yaml")
     assert "| [max_num_seqs=1](max_num_seqs=1/report.md) | done (12.5 s) | 1,200 at 4K | 180.0 at 1K × 4 |" in md
     assert "Valid 4 · Requests queued 1 · Over capacity 1" in md
-    assert "| b<x> | failed (0.4 s) | — | — | — | base_url: cannot connect |" in md
+    assert "| b&lt;x&gt; | failed (0.4 s) | — | — | — | base_url: cannot connect |" in md  # inert in Markdown too
     assert "[compare.md](compare/compare.md)" in md
     page = index_html(rows, compare, "sweep.yaml")
     assert '<a href="max_num_seqs%3D1/report.html">max_num_seqs=1</a>' in page

@@ -15,6 +15,7 @@ from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.drift import run_drift, within_drift
 from toolkit.method.number_format import MISSING, as_number, format_tok_s
 from toolkit.method.spread import Interval, ratio_interval, significant
+from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 from toolkit.results.runs import load_run
 from toolkit.results.store import RUN_FILE
@@ -129,7 +130,8 @@ def index_markdown(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any]
         link = f"[{row['label']}]({row['label']}/report.md)" if row["report"] else row["label"]
         data.append([link, *_cells(row)])
     frame = pd.DataFrame(data, columns=list(COLUMNS), dtype=object)
-    out = [f"# {INDEX_TITLE}: {title}", HEADLINE_CAPTION, markdown_table(frame), "## Comparison", _compare_md(compare)]
+    out = [f"# {INDEX_TITLE}: {inert(title)}", HEADLINE_CAPTION, markdown_table(frame), "## Comparison",
+           inert(_compare_md(compare))]  # fmt: skip
     return "\n\n".join(out) + "\n"
 
 

@@ -16,6 +16,7 @@ from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
 from toolkit.method.spread import Interval, ratio_interval, significant
 from toolkit.reports.compare_drift import WITHIN_DRIFT, with_drift, with_round_spreads
+from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import QUANTITY_TITLES, markdown_table, summary_line
 from toolkit.results.runs import RUN_DRIFT
 from toolkit.schema import PHASE_TITLES, PHASES, RAN_STATUSES
@@ -346,9 +347,9 @@ def compare_markdown(frame: pd.DataFrame, images: Mapping[str, str] | None = Non
         out += ["## Prefill", PREFILL_CAPTION, markdown_table(prefill_display(frame))]
         out += [f"![Prefill]({images['prefill']})"] if "prefill" in images else []
     for position, other in enumerate(labels[1:], 2):
-        out += [f"## {other} vs {labels[0]}", RATIO_CAPTION]
+        out += [f"## {inert(other)} vs {inert(labels[0])}", RATIO_CAPTION]
         key = ratio_key(position)
-        out += [f"![{other} / {labels[0]}]({images[key]})"] if key in images else []
+        out += [f"![{inert(other)} / {inert(labels[0])}]({images[key]})"] if key in images else []
         ratios = ratio_display(ratio_table(frame, labels[0], other))
         out.append(markdown_table(ratios) if len(ratios) else "No cell was measured in both runs.")
     out += ["## Trade-off", TRADEOFF_CAPTION]

@@ -26,6 +26,7 @@ from toolkit.method.number_format import (
 from toolkit.method.overhead import matrix_overhead, overhead_line
 from toolkit.method.status import concurrency_not_held
 from toolkit.reports.extras import Row, extras_table, table_rows
+from toolkit.reports.markdown_text import inert
 from toolkit.reports.spread_text import rounds_text, spread_notes
 from toolkit.schema import PHASE_TITLES, STATUSES
 
@@ -243,7 +244,7 @@ def engine_line(run_info: Mapping[str, Any]) -> str:
 
 
 def _md_cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return inert(value).replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_table(frame: pd.DataFrame, *, index: bool = False) -> str:
@@ -277,12 +278,12 @@ def report_markdown(df: pd.DataFrame, run_info: Mapping[str, Any], images: dict[
     images = dict(images or {})
     out = [f"# {REPORT_TITLE}"]
     if run_info.get("title"):
-        out.append(f"**{run_info['title']}**")
-    out += [p for p in (engine_line(run_info), run_info.get("summary") or summary_line(df)) if p]
+        out.append(f"**{inert(run_info['title'])}**")
+    out += [inert(p) for p in (engine_line(run_info), run_info.get("summary") or summary_line(df)) if p]
     for key, heading in _INFO_SECTIONS:
         items = run_info.get(key) or {}
         if items:
-            out += [f"## {heading}", "\n".join(f"- **{k}**: {v}" for k, v in items.items())]
+            out += [f"## {heading}", "\n".join(f"- **{inert(k)}**: {inert(v)}" for k, v in items.items())]
     if run_info.get("launch_command"):
         out += ["## Launch command", _fenced(str(run_info["launch_command"]))]
     if (df["phase"] == "prefill").any():
