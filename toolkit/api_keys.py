@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 from toolkit.errors import SecretError
 
 REDACTED = "<redacted>"
+DEFAULT_KEY_ENV = "VLLM_API_KEY"  # the variable that holds the key unless api_key_env names another
 MIN_KEY_LENGTH = 8  # a shorter key is refused: redacting "1234" would mangle "port 12345" and show the key
 SECRET_FLAGS = ("--api-key", "--hf-token")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -117,6 +120,39 @@ def redact(text: str, *secrets: str | None) -> str:
 def redact_and_cut(text: str, limit: int, *secrets: str | None) -> str:
     """`text` redacted, then cut to `limit` characters: a cut never leaves a piece of a key to redact."""
     return redact(text, *secrets)[:limit]
+
+
+class RedactingWriter:
+    """A text stream that redacts what it passes on to `stream`, a line at a time (a key split over two writes is
+    still whole in its line); `close()` passes on an unfinished last line."""
+
+    def __init__(self, stream: Any, *secrets: str | None) -> None:
+        self._stream, self._secrets, self._pending = stream, secrets, ""
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        if lines:
+            self._stream.write(redact("\n".join(lines), *self._secrets) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def close(self) -> None:
+        if self._pending:
+            self._stream.write(redact(self._pending, *self._secrets))
+            self._pending = ""
+        self._stream.flush()
+
+
+def redact_file(path: Path, *secrets: str | None) -> None:
+    """Rewrite a text file with its secrets redacted (nothing is written when it holds none)."""
+    if not path.is_file():
+        return
+    text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    if (clean := redact(text, *secrets)) != text:
+        path.write_text(clean, encoding="utf-8", errors="surrogateescape")
 
 
 def _redact_heads(text: str, form: str) -> str:

@@ -10,7 +10,16 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from toolkit.api_keys import ENV_NAME, KEY_ENV_NAME, env_secret, looks_secret, redact, secret_assignment, secret_flag
+from toolkit.api_keys import (
+    DEFAULT_KEY_ENV,
+    ENV_NAME,
+    KEY_ENV_NAME,
+    env_secret,
+    looks_secret,
+    redact,
+    secret_assignment,
+    secret_flag,
+)
 from toolkit.errors import ParamsError
 from toolkit.method.contexts import parse_contexts
 
@@ -41,7 +50,7 @@ class RunParams(BaseModel):
     max_output: int = Field(4096, gt=0)
     endpoint: Literal["chat", "completions"] = "chat"
     run_label: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_LABEL)
-    api_key_env: str = "VLLM_API_KEY"
+    api_key_env: str = DEFAULT_KEY_ENV
     max_model_len: int | None = Field(None, gt=0)
     kv_budget_tokens: int | None = Field(None, gt=0)
     per_stream_prompts: bool = False

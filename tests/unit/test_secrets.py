@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -279,3 +280,26 @@ def test_redact_then_cut_leaves_no_piece_of_the_key(length: int) -> None:
         assert len(shown) <= limit
         assert not any(key[i : i + 8] in shown for i in range(len(key) - 7)), (limit, shown)
         assert shown == redact(body, key)[:limit]
+
+
+def test_a_redacting_writer_redacts_a_key_split_over_two_writes() -> None:
+    import io
+
+    out = io.StringIO()
+    writer = secrets.RedactingWriter(out, KEY)
+    writer.write(f"first line {KEY[:10]}")
+    writer.write(f"{KEY[10:]} end\nunfinished {KEY}")
+    assert out.getvalue() == "first line <redacted> end\n"  # the unfinished line waits for its end
+    writer.close()
+    assert out.getvalue() == "first line <redacted> end\nunfinished <redacted>"
+
+
+def test_redact_file_rewrites_only_a_file_holding_a_secret(tmp_path: Path) -> None:
+    holding, clean = tmp_path / "a.ipynb", tmp_path / "b.ipynb"
+    holding.write_text(json.dumps({"text": f"echo {KEY}"}))
+    clean.write_text("nothing here")
+    before = clean.stat().st_mtime_ns
+    for path in (holding, clean, tmp_path / "missing.ipynb"):
+        secrets.redact_file(path, KEY)
+    assert json.loads(holding.read_text()) == {"text": "echo <redacted>"}
+    assert clean.stat().st_mtime_ns == before and not (tmp_path / "missing.ipynb").exists()

@@ -17,7 +17,7 @@ from nbconvert import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from traitlets.config import Config
 
-from toolkit.api_keys import env_secret, redact
+from toolkit.api_keys import DEFAULT_KEY_ENV, RedactingWriter, env_secret, redact, redact_file
 from toolkit.jupyter.kernels import SameSessionKernelManager
 from toolkit.jupyter.rate_notebook import run_sweep_parameters
 from toolkit.params import RunParams
@@ -71,19 +71,30 @@ def execute(notebook: str, out_dir: Path, parameters: dict[str, Any]) -> Path:
 
 
 def execute_path(source: Path, output: Path, parameters: dict[str, Any]) -> None:
-    """papermill with a kernel in this process's session (toolkit.jupyter.kernels: no autogroup of its own)."""
+    """papermill with a kernel in this process's session (toolkit.jupyter.kernels: no autogroup of its own).
+
+    The key (in the variable the notebook's API_KEY_ENV names) is redacted at the exits: from the kernel's output as
+    it is relayed, and from the executed notebook once papermill is done with it, whether the notebook ran or failed
+    (a server's error that echoed the key would otherwise stay in a traceback on disk)."""
     os.environ["TOOLKIT_PROGRESS"] = "text"  # the kernels inherit it: no progress widget in a report
-    papermill.execute_notebook(
-        str(source),
-        str(output),
-        parameters=parameters,
-        kernel_name="python3",
-        cwd=str(NOTEBOOKS),
-        progress_bar=False,
-        stdout_file=sys.stdout,
-        stderr_file=sys.stderr,
-        kernel_manager_class=SameSessionKernelManager,
-    )
+    key = env_secret(str(parameters.get("API_KEY_ENV", DEFAULT_KEY_ENV)))
+    stdout, stderr = RedactingWriter(sys.stdout, key), RedactingWriter(sys.stderr, key)
+    try:
+        papermill.execute_notebook(
+            str(source),
+            str(output),
+            parameters=parameters,
+            kernel_name="python3",
+            cwd=str(NOTEBOOKS),
+            progress_bar=False,
+            stdout_file=stdout,
+            stderr_file=stderr,
+            kernel_manager_class=SameSessionKernelManager,
+        )
+    finally:
+        stdout.close()
+        stderr.close()
+        redact_file(output, key)
 
 
 def html_report(executed: nbformat.NotebookNode) -> str:

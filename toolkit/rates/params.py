@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from toolkit.api_keys import DEFAULT_KEY_ENV
 from toolkit.loadgen.arrivals import Arrival
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import MAX_LABEL, MAX_SECONDS, ParamsError, RunParams, _one_line, read_yaml_mapping
@@ -116,7 +117,7 @@ class RateParams(BaseModel):
 
     base_url: str = "http://127.0.0.1:8000"
     model: str | None = None
-    api_key_env: str = "VLLM_API_KEY"
+    api_key_env: str = DEFAULT_KEY_ENV
     endpoint: Literal["chat", "completions"] = "chat"
     rates: list[Annotated[float, AllowInfNan(True)]] = Field(
         default_factory=lambda: [1.0, 2.0, 4.0, 8.0]
