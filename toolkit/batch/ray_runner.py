@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from toolkit.api_keys import RedactingWriter, env_secret
 from toolkit.batch.sweep import Variant
 from toolkit.errors import ParamsError
 
@@ -120,12 +121,13 @@ def run_in_worker(
         if archive is not None:
             unpack(archive, folder)
         try:
-            with (
-                open(folder / RUN_LOG, "a", encoding="utf-8") as log,
-                contextlib.redirect_stdout(log),
-                contextlib.redirect_stderr(log),
-            ):
-                outcome = run_variant(variant, folder, resume=resume)
+            with open(folder / RUN_LOG, "a", encoding="utf-8") as log:
+                redacted = RedactingWriter(log, env_secret(variant.params.api_key_env))
+                try:
+                    with contextlib.redirect_stdout(redacted), contextlib.redirect_stderr(redacted):
+                        outcome = run_variant(variant, folder, resume=resume)
+                finally:
+                    redacted.close()
         except KeyboardInterrupt:
             ray.get(collector.put.remote(variant.label, pack(folder)))
             raise

@@ -12,7 +12,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from toolkit.api_keys import env_secret, redact
+from toolkit.api_keys import env_secret, redact, redact_and_cut
 from toolkit.batch.state import DONE, FAILED, now
 from toolkit.batch.sweep import Variant
 
@@ -34,7 +34,7 @@ def one_line_error(exc: BaseException, secret: str | None = None) -> str:
     else:
         text = f"{type(exc).__name__}: {exc}"
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return redact(first, secret)[:500]
+    return redact_and_cut(first, 500, secret)
 
 
 def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
