@@ -34,6 +34,11 @@ _OPTION = re.compile(rf"(?<!\S)(--[A-Za-z][\w-]*)(?:(=)({_WORD})|((?:\s+(?!-){_W
 # URL user info, up to the last @ (a password may hold one); a scheme starts a word, so a long run of letters
 # is not rescanned from each of its positions.
 _USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#'\"]+@")
+# A container's environment option in one word: `--env=NAME=value`, `-eNAME=value` (docker, podman).
+_ENV_OPTION = re.compile(r"^(?:--env=|-e)(?=[A-Za-z_][A-Za-z0-9_]*=)")
+_ENV_OPTION_WORD = re.compile(rf"(?<!\S)(--env=|-e)([A-Za-z_][A-Za-z0-9_]*=)({_WORD})")
+# A URL query parameter whose name looks secret: `?token=...`, `&api_key=...` (a mirror or proxy URL).
+_QUERY = re.compile(r"([?&;])([A-Za-z0-9_.-]+)=([^&#;\s'\"]*)")
 _KNOWN: set[str] = set()  # every key read from the environment by this process
 
 
@@ -55,8 +60,9 @@ def secret_flag(word: str) -> str | None:
 
 
 def secret_assignment(word: str) -> bool:
-    """Whether a command word is `NAME=value` with a secret-looking name (`HF_TOKEN=...`)."""
-    name, sep, _ = word.partition("=")
+    """Whether a command word is `NAME=value` with a secret-looking name (`HF_TOKEN=...`), also as a container's
+    environment option spells it in one word (`--env=HF_TOKEN=...`, `-eHF_TOKEN=...`)."""
+    name, sep, _ = _ENV_OPTION.sub("", word, count=1).partition("=")
     return bool(sep) and bool(ENV_NAME.fullmatch(name)) and looks_secret(name)
 
 
@@ -114,7 +120,17 @@ def redact(text: str, *secrets: str | None) -> str:
         text = _redact_heads(text, form.strip())
     text = _OPTION.sub(_redact_option, text)
     text = _ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED if looks_secret(m.group(1)[:-1]) else m.group(0), text)
+    text = _ENV_OPTION_WORD.sub(
+        lambda m: m.group(1) + m.group(2) + REDACTED if looks_secret(m.group(2)[:-1]) else m.group(0), text
+    )
+    text = _QUERY.sub(
+        lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}" if _secret_parameter(m.group(2)) else m.group(0), text
+    )
     return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+
+
+def _secret_parameter(name: str) -> bool:
+    return looks_secret(re.sub(r"[.-]", "_", name))
 
 
 def redact_and_cut(text: str, limit: int, *secrets: str | None) -> str:

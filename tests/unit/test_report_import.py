@@ -397,3 +397,14 @@ def test_a_file_larger_than_any_report_is_refused_unread(tmp_path: Path) -> None
     path.write_bytes(LFM.read_bytes() + b"\n" + b"x" * MAX_REPORT_BYTES)
     with pytest.raises(ReportFormatError, match=rf"^{path}: larger than 1,048,576 bytes, which no speed test"):
         import_report_file(path)
+
+
+def test_a_published_command_that_holds_a_key_is_imported_redacted(tmp_path: Path) -> None:
+    text = LFM.read_text().replace("--api-key <redacted>", "--api-key sk-published-2b7e91 --hf-token=hf_leaked_77")
+    copy = tmp_path / "leaky.txt"
+    copy.write_text(text)
+    imported = import_report_file(copy)
+    command = imported.run_info["launch_command"]
+    assert "sk-published-2b7e91" not in command and "hf_leaked_77" not in command
+    assert "--api-key <redacted>" in command and "--hf-token=<redacted>" in command
+    assert import_report_file(LFM).run_info["launch_command"].endswith("--api-key <redacted>")  # unchanged

@@ -303,3 +303,30 @@ def test_redact_file_rewrites_only_a_file_holding_a_secret(tmp_path: Path) -> No
         secrets.redact_file(path, KEY)
     assert json.loads(holding.read_text()) == {"text": "echo <redacted>"}
     assert clean.stat().st_mtime_ns == before and not (tmp_path / "missing.ipynb").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "HTTPS_PROXY=http://user:pa55@proxy:3128 vllm serve m",
+            "HTTPS_PROXY=http://<redacted>@proxy:3128 vllm serve m",
+        ),
+        (
+            "HF_ENDPOINT='https://mirror/hf?token=abc123&x=1' vllm",
+            "HF_ENDPOINT='https://mirror/hf?token=<redacted>&x=1' vllm",
+        ),
+        ("https://h/p?page=2&api-key=k3y&sig=1", "https://h/p?page=2&api-key=<redacted>&sig=1"),
+        ("docker run --env=HF_TOKEN=hf_abc img", "docker run --env=HF_TOKEN=<redacted> img"),
+        ("docker run -eHF_TOKEN=hf_abc img", "docker run -eHF_TOKEN=<redacted> img"),
+        ("docker run -eMODE=fast --env=PORT=80 img", "docker run -eMODE=fast --env=PORT=80 img"),
+    ],
+)
+def test_credentials_in_urls_and_container_env_options_are_redacted(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize("word", ["--env=HF_TOKEN=x", "-eHF_TOKEN=x", "HF_TOKEN=x"])
+def test_container_env_options_with_a_secret_name_count_as_secret_assignments(word: str) -> None:
+    assert secrets.secret_assignment(word)
+    assert not secrets.secret_assignment(word.replace("HF_TOKEN", "MODE"))

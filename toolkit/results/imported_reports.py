@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+from toolkit.api_keys import redact
 from toolkit.errors import ReportFormatError
 from toolkit.method.contexts import MARGIN, format_context, parse_context
 from toolkit.method.number_parse import MAX_NUMBER_CHARS, parse_int, parse_number
@@ -279,7 +280,7 @@ def parse_report(text: str, source: str = "<text>") -> ImportedReport:
         "title": title,
         "summary": _matrix_summary(summary, blocks.get("engine", {})),
         **blocks,
-        "launch_command": launch,
+        "launch_command": redact(launch),  # a published report's command may hold a key: redacted like ours
         "source": "imported",
     }
     return ImportedReport(measurements, {**info, "max_model_len": max_model_len})
