@@ -1,7 +1,7 @@
 """A small fault-injecting OpenAI-compatible server that mimics vLLM enough for the toolkit's runner.
 
 It stands in only for the faults a real vLLM cannot be made to show: HTTP 5xx, 401 mid-run, a stream
-cut mid-way, malformed SSE (bad JSON, fields of the wrong type, an event without its end), a stalled stream,
+cut mid-way, a stream kept open by SSE keep-alive comments without a token, malformed SSE (bad JSON, fields of the wrong type, an event without its end), a stalled stream,
 an error event in the stream, `/metrics` gone or NaN, other endpoints answering 200 with what vLLM never sends.
 Everything else is tested against the embedded vLLM.
 
@@ -41,7 +41,7 @@ from aiohttp import web
 MODEL = "fault-model"
 TEMPLATE_TOKENS = 8
 FAULT_KINDS = ("500", "401", "cut", "malformed", "stall", "usage-not-object", "choices-object", "string-count",
-               "unterminated", "error-event")  # fmt: skip
+               "unterminated", "error-event", "keepalive")  # fmt: skip
 # Events of the wrong-typed stream faults, sent after two good tokens.
 WRONG_EVENTS = {
     "usage-not-object": {"choices": [{"index": 0, "delta": {"content": " x"}}], "usage": "many"},
@@ -430,6 +430,10 @@ class FaultServer:
             await asyncio.sleep(3600)
         elif fault == "stall":
             await asyncio.sleep(3600)  # keeps the connection open, sends nothing; cancelled on disconnect
+        elif fault == "keepalive":  # bytes but no token: an SSE comment every 0.1 s, for an hour
+            for _ in range(36_000):
+                await response.write(b": keep-alive\n\n")
+                await asyncio.sleep(0.1)
         elif fault == "error-event":  # an error inside the stream, echoing the key presented like the 401 fault
             presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
             event = {"error": {"message": f"engine failed for key {presented}", "code": 500}}

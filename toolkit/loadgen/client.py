@@ -172,7 +172,7 @@ class StreamClient:
         return conn
 
     async def _wait(self, conn: _Connection) -> None:
-        """Until the reply is complete (or `[DONE]`); TimeoutError after `read_timeout_s` without any data."""
+        """Until the reply is complete (or `[DONE]`); TimeoutError after `read_timeout_s` without progress."""
         waiter = conn.waiter
         assert waiter is not None
         while not waiter.done():
@@ -279,8 +279,20 @@ class _Connection(asyncio.Protocol):
         return False  # close the transport; connection_lost follows
 
     def data_received(self, data: bytes) -> None:
-        self.last_data = now = time.perf_counter()
+        """Bytes count for the idle timeout only when the reply moved on (its head, an event with data, its end, an
+        error body): SSE comments, a server's keep-alives, would otherwise hold a stream open for ever."""
+        now = time.perf_counter()
+        before = self._progress()
         self._feed(data, now)
+        if self._progress() != before:
+            self.last_data = now
+
+    def _progress(self) -> tuple[bool, bool, int, int, bool] | None:
+        reply = self.reply
+        if reply is None:
+            return None
+        result = reply.account.result
+        return reply.head_done, reply.complete, result.chunks, len(reply.error_body), result.done
 
     def _feed(self, data: bytes, now: float) -> None:
         """Bytes of the reply that arrived at `now`."""
