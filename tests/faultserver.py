@@ -1,8 +1,9 @@
 """A small fault-injecting OpenAI-compatible server that mimics vLLM enough for the toolkit's runner.
 
 It stands in only for the faults a real vLLM cannot be made to show: HTTP 5xx, 401 mid-run, a stream
-cut mid-way, a stream kept open by SSE keep-alive comments without a token, malformed SSE (bad JSON, fields of the wrong type, an event without its end), a stalled stream,
-an error event in the stream, `/metrics` gone or NaN, other endpoints answering 200 with what vLLM never sends.
+cut mid-way, a stream kept open by SSE keep-alive comments without a token, malformed SSE (bad JSON, fields of
+the wrong type, an event without its end), a stalled stream, an error event in the stream, `/metrics` gone, NaN,
+a gateway's own, trickling or a gzip bomb, other endpoints answering 200 with what vLLM never sends.
 Everything else is tested against the embedded vLLM.
 
     with FaultServer() as server:             # aiohttp in a background thread, free 127.0.0.1 port
@@ -10,6 +11,7 @@ Everything else is tested against the embedded vLLM.
         server.set_fault("cut", after=1, times=1)  # only the 2nd one is cut
         server.set_metrics_fault("404")       # /metrics answers 404 ("drop": connection closed, no answer;
                                               # "gateway": 200 with a gateway's own metrics, none of vLLM's;
+                                              # "trickle": a byte every 0.5 s; "gzip": a gzip bomb;
                                               # "nan": the running gauge reads NaN)
         server.set_metrics_fault("drop", after=3)  # ... once 3 more streamed requests have started
         server.clear_fault()
@@ -17,7 +19,7 @@ Everything else is tested against the embedded vLLM.
         server.completion_requests()          # the request log, filtered
 
 The same controls are reachable over HTTP: `POST /_fault {"kind": ..., "after": K, "times": M}`,
-`POST /_metrics_fault {"kind": "404"|"drop"|"nan"|"gateway"|null, "after": K}`, `GET /_log`.
+`POST /_metrics_fault {"kind": "404"|"drop"|"nan"|"gateway"|"trickle"|"gzip"|null, "after": K}`, `GET /_log`.
 
 Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
 the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import gzip
 import hashlib
 import json
 import socket
@@ -50,10 +54,16 @@ WRONG_EVENTS = {
                      "usage": {"prompt_tokens": 9, "completion_tokens": "3"}},
 }  # fmt: skip
 UNTERMINATED_BYTES = 4 * 1024 * 1024  # sent as one event without its blank line, then nothing
-METRICS_FAULTS = ("404", "drop", "nan", "gateway")
+METRICS_FAULTS = ("404", "drop", "nan", "gateway", "trickle", "gzip")
 # What a gateway or proxy in front of vLLM answers on /metrics: its own metrics, none of vLLM's.
 GATEWAY_METRICS = ("# HELP gateway_requests_total Requests proxied.\n# TYPE gateway_requests_total counter\n"
                    "gateway_requests_total 12.0\nprocess_cpu_seconds_total 3.25\n")  # fmt: skip
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """64 MiB of metrics text in about 64 KiB: a client that inflates it holds it all (made once, when armed)."""
+    return gzip.compress(b"# " + b"x" * (64 * 1024 * 1024) + b"\n", compresslevel=9)
 
 
 @dataclass
@@ -163,6 +173,8 @@ class FaultServer:
         if kind is not None and kind not in METRICS_FAULTS:
             raise ValueError(f"metrics fault {kind!r}; allowed: {', '.join(METRICS_FAULTS)} or None")
         self._metrics_fault_from = self.state.requests_total + after
+        if kind == "gzip":
+            gzip_bomb()  # made now, not while a client waits for it
         self.metrics_fault = kind
 
     def _metrics_failing(self) -> str | None:
@@ -285,6 +297,15 @@ class FaultServer:
             return web.Response(status=404, text="404: Not Found")
         if failing == "gateway":
             return web.Response(text=GATEWAY_METRICS, content_type="text/plain")
+        if failing == "gzip":
+            return web.Response(body=gzip_bomb(), headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"})
+        if failing == "trickle":  # a byte every 0.5 s for a minute
+            response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+            await response.prepare(request)
+            for _ in range(120):
+                await response.write(b"#")
+                await asyncio.sleep(0.5)
+            return response
         if failing == "drop":
             assert request.transport is not None
             request.transport.abort()  # no answer at all: the client sees the connection closed

@@ -1,13 +1,19 @@
-"""Servers that send bytes but no progress cannot hold a stream open for ever: the idle timeout counts only what
-moves a reply on (its head, an event with data, its end), not SSE keep-alive comments."""
+"""Servers that send bytes but no progress cannot hold a call open for ever: a stream's idle timeout counts only what
+moves its reply on (its head, an event with data, its end), not SSE keep-alive comments; a server call (`/metrics`,
+`/v1/models`, `/tokenize`) is read whole within its timeout, uncompressed and capped in size."""
 
 from __future__ import annotations
 
 import asyncio
 
+import psutil
+import pytest
+
 from tests.faultserver import FaultServer
+from toolkit.errors import ServerAPIError
 from toolkit.loadgen.client import StreamClient, build_request
 from toolkit.matrix.runner import run_sync
+from toolkit.matrix.server_api import ServerAPI
 
 
 def test_keep_alive_comments_after_a_token_end_in_a_read_timeout() -> None:
@@ -24,3 +30,23 @@ def test_keep_alive_comments_after_a_token_end_in_a_read_timeout() -> None:
         comments_sent = server.fault is not None and server.fault.hit == 1
     assert error == "read timeout: no data for 0.5 s", error
     assert tokens == 2 and comments_sent  # two tokens came, then only comments
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [("trickle", "/metrics did not answer in full within 1 s"),
+     ("gzip", "/metrics answered 'gzip'-encoded though asked for an uncompressed reply")],
+)  # fmt: skip
+def test_a_trickling_or_compressed_metrics_reply_is_refused_within_the_call_timeout(kind: str, said: str) -> None:
+    async def scrape(base_url: str) -> str:
+        async with ServerAPI(base_url, timeout_s=1.0) as api, asyncio.timeout(30):  # 30: fails, not hangs, the test
+            with pytest.raises(ServerAPIError) as caught:
+                await api.metrics()
+            assert await api.metrics_or_none() is None  # the sampler's call: no sample, the cell goes on
+        return str(caught.value)
+
+    with FaultServer() as server:
+        server.set_metrics_fault(kind)
+        message = run_sync(lambda: scrape(server.base_url))
+    assert message == server.base_url + said
+    assert psutil.Process().memory_info().rss < 1024**3  # nothing inflated

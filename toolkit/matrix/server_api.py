@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -10,15 +11,19 @@ from toolkit.api_keys import redact, redact_and_cut
 from toolkit.errors import ServerAPIError
 from toolkit.matrix.prometheus import RUNNING, WAITING, MetricsSnapshot, foreign_metrics, parse_metrics
 
+MAX_REPLY_BYTES = 16 * 1024 * 1024  # vLLM's /metrics is ~100 KB; a reply past this is refused, not held
+
 
 class ServerAPI:
     """Async access to the non-streaming endpoints. Use as an async context manager."""
 
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # Uncompressed replies only: a 398 KiB gzip /metrics grew this process by 1.2 GiB when it was inflated.
+        headers = {"Accept-Encoding": "identity"} | ({"Authorization": f"Bearer {api_key}"} if api_key else {})
         self.has_key = bool(api_key)
         self._key = api_key
+        self._timeout_s = timeout_s
         # trust_env=False: no HTTP(S)_PROXY from the environment sees the key (the streams go direct too).
         self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s, trust_env=False)
 
@@ -31,11 +36,29 @@ class ServerAPI:
     def _unreachable(self, path: str, exc: httpx.HTTPError) -> ServerAPIError:
         return ServerAPIError(redact(f"cannot reach {self.base_url}{path}: {type(exc).__name__}: {exc}", self._key))
 
-    async def _get(self, path: str) -> httpx.Response:
+    async def _fetch(self, method: str, path: str, json: dict[str, Any] | None = None) -> httpx.Response:
+        """One request, read whole within `timeout_s` in all (httpx's timeout is per read: a server trickling a byte
+        a second would hold it for ever) and up to MAX_REPLY_BYTES, uncompressed."""
         try:
-            response = await self._client.get(path)
+            async with asyncio.timeout(self._timeout_s), self._client.stream(method, path, json=json) as response:
+                encoding = response.headers.get("content-encoding", "identity").strip().lower()
+                if encoding not in ("", "identity"):
+                    raise ServerAPIError(f"{self.base_url}{path} answered {encoding[:40]!r}-encoded though asked for "
+                                         "an uncompressed reply", response.status_code)  # fmt: skip
+                body = bytearray()
+                async for piece in response.aiter_bytes():  # identity: the bytes as sent
+                    body += piece
+                    if len(body) > MAX_REPLY_BYTES:
+                        raise ServerAPIError(f"{self.base_url}{path} answered more than {MAX_REPLY_BYTES:,} bytes",
+                                             response.status_code)  # fmt: skip
+        except TimeoutError:
+            raise ServerAPIError(f"{self.base_url}{path} did not answer in full within {self._timeout_s:g} s") from None
         except httpx.HTTPError as exc:
             raise self._unreachable(path, exc) from None
+        return httpx.Response(response.status_code, headers=response.headers, content=bytes(body))
+
+    async def _get(self, path: str) -> httpx.Response:
+        response = await self._fetch("GET", path)
         if response.status_code == 401:
             raise ServerAPIError(f"{self.base_url}{path} answered 401 Unauthorized: the server needs an API key", 401)
         if response.status_code != 200:
@@ -111,10 +134,7 @@ class ServerAPI:
             body.update(messages=[{"role": "user", "content": text}], add_generation_prompt=True)
         else:
             body["prompt"] = text
-        try:
-            response = await self._client.post("/tokenize", json=body)
-        except httpx.HTTPError as exc:
-            raise self._unreachable("/tokenize", exc) from None
+        response = await self._fetch("POST", "/tokenize", json=body)
         if response.status_code != 200:
             detail = redact_and_cut(response.text, 200, self._key)
             raise ServerAPIError(
