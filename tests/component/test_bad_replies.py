@@ -117,6 +117,17 @@ def test_a_max_model_len_of_the_wrong_type_is_one_line(server: FaultServer, caps
                                  "whole number; give it as a parameter")  # fmt: skip
 
 
+def test_an_implausible_max_model_len_is_one_line_before_any_prompt_is_built(
+    server: FaultServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    server.set_reply("/v1/models", '{"data": [{"id": "fault-model", "max_model_len": 1000000000000}]}')
+    code = main(["matrix", "--base-url", server.base_url, "--out", str(tmp_path / "out"), "--api-key-env", KEY_ENV])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == (f"error: max_model_len: {server.base_url}/v1/models reports 1,000,000,000,000 "
+                                 "tokens, more than the 16,777,216 any served model takes; give it as a parameter")  # fmt: skip
+    assert not server.completion_requests() and not [e for e in server.log if e["path"] == "/tokenize"]
+
+
 def test_the_streaming_client_survives_random_replies(caplog: pytest.LogCaptureFixture) -> None:
     """A raw socket server answers each request with random bytes (sometimes after a good head), split at random,
     then closes: every stream ends with an error or `[DONE]`, nothing raises, asyncio logs no traceback."""

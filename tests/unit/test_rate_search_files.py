@@ -97,3 +97,11 @@ def test_records_round_trip_through_parquet_and_the_lines_decide(tmp_path: Path)
 def test_an_empty_sweep_reads_as_no_records(tmp_path: Path) -> None:
     assert read_steps(tmp_path) == [] and list(read_records(tmp_path).columns) == list(RECORD_COLUMNS)
     assert isinstance(read_records(tmp_path), pd.DataFrame)
+
+
+def test_a_steps_file_cut_mid_line_keeps_its_whole_lines_and_says_which_was_dropped(tmp_path: Path) -> None:
+    rates_dir(tmp_path).mkdir(parents=True)
+    whole = step_line({"step": 0, "offered_rate": 2.0, "slo_met": True})
+    (rates_dir(tmp_path) / STEPS_FILE).write_bytes(whole + step_line({"step": 1, "offered_rate": 4.0})[:12])
+    with pytest.warns(UserWarning, match=rf"{STEPS_FILE}:2: truncated last line ignored"):
+        assert read_steps(tmp_path) == [{"step": 0, "offered_rate": 2.0, "slo_met": True}]

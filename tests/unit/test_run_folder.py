@@ -102,3 +102,14 @@ def test_the_port_in_a_launch_command_is_not_a_difference() -> None:
     recorded = RunDocument(launch_command="python -m vllm --model m --port 41001 --max-model-len 4096")
     assert server_differences(recorded, None, "python -m vllm --model m --port 52777 --max-model-len 4096") == ""
     assert server_differences(recorded, None, "python -m vllm --model m --port=52777 --max-model-len 8192") != ""
+
+
+def test_a_lock_file_that_is_a_symbolic_link_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / LOCK_FILE).symlink_to(target)
+    with pytest.raises(RunRefused, match=r"\.lock is a symbolic link; the lock must be a plain file"), hold(folder):
+        pass
+    assert target.read_text() == "keep me"

@@ -9,6 +9,8 @@ from toolkit.errors import DiscoveryError, ServerAPIError
 from toolkit.matrix.prometheus import MetricsSnapshot, cache_config
 from toolkit.matrix.server_api import ServerAPI
 
+MAX_PLAUSIBLE_MODEL_LEN = 2**24  # 16.8M tokens: past the longest context served today (10M)
+
 
 @dataclass(frozen=True)
 class ServerInfo:
@@ -62,6 +64,11 @@ async def discover(
         raise DiscoveryError(
             f"max_model_len: {api.base_url}/v1/models reports {str(max_len)[:40]!r}, not a "
             "positive whole number; give it as a parameter"
+        )
+    if max_len > MAX_PLAUSIBLE_MODEL_LEN:  # prompts are built up to it: 10**12 spun the CPU with no output
+        raise DiscoveryError(
+            f"max_model_len: {api.base_url}/v1/models reports {max_len:,} tokens, more than the "
+            f"{MAX_PLAUSIBLE_MODEL_LEN:,} any served model takes; give it as a parameter"
         )
     try:
         snapshot: MetricsSnapshot | None = await api.metrics()

@@ -9,6 +9,7 @@ another server (model, max_model_len, KV budget, launch command) before anything
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -59,7 +60,14 @@ def hold(folder: Path) -> Iterator[None]:
 def _lock(path: Path) -> int | None:
     """The locked file's descriptor, or None when this process or an ancestor holds the lock already."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise RunRefused(
+                f"out: {path} is a symbolic link; the lock must be a plain file (remove the link)"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from toolkit.method.goodput import RECORD_COLUMNS
-from toolkit.results.store import StoreError, append_line, read_json, write_json_atomic
+from toolkit.results.store import StoreError, append_line, read_json, read_jsonl, write_json_atomic
 
 RATES_DIR = "rates"
 SWEEP_FILE = "sweep.json"
@@ -97,10 +97,7 @@ def write_step(out: Path, step: int, frame: pd.DataFrame, row: dict[str, Any]) -
 
 def read_steps(out: Path) -> list[dict[str, Any]]:
     """The finished steps' rows, in order ("inf" rates back as infinity)."""
-    path = rates_dir(out) / STEPS_FILE
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows: list[dict[str, Any]] = read_jsonl(rates_dir(out) / STEPS_FILE)
     for row in rows:
         for key in RATE_FIELDS:
             if row.get(key) == "inf":

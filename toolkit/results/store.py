@@ -64,7 +64,7 @@ def append_line(path: Path, line: bytes) -> None:
     """Append one whole line and fsync it; a line cut short (by a crash before) is dropped first, and a failed
     write leaves no partial line behind (OSError)."""
     _drop_partial_tail(path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never a link's target
     try:
         end = os.lseek(fd, 0, os.SEEK_END)
         try:
@@ -125,8 +125,9 @@ def _drop_partial_tail(path: Path) -> None:
 _TAIL_BLOCK = 64 * 1024
 
 
-def load_measurements(path: str | Path) -> list[Measurement]:
-    """Read a results file; a truncated last line is ignored with a warning, other bad lines raise."""
+def read_jsonl(path: str | Path) -> list[Any]:
+    """The JSON values of a JSONL file the toolkit appends to; a last line cut short (a crash mid-write) is dropped
+    with a one-line warning naming the file and line, any other bad line raises ResultsError naming them."""
     path = Path(path)
     if not path.exists():
         return []
@@ -136,13 +137,18 @@ def load_measurements(path: str | Path) -> list[Measurement]:
         if not line.strip():
             continue
         try:
-            out.append(Measurement.from_dict(json.loads(line)))
+            out.append(json.loads(line))
         except json.JSONDecodeError:
             if number == len(lines):
                 warnings.warn(f"{path}:{number}: truncated last line ignored", stacklevel=2)
                 continue
             raise ResultsError(f"{path}:{number}: not a JSON record") from None
     return out
+
+
+def load_measurements(path: str | Path) -> list[Measurement]:
+    """Read a results file; a truncated last line is ignored with a warning, other bad lines raise."""
+    return [Measurement.from_dict(record) for record in read_jsonl(path)]
 
 
 def latest_by_key(measurements: list[Measurement]) -> dict[tuple[str, int, int], Measurement]:
