@@ -124,7 +124,8 @@ def test_an_implausible_max_model_len_is_one_line_before_any_prompt_is_built(
     code = main(["matrix", "--base-url", server.base_url, "--out", str(tmp_path / "out"), "--api-key-env", KEY_ENV])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err == (f"error: max_model_len: {server.base_url}/v1/models reports 1,000,000,000,000 "
-                                 "tokens, more than the 16,777,216 any served model takes; give it as a parameter")  # fmt: skip
+                                 "tokens, more than the 16,777,216 any served model takes; "
+                                 "give it as a parameter")  # fmt: skip
     assert not server.completion_requests() and not [e for e in server.log if e["path"] == "/tokenize"]
 
 
