@@ -340,3 +340,16 @@ def test_ratio_heatmap_gives_no_significant_difference_the_neutral_colour() -> N
     assert "1.20×" in texts and "1.04× n.s." in texts
     colours = np.ravel(ax.collections[0].get_array())
     assert colours[1] == 0.0 and colours[0] == pytest.approx(math.log2(1.2))  # n.s.: the centre of the scale
+
+
+def test_labels_with_dollar_signs_are_drawn_as_typed() -> None:
+    """A label such as `$\\x$` reached matplotlib's mathtext and the compare notebook crashed."""
+    import io
+
+    labels = {r"$\x$": A, "cost $5": B}
+    frame = runs(**labels)
+    for fig in (compare_plots.prefill_comparison(frame), compare_plots.tradeoff_figure(frame),
+                compare_plots.ratio_heatmaps(frame, r"$\x$", "cost $5")):  # fmt: skip
+        fig.savefig(io.BytesIO(), format="png")  # drawing is where mathtext would parse, and raise
+    legend = compare_plots.tradeoff_figure(frame).axes[0].get_legend_handles_labels()[1]
+    assert [compare_plots.plain(label) for label in labels] == legend
