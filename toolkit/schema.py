@@ -84,7 +84,7 @@ class Measurement:
     preemptions: int | None = None
     kv_usage_peak: float | None = None
     kv_budget_tokens: int | None = None
-    status_basis: str | None = None  # "server" or "client" (metrics unreachable)
+    status_basis: str | None = None  # "server" or "client" (/metrics unreachable or not vLLM's)
     client_saturated: bool | None = None
     loop_lag_p99_ms: float | None = None
     loop_lag_max_ms: float | None = None
