@@ -27,7 +27,7 @@ __all__ = ["MIN_RATIO_SPAN", "prefill_comparison", "ratio_heatmaps", "tradeoff_f
 MIN_RATIO_SPAN = 1.5  # the colour scale reaches at least ×1.5 and ÷1.5, so small differences stay pale
 
 
-def plain(text: str) -> str:
+def _plain(text: str) -> str:
     """A run's label as matplotlib shows it, literally: a `$` would start mathtext (`$\\x$` raised)."""
     return text.replace("$", r"\$")
 
@@ -68,7 +68,7 @@ def prefill_comparison(frame: pd.DataFrame, *, log_scale: bool | None = None) ->
         for label in labels:
             values = pd.to_numeric(side[(label, quantity)], errors="coerce").to_numpy(dtype=float)
             present = np.isfinite(values)
-            ax.plot(positions[present], values[present], marker="o", color=colors[label], label=plain(label))
+            ax.plot(positions[present], values[present], marker="o", color=colors[label], label=_plain(label))
             shown += values[present].tolist()
         ax.set_xticks(positions, side.index.get_level_values("context").tolist())
         _log_if_wide(ax, shown, "y", log_scale)
@@ -177,7 +177,7 @@ def ratio_heatmaps(
         lower_better = quantity.endswith("_ms")
         title = QUANTITY_TITLES.get(quantity, quantity) + (" (lower is better)" if lower_better else "")
         _ratio_heatmap(ax, table, quantity, title, "RdBu_r" if lower_better else "RdBu", contexts, levels)
-    fig.suptitle(f"{plain(other)} / {plain(baseline)}\nblue is better · blank: not measured in both runs")
+    fig.suptitle(f"{_plain(other)} / {_plain(baseline)}\nblue is better · blank: not measured in both runs")
     return fig
 
 
@@ -211,7 +211,7 @@ def tradeoff_figure(frame: pd.DataFrame, *, log_scale: bool | None = None) -> Fi
             edgecolors=[color],
         )
         frontier = compare.pareto_frontier(frame, label)
-        ax.plot(frontier["per_request_tok_s"], frontier["total_tok_s"], marker="o", color=color, label=plain(label))
+        ax.plot(frontier["per_request_tok_s"], frontier["total_tok_s"], marker="o", color=color, label=_plain(label))
         for row in frontier.to_dict("records"):
             ax.annotate(
                 f"{row['context']}×{row['concurrency']}",
