@@ -3,7 +3,6 @@ with a fresh prompt (cold again), and one still disturbed after the retries is k
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.faultserver import FaultServer
-from toolkit.loadgen.client import StreamClient
+from toolkit.loadgen.client import StreamClient, _Connection
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
 from toolkit.results.store import RESULTS_FILE
@@ -29,18 +28,28 @@ def server() -> Iterator[FaultServer]:
 
 
 def _pause_prefills(monkeypatch: pytest.MonkeyPatch, how_many: int) -> list[dict[str, Any]]:
-    """Block the event loop during the first `how_many` prefill requests; every streamed body is logged."""
+    """Block the event loop when the reply to each of the first `how_many` prefill requests starts to arrive (before
+    its first token is read, so its TTFT holds the block whatever the machine's load); every streamed body is
+    logged. A timer 1 ms after the send raced the fault server's reply under load: the block then missed the TTFT."""
     sent: list[dict[str, Any]] = []
-    real_stream = StreamClient.stream
+    block_next_reply: list[bool] = []
+    real_stream, real_data_received = StreamClient.stream, _Connection.data_received
 
     async def stream(self: StreamClient, path: str, body: dict[str, Any], *args: Any) -> Any:
         sent.append(body)
         prefills = [b for b in sent if b["max_tokens"] == 1]
         if body["max_tokens"] == 1 and len(prefills) <= how_many:
-            asyncio.get_running_loop().call_later(0.001, time.sleep, BLOCK_S)
+            block_next_reply.append(True)  # a prefill runs alone: the next reply bytes are its own
         return await real_stream(self, path, body, *args)
 
+    def data_received(self: _Connection, data: bytes) -> None:
+        if block_next_reply:
+            block_next_reply.pop()
+            time.sleep(BLOCK_S)
+        real_data_received(self, data)
+
     monkeypatch.setattr(StreamClient, "stream", stream)
+    monkeypatch.setattr(_Connection, "data_received", data_received)
     return sent
 
 
