@@ -60,9 +60,12 @@ def gateway(upstream: str) -> Iterator[str]:
             response = web.StreamResponse(status=answer.status)
             response.content_type = answer.content_type
             await response.prepare(request)
-            async for piece in answer.content.iter_any():
-                await response.write(piece)
-            await response.write_eof()
+            try:
+                async for piece in answer.content.iter_any():
+                    await response.write(piece)
+                await response.write_eof()
+            except ConnectionResetError:  # the client ended the stream (a window closed): nothing left to pass on
+                pass
             return response
 
     async def serve() -> None:
