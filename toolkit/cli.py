@@ -107,6 +107,7 @@ def _reported(result: RunResult, heading: str | None = None) -> int:
 
 
 def _import_report(args: argparse.Namespace) -> int:
+    from toolkit.matrix.run_folder import hold
     from toolkit.results.imported_reports import import_report_file
     from toolkit.results.run_document import RunDocument
     from toolkit.results.runs import RESULTS_CSV
@@ -119,29 +120,34 @@ def _import_report(args: argparse.Namespace) -> int:
         raise ParamsError(f"{source}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ReportFormatError(f"{source}: not a UTF-8 text report") from None
-    existing = RunDocument.load(out).source if (out / RUN_FILE).exists() else "imported"
-    if (out / RESULTS_FILE).exists() or existing != "imported":  # re-importing is fine
-        raise RunRefused(f"out: {out} already holds a measured run; choose another folder")
-    out.mkdir(parents=True, exist_ok=True)
-    to_dataframe(report.measurements).to_csv(out / RESULTS_CSV, index=False)
-    RunDocument.model_validate({**report.run_info, "source_file": source.name}).save(out)
-    print(f"{len(report.measurements)} measurements: {out / RESULTS_CSV}, {out / RUN_FILE}")
-    if args.report:
-        from toolkit.jupyter.execute import write_reports
+    with hold(out):  # a writer into a folder takes its lock: a run there, or another import, is refused
+        existing = RunDocument.load(out).source if (out / RUN_FILE).exists() else "imported"
+        if (out / RESULTS_FILE).exists() or existing != "imported":  # re-importing is fine
+            raise RunRefused(f"out: {out} already holds a measured run; choose another folder")
+        to_dataframe(report.measurements).to_csv(out / RESULTS_CSV, index=False)
+        RunDocument.model_validate({**report.run_info, "source_file": source.name}).save(out)
+        print(f"{len(report.measurements)} measurements: {out / RESULTS_CSV}, {out / RUN_FILE}")
+        if args.report:
+            from toolkit.jupyter.execute import write_reports
 
-        for name, path in write_reports(out).items():
-            print(f"{name}: {path}")
+            for name, path in write_reports(out).items():
+                print(f"{name}: {path}")
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
     from toolkit.jupyter.execute import write_compare
+    from toolkit.matrix.run_folder import hold
 
     if len(args.run_dirs) < 2:
         raise ParamsError("compare: give at least two run folders")
     labels = [label.strip() for label in args.labels.split(",")] if args.labels else None
-    for name, path in write_compare([Path(d).resolve() for d in args.run_dirs], Path(args.out), labels).items():
-        print(f"{name}: {path}")
+    run_dirs, out = [Path(d).resolve() for d in args.run_dirs], Path(args.out)
+    if out.resolve() in run_dirs:
+        raise ParamsError(f"out: {out} is one of the compared runs, whose figures it would overwrite; choose another")
+    with hold(out):
+        for name, path in write_compare(run_dirs, out, labels).items():
+            print(f"{name}: {path}")
     return 0
 
 

@@ -182,3 +182,32 @@ def test_a_matrix_cell_that_disagrees_names_its_line(tmp_path: Path, capsys: pyt
 def test_missing_file_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["import-report", str(tmp_path / "none.txt"), "--out", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'none.txt'}: cannot read: No such file or directory\n"
+
+
+@pytest.mark.process
+def test_import_and_compare_take_the_folder_lock_and_compare_never_writes_into_a_compared_run(
+    tmp_path: Path, imported: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every writer into a folder takes its lock: while another process holds it, `import-report --out` and
+    `compare --out` are refused in one line and write nothing; `compare --out` one of its runs is refused."""
+    busy = tmp_path / "busy"
+    hold_it = ("import sys, time; from pathlib import Path; from toolkit.matrix.run_folder import hold\n"
+               "with hold(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", hold_it, str(busy)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"  # the lock is held from here
+        before = sorted(p.name for p in busy.iterdir())
+        assert cli.main(["import-report", str(REPORTS["lfm"]), "--out", str(busy)]) == 2
+        assert cli.main(["compare", str(imported["kimi"]), str(imported["lfm"]), "--out", str(busy)]) == 2
+        assert sorted(p.name for p in busy.iterdir()) == before == [".lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and all(f"out: {busy} is in use by another toolkit run (pid {holder.pid})" in line
+                                   for line in lines), lines  # fmt: skip
+    assert cli.main(["compare", str(imported["kimi"]), str(imported["lfm"]), "--out", str(imported["lfm"])]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: out: {imported['lfm']} is one of the compared runs, whose "
+                                               "figures it would overwrite; choose another")  # fmt: skip
