@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from toolkit.api_keys import redact
+from toolkit.base.api_keys import redact
 from toolkit.loadgen.stream_events import StreamResult, has_text
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from toolkit.base.schema import Measurement
 from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel, highest_rate_meeting, summarize_step
 from toolkit.results.rate_runs import RATES_DIR, STEPS_FILE, SWEEP_FILE, step_file
 from toolkit.results.store import RUN_FILE, ResultStore, write_json_atomic
-from toolkit.schema import Measurement
 
 LEVEL = ServiceLevel(ttft_ms=200, tpot_ms=30, target=0.9)
 

@@ -13,8 +13,9 @@ imports inside functions included, and that no import cycle exists at any depth;
     toolkit.params                     run parameters
     toolkit.method                     the method as pure functions
     toolkit.loadgen                    the HTTP load generator
-    toolkit.schema | toolkit.api_keys  the result record; API keys and redaction
-    toolkit.errors                     the error tree
+    toolkit.base                       at its bottom, the error tree (base.errors); above it, independent of each
+                                       other: the result record (base.schema), API keys and redaction
+                                       (base.api_keys), the front end's check, the Ray driver
 """
 
 __version__ = "0.1.0"

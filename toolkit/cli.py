@@ -8,8 +8,8 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from toolkit.api_keys import api_key_from_env, redact
-from toolkit.errors import ParamsError, ReportFormatError, RunRefused, ToolkitError
+from toolkit.base.api_keys import api_key_from_env, redact
+from toolkit.base.errors import ParamsError, ReportFormatError, RunRefused, ToolkitError
 from toolkit.rates.cli import add_parser as add_rates_parser
 
 if TYPE_CHECKING:

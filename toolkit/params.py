@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from toolkit.api_keys import (
+from toolkit.base.api_keys import (
     DEFAULT_KEY_ENV,
     ENV_NAME,
     KEY_ENV_NAME,
@@ -20,7 +20,7 @@ from toolkit.api_keys import (
     secret_assignment,
     secret_flag,
 )
-from toolkit.errors import ParamsError
+from toolkit.base.errors import ParamsError
 from toolkit.method.contexts import parse_contexts
 
 DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64, 128]

@@ -15,10 +15,10 @@ import pytest
 
 from tests.faultserver import FaultServer
 from toolkit import cli
+from toolkit.base.schema import Measurement
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
 from toolkit.reports import compare
-from toolkit.schema import Measurement
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "reference-reports"

@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 from toolkit import cli
+from toolkit.base.schema import COLUMNS
 from toolkit.reports import tables as report_tables
 from toolkit.results.runs import load_run
-from toolkit.schema import COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "reference-reports"

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.faultserver import TEMPLATE_TOKENS, FaultServer
-from toolkit.errors import RunRefused
+from toolkit.base.errors import RunRefused
 from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel, judge_steps, summarize_step
 from toolkit.rates.files import STEPS_FILE, rates_dir, read_records, read_steps, read_sweep, step_line
 from toolkit.rates.params import make_rate_params

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from tests.faultserver import FaultServer
+from toolkit.base.schema import Measurement
 from toolkit.matrix.runner import run_matrix
 from toolkit.matrix.traces import load_trace
 from toolkit.params import make_params
-from toolkit.schema import Measurement
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from tests.faultserver import FaultServer
-from toolkit.errors import ServerAPIError
+from toolkit.base.errors import ServerAPIError
 from toolkit.loadgen.client import StreamClient, build_request
 from toolkit.matrix.runner import run_sync
 from toolkit.matrix.server_api import ServerAPI

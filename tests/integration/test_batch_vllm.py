@@ -20,10 +20,10 @@ import yaml
 from tests.conftest import TEST_API_KEY
 from tests.integration.test_managed_vllm import EXAMPLE, env
 from tests.processes import assert_group_gone
+from toolkit.base.schema import PHASE_TITLES
 from toolkit.batch.index import headline
 from toolkit.method.number_format import format_tok_s
 from toolkit.results import runs
-from toolkit.schema import PHASE_TITLES
 from toolkit.servers.embedded.server import VLLM_PYTHON, ensure_model, free_port
 from toolkit.servers.launch import LAUNCH_FILE
 

@@ -10,12 +10,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from toolkit.base.schema import COLUMNS
 from toolkit.batch import ray_runner as batch_ray
 from toolkit.batch.index import headline, index_html, index_markdown
 from toolkit.batch.progress import BatchProgress
 from toolkit.batch.runner import _on_ray, check_jobs, check_out, one_line_error
 from toolkit.batch.sweep import Variant, expand
-from toolkit.schema import COLUMNS
 
 
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -237,7 +237,7 @@ KEY = "sk-batch-DISTINCTIVE-5150"
 def test_a_variant_failure_carrying_the_key_is_stored_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The error file, the outcome (batch.json, index) and the lines shown: escaped and URL-encoded forms too."""
     import toolkit.matrix.runner
-    from toolkit import api_keys as secrets
+    from toolkit.base import api_keys as secrets
     from toolkit.batch import runner as batch
     from toolkit.params import make_params
 

@@ -12,8 +12,8 @@ import pytest
 from matplotlib.collections import QuadMesh
 from matplotlib.figure import Figure
 
+from toolkit.base.schema import COLUMNS, Measurement
 from toolkit.reports import compare, compare_plots, views
-from toolkit.schema import COLUMNS, Measurement
 
 
 def dec(ctx: str, n: int, status: str = "Valid", total: float | None = None, per: float | None = None,

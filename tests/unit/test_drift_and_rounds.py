@@ -7,11 +7,11 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
+from toolkit.base.schema import COLUMNS, Measurement
 from toolkit.method.drift import control_summary, drift_note, run_drift, within_drift
 from toolkit.reports import compare
 from toolkit.reports.tables import TTFT_NOTE, decode_matrix, footnotes
 from toolkit.results.rounds import combine, combine_rounds, planned_rounds, still_to_do
-from toolkit.schema import COLUMNS, Measurement
 from toolkit.servers.speculative import speculative_config
 
 

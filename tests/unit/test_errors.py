@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 import toolkit
-from toolkit import cli, errors
-from toolkit.api_keys import api_key_from_env
-from toolkit.errors import ServerAPIError, ServerError, ToolkitError
+from toolkit import cli
+from toolkit.base import errors
+from toolkit.base.api_keys import api_key_from_env
+from toolkit.base.errors import ServerAPIError, ServerError, ToolkitError
 
 KEY_ENV = "ERRORS_TEST_API_KEY"
 KEY = "sk-errors-NEEDLE-9137"
@@ -41,13 +42,13 @@ def all_subclasses(cls: type[ToolkitError]) -> list[type[ToolkitError]]:
 
 def test_every_exception_class_of_the_toolkit_is_a_toolkit_error() -> None:
     classes = exception_classes()
-    assert "toolkit.errors.ServerError" in classes and "toolkit.loadgen.stream_events._Malformed" in classes
+    assert "toolkit.base.errors.ServerError" in classes and "toolkit.loadgen.stream_events._Malformed" in classes
     assert [name for name, cls in classes.items() if not issubclass(cls, ToolkitError)] == []
 
 
 def test_the_tree_is_defined_once_in_errors_and_drawn_in_its_docstring() -> None:
     public = [name for name in exception_classes() if not name.rpartition(".")[2].startswith("_")]
-    assert [name for name in public if not name.startswith("toolkit.errors.")] == []
+    assert [name for name in public if not name.startswith("toolkit.base.errors.")] == []
     for name in errors.__all__:
         assert f" {name} " in errors.__doc__ or f" {name}\n" in errors.__doc__, name
 

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from tests.fake_nvml import FakeNVML
+from toolkit.base.schema import COLUMNS, Measurement
 from toolkit.reports.extras import extras_table
 from toolkit.reports.tables import THROTTLED_MARK, THROTTLED_NOTE, decode_matrix, footnotes
-from toolkit.schema import COLUMNS, Measurement
 from toolkit.servers import gpu
 from toolkit.servers.gpu import (
     HW_THERMAL_SLOWDOWN,

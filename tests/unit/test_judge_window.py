@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from toolkit.base.schema import COLUMNS, Measurement
 from toolkit.loadgen.client import StreamResult
 from toolkit.matrix.prometheus import MetricsSnapshot
 from toolkit.matrix.sampler import Samples
 from toolkit.matrix.verdict import Speculation, WindowEdges, WindowVerdict, judge_window
-from toolkit.schema import COLUMNS, Measurement
 
 
 def snapshot(generated: float, itl_sum: float = 0.0, itl_count: float = 0.0) -> MetricsSnapshot:

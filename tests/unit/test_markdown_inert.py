@@ -9,11 +9,11 @@ import pandas as pd
 
 from tests.unit.test_batch import RESULTS
 from tests.unit.test_compare import A, B
+from toolkit.base.schema import COLUMNS
 from toolkit.batch.index import headline, index_markdown
 from toolkit.reports.compare import compare_markdown
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import report_markdown
-from toolkit.schema import COLUMNS
 
 HOSTILE = "<img src=x onerror=alert(1)>\x1b[31m"
 

@@ -12,9 +12,9 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
+from toolkit.base.schema import COLUMNS, Measurement
 from toolkit.method.disturbed import DISTURBED_MARK
 from toolkit.reports.plots import MARKED_NOTE, decode_heatmaps, prefill_figure, scaling_figure
-from toolkit.schema import COLUMNS, Measurement
 
 CELLS = [
     Measurement("prefill", 8192, "8K", 1, "Valid", total_tok_s=17_731.6, ttft_ms=462.0),

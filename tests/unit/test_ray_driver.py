@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from toolkit.errors import ParamsError
-from toolkit.ray_driver import is_loopback, ray_driver
+from toolkit.base.errors import ParamsError
+from toolkit.base.ray_driver import is_loopback, ray_driver
 
 
 class FakeRay(types.ModuleType):

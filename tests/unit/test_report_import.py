@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.base.schema import Measurement
 from toolkit.results.imported_reports import (
     MAX_REPORT_BYTES,
     ImportedReport,
@@ -14,7 +15,6 @@ from toolkit.results.imported_reports import (
     import_report_file,
     parse_report,
 )
-from toolkit.schema import Measurement
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "reference-reports"
 KIMI = FIXTURES / "kimi-k2.7-code-h200sxm-x8-vllm-0.29.txt"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from toolkit.base.schema import Measurement
 from toolkit.reports.tables import SATURATED_MARK, SATURATED_NOTE, decode_matrix, extras_table, footnotes
 from toolkit.results.store import to_dataframe
-from toolkit.schema import Measurement
 
 
 def _cell(n: int, saturated: bool | None) -> Measurement:

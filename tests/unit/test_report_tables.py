@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from toolkit.base.schema import COLUMNS, PHASE_TITLES, Measurement
 from toolkit.reports.extras import extras_table
 from toolkit.reports.tables import (
     ALL_CAPTION,
@@ -25,7 +26,6 @@ from toolkit.reports.tables import (
     report_markdown,
     summary_line,
 )
-from toolkit.schema import COLUMNS, PHASE_TITLES, Measurement
 
 REFERENCES = Path(__file__).resolve().parents[1] / "fixtures" / "reference-reports"
 KIMI = REFERENCES / "kimi-k2.7-code-h200sxm-x8-vllm-0.29.txt"

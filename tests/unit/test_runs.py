@@ -8,9 +8,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from toolkit.base.schema import COLUMNS, Measurement
 from toolkit.results.runs import RESULTS_CSV, default_label, load_run, load_runs, unique_labels
 from toolkit.results.store import RUN_FILE, ResultStore, to_dataframe, write_json_atomic
-from toolkit.schema import COLUMNS, Measurement
 
 CELLS = [
     Measurement("prefill", 8192, "8K", 1, "Valid", total_tok_s=17_731.6, ttft_ms=462.0, completed=1),

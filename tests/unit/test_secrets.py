@@ -1,4 +1,4 @@
-"""`toolkit.api_keys`: the API key comes from the environment, is checked, and is redacted from anything written."""
+"""`toolkit.base.api_keys`: the API key comes from the environment, is checked, and redacted from any output."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from urllib.parse import quote
 
 import pytest
 
-from toolkit import api_keys as secrets
-from toolkit.api_keys import REDACTED, SecretError, api_key_from_env, redact, secret_flag
+from toolkit.base import api_keys as secrets
+from toolkit.base.api_keys import REDACTED, SecretError, api_key_from_env, redact, secret_flag
 from toolkit.params import ParamsError, make_params
 
 KEY = "sk-test-DISTINCTIVE-12345"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.api_keys import looks_secret, redact
+from toolkit.base.api_keys import looks_secret, redact
 from toolkit.params import ParamsError, RunParams, ServerSpec, load_params, load_run_file
 from toolkit.servers.launch import server_env, shown_command
 

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from toolkit import cli
+from toolkit.base.schema import COLUMNS, Measurement
 from toolkit.reports import views
 from toolkit.reports.service_level import highest_concurrency, limits_text, meets
 from toolkit.results.runs import load_run
-from toolkit.schema import COLUMNS, Measurement
 
 LFM = Path(__file__).resolve().parents[1] / "fixtures" / "reference-reports" / "lfm2.5-350m-h200nvl-vllm-0.26.txt"
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.base.schema import Measurement
 from toolkit.results.store import (
     RESULTS_FILE,
     ResultStore,
@@ -23,7 +24,6 @@ from toolkit.results.store import (
     to_dataframe,
     write_json_atomic,
 )
-from toolkit.schema import Measurement
 
 
 def m(phase: str = "decode", ctx: int = 1024, n: int = 1, status: str = "Valid", **extra: object) -> Measurement:

@@ -8,9 +8,9 @@ import pandas as pd
 from IPython.display import HTML, Markdown
 from pandas.io.formats.style import Styler
 
+from toolkit.base.schema import COLUMNS, Measurement
 from toolkit.reports import views
 from toolkit.reports.tables import DECODE_CAPTION, STATUS_NOTES, TTFT_NOTE, decode_matrix
-from toolkit.schema import COLUMNS, Measurement
 
 CELLS = [
     Measurement("prefill", 8192, "8K", 1, "Valid", total_tok_s=17_731.6, ttft_ms=462.0, prompt_tokens=8190),

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from toolkit.base.schema import STATUSES
 from toolkit.batch.sweep import Variant
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.drift import run_drift, within_drift
@@ -19,7 +20,6 @@ from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 from toolkit.results.runs import load_run
 from toolkit.results.store import RUN_FILE
-from toolkit.schema import STATUSES
 
 INDEX_TITLE = "Speed test matrix batch"
 COLUMNS = ("Variant", "State", "Prefill tok/s", "Best total tok/s", "Statuses", "Note")

@@ -17,7 +17,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from toolkit.api_keys import redact, redact_and_cut
+from toolkit.base.api_keys import redact, redact_and_cut
 
 
 class BatchProgress:

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit.api_keys import RedactingWriter, env_secret
+from toolkit.base.api_keys import RedactingWriter, env_secret
+from toolkit.base.errors import ParamsError
 from toolkit.batch.sweep import Variant
-from toolkit.errors import ParamsError
 
 RUN_LOG = "run.log"
 # How long an interrupted batch waits for its tasks' folders: about 2 s on an idle 2-core machine, 7.5 s with both

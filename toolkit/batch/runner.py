@@ -17,12 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.api_keys import SecretError, api_key_from_env, env_secret, redact
+from toolkit.base.api_keys import SecretError, api_key_from_env, env_secret, redact
+from toolkit.base.errors import ParamsError, RunRefused
 from toolkit.batch.progress import BatchProgress
 from toolkit.batch.state import DONE, FAILED, INTERRUPTED, RUNNING, STATE_FILE, BatchState, now
 from toolkit.batch.sweep import Variant
 from toolkit.batch.variant import ERROR_FILE, one_line_error, run_variant
-from toolkit.errors import ParamsError, RunRefused
 from toolkit.results.store import RUN_FILE, check_writable
 
 if TYPE_CHECKING:
@@ -105,8 +105,8 @@ def _run_batch(variants: Sequence[Variant], out: Path, *, sweep: str, resume: bo
     if ray_address is None:
         _check_variants(variants)  # on Ray, the key comes from the workers' environment and is checked there
         return _run_with(variants, out, sweep=sweep, resume=resume, jobs=jobs, ray_address=None, tasks=None)
+    from toolkit.base.ray_driver import ray_driver
     from toolkit.batch import ray_runner as batch_ray
-    from toolkit.ray_driver import ray_driver
 
     with ray_driver(ray_address, "--ray") as ray:
         batch_ray.check_resources(variants, ray.nodes())

@@ -22,8 +22,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from toolkit.api_keys import redact
-from toolkit.errors import SweepError
+from toolkit.base.api_keys import redact
+from toolkit.base.errors import SweepError
 from toolkit.params import (
     MAX_LABEL,
     ParamsError,

@@ -12,7 +12,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from toolkit.api_keys import env_secret, redact, redact_and_cut
+from toolkit.base.api_keys import env_secret, redact, redact_and_cut
 from toolkit.batch.state import DONE, FAILED, now
 from toolkit.batch.sweep import Variant
 

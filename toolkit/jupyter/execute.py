@@ -17,7 +17,7 @@ from nbconvert import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from traitlets.config import Config
 
-from toolkit.api_keys import DEFAULT_KEY_ENV, RedactingWriter, env_secret, redact, redact_file
+from toolkit.base.api_keys import DEFAULT_KEY_ENV, RedactingWriter, env_secret, redact, redact_file
 from toolkit.jupyter.kernels import SameSessionKernelManager
 from toolkit.jupyter.rate_notebook import run_sweep_parameters
 from toolkit.params import RunParams

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.errors import ParamsError
+from toolkit.base.errors import ParamsError
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import RunParams, make_params
 from toolkit.results.store import to_dataframe

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.api_keys import api_key_from_env, redact
+from toolkit.base.api_keys import api_key_from_env, redact
 
 if TYPE_CHECKING:
     from toolkit.matrix.discovery import ServerInfo

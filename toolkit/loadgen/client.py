@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from toolkit import __version__
-from toolkit.api_keys import redact, redact_and_cut
-from toolkit.errors import ConnectError, ParamsError
+from toolkit.base.api_keys import redact, redact_and_cut
+from toolkit.base.errors import ConnectError, ParamsError
 from toolkit.loadgen.http_reply import HttpReply
 from toolkit.loadgen.stream_events import ENDPOINT_PATHS, STREAM_OPTIONS, Endpoint, StreamResult, build_request
 

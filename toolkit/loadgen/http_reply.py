@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import httptools
 
-from toolkit.errors import ReplyError
+from toolkit.base.errors import ReplyError
 from toolkit.loadgen.stream_events import StreamAccount, StreamResult
 
 MAX_ERROR_BODY = 64 * 1024

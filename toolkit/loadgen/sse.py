@@ -6,7 +6,7 @@ see benchmarks/README.md) or unmaintained; this one only has to split events and
 
 from __future__ import annotations
 
-from toolkit.errors import SSEError
+from toolkit.base.errors import SSEError
 
 # One vLLM chunk is a few hundred bytes; an event this long without its blank line is not a stream we can follow.
 MAX_EVENT_BYTES = 1024 * 1024

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 import orjson
 
-from toolkit.api_keys import redact_and_cut
-from toolkit.errors import ReplyError, SSEError
+from toolkit.base.api_keys import redact_and_cut
+from toolkit.base.errors import ReplyError, SSEError
 from toolkit.loadgen.sse import SSEDecoder
 
 Endpoint = Literal["chat", "completions"]

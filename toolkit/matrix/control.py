@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from toolkit.base.schema import Measurement
 from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
 from toolkit.matrix.failures import EXPECTED_FAILURES
 from toolkit.method.contexts import format_context
 from toolkit.method.drift import CONTROL_KEY, control_summary
 from toolkit.results.store import RUN_FILE, ResultStore, read_json, write_json_atomic
-from toolkit.schema import Measurement
 
 if TYPE_CHECKING:
     from toolkit.matrix.runner import _Runner

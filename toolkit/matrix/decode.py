@@ -9,13 +9,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
 
+from toolkit.base.schema import Measurement
 from toolkit.loadgen.client import Endpoint, StreamClient, StreamResult, build_request
 from toolkit.matrix.prometheus import PREEMPTIONS, PREFIX_HITS, PROMPT_TOKENS, MetricsSnapshot, delta
 from toolkit.matrix.sampler import Sampler, Samples
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.matrix.traces import CellTrace
 from toolkit.matrix.verdict import WindowEdges, judge_window
-from toolkit.schema import Measurement
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.errors import DiscoveryError, ServerAPIError
+from toolkit.base.errors import DiscoveryError, ServerAPIError
 from toolkit.matrix.prometheus import MetricsSnapshot, cache_config
 from toolkit.matrix.server_api import ServerAPI
 

@@ -5,6 +5,6 @@ from __future__ import annotations
 
 import httpx
 
-from toolkit.errors import CellFailure, PromptError, ServerAPIError
+from toolkit.base.errors import CellFailure, PromptError, ServerAPIError
 
 EXPECTED_FAILURES = (CellFailure, PromptError, ServerAPIError, httpx.HTTPError, OSError, TimeoutError)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+from toolkit.base.schema import Measurement
 from toolkit.loadgen.client import Endpoint, StreamClient, StreamResult, build_request
 from toolkit.matrix.prometheus import PREFIX_HITS, delta
 from toolkit.matrix.sampler import Sampler, loop_lag_ms
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.status import disturbance
-from toolkit.schema import Measurement
 
 
 async def measure_prefill(

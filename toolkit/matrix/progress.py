@@ -7,12 +7,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from toolkit.front_end import interactive_kernel
+from toolkit.base.front_end import interactive_kernel
 
 
 def progress_front_end() -> str:
     """ "notebook" (tqdm's widget) in an interactive Jupyter kernel; "text" on stderr elsewhere, papermill's
-    kernels under the toolkit included, since their output becomes the report (toolkit.front_end)."""
+    kernels under the toolkit included, since their output becomes the report (toolkit.base.front_end)."""
     return "notebook" if interactive_kernel() else "text"
 
 

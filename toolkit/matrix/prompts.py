@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from toolkit.errors import PromptError
+from toolkit.base.errors import PromptError
 from toolkit.matrix.server_api import ServerAPI
 
 _SYLLABLES = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]

@@ -20,8 +20,8 @@ from typing import Any
 
 import psutil
 
-from toolkit.api_keys import api_key_from_env, redact
-from toolkit.errors import RunRefused
+from toolkit.base.api_keys import api_key_from_env, redact
+from toolkit.base.errors import RunRefused
 from toolkit.matrix.discovery import ServerInfo
 from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import public_paths

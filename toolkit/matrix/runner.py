@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from toolkit.api_keys import api_key_from_env, env_secret, redact
-from toolkit.errors import CellFailure
+from toolkit.base.api_keys import api_key_from_env, env_secret, redact
+from toolkit.base.errors import CellFailure
+from toolkit.base.schema import Measurement
 from toolkit.loadgen.client import StreamClient, build_request
 from toolkit.matrix.control import make_control
 from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
@@ -42,7 +43,6 @@ from toolkit.params import ParamsError, RunParams
 from toolkit.results.rounds import combine_rounds, latest_by_round, still_to_do
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import ResultStore, check_writable
-from toolkit.schema import Measurement
 from toolkit.servers.autogroups import protected_from_autogroups
 from toolkit.servers.gpu import GpuSampler, energy_per_token, telemetry, window_telemetry
 from toolkit.servers.launch import exit_note, launch_info

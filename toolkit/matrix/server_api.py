@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from toolkit.api_keys import redact, redact_and_cut
-from toolkit.errors import ServerAPIError
+from toolkit.base.api_keys import redact, redact_and_cut
+from toolkit.base.errors import ServerAPIError
 from toolkit.matrix.prometheus import RUNNING, WAITING, MetricsSnapshot, foreign_metrics, parse_metrics
 
 MAX_REPLY_BYTES = 16 * 1024 * 1024  # vLLM's /metrics is ~100 KB; a reply past this is refused, not held

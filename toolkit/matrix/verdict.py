@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from toolkit.base.schema import Status
 from toolkit.loadgen.client import StreamResult
 from toolkit.matrix.prometheus import (
     GENERATION_TOKENS,
@@ -22,7 +23,6 @@ from toolkit.matrix.sampler import Samples, loop_lag_ms, max_sample_gap_s
 from toolkit.method.spread import Interval
 from toolkit.method.status import decode_status, decode_status_client_only, disturbance
 from toolkit.method.window import active_at, longest_silence_s, summarize_window, tokens_between, window_spread
-from toolkit.schema import Status
 
 SATURATION_LAG_MS = 20.0  # event-loop lag p99 above this: the client, not the server, set the pace
 SATURATION_CPU_PCT = 90.0

@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from toolkit.errors import ParamsError
-from toolkit.schema import PHASES
+from toolkit.base.errors import ParamsError
+from toolkit.base.schema import PHASES
 
 __all__ = [
     "DEFAULT_DECODE_CANDIDATES",

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolkit.schema import Measurement
+from toolkit.base.schema import Measurement
 
 CONTROL_KEY = "control"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from toolkit.base.schema import Status
 from toolkit.method.stats import mean
-from toolkit.schema import Status
 
 MIN_WAITING_S = 0.5  # the server's waiting count above 0 for this long means it queued requests
 HELD_FRACTION = 0.9  # streams in flight less than this share of the window: "concurrency not held" (a flag)

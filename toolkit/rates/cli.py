@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from toolkit.errors import ParamsError
+from toolkit.base.errors import ParamsError
 
 # command-line flag -> RateParams field (flags whose value is given as is)
 _FLAGS: dict[str, str] = {
@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
     params = params_from_args(args)
     if args.resume and params.results_dir is None:
         raise ParamsError("resume: needs --out (the folder of the sweep to continue)")
-    from toolkit.api_keys import api_key_from_env
+    from toolkit.base.api_keys import api_key_from_env
 
     api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.rates.files import read_steps

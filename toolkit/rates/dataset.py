@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import DatasetError
+from toolkit.base.errors import DatasetError
 
 HUMAN = ("human", "user")
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from toolkit.api_keys import DEFAULT_KEY_ENV
+from toolkit.base.api_keys import DEFAULT_KEY_ENV
 from toolkit.loadgen.arrivals import Arrival
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import MAX_LABEL, MAX_SECONDS, ParamsError, RunParams, _one_line, read_yaml_mapping

@@ -15,11 +15,11 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from toolkit.api_keys import api_key_from_env
+from toolkit.base.api_keys import api_key_from_env
+from toolkit.base.ray_driver import ray_driver
 from toolkit.loadgen.arrivals import split
 from toolkit.loadgen.client import StreamClient
 from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
-from toolkit.ray_driver import ray_driver
 
 LEAD_S = 1.0  # the senders' common start is this far ahead of the driver's call
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.api_keys import api_key_from_env
+from toolkit.base.api_keys import api_key_from_env
 from toolkit.loadgen.arrivals import schedule
 from toolkit.loadgen.client import StreamClient
 from toolkit.matrix.discovery import ServerInfo, discover

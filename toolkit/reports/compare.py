@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.base.schema import PHASE_TITLES, PHASES, RAN_STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
 from toolkit.method.spread import Interval, ratio_interval, significant
@@ -19,7 +20,6 @@ from toolkit.reports.compare_drift import WITHIN_DRIFT, with_drift, with_round_s
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import QUANTITY_TITLES, markdown_table, summary_line
 from toolkit.results.runs import RUN_DRIFT
-from toolkit.schema import PHASE_TITLES, PHASES, RAN_STATUSES
 
 __all__ = [
     "CELL_COLUMNS",

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.base.schema import COLUMNS, PHASE_TITLES
 from toolkit.method.number_format import (
     MISSING,
     as_number,
@@ -21,7 +22,6 @@ from toolkit.method.number_format import (
     format_tbt_ms,
     format_tok_s,
 )
-from toolkit.schema import COLUMNS, PHASE_TITLES
 
 Row = dict[str, Any]
 

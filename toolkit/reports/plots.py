@@ -19,10 +19,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
+from toolkit.base.schema import RAN_STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.number_format import as_number, format_tok_s
 from toolkit.reports.tables import QUANTITY_TITLES, QUANTITY_UNITS
-from toolkit.schema import RAN_STATUSES
 
 __all__ = [
     "ERROR_LABEL",

@@ -16,7 +16,7 @@ import ipywidgets as widgets
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
-from toolkit.front_end import interactive_kernel
+from toolkit.base.front_end import interactive_kernel
 from toolkit.method.goodput import ServiceLevel, request_latencies
 from toolkit.reports import rate_tables, views
 from toolkit.results.rate_runs import RateSweep

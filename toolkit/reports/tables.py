@@ -1,6 +1,6 @@
 """Report tables, the markdown report and its HTML header and notes, from a results DataFrame.
 
-The DataFrame has the schema's columns, one row per :class:`toolkit.schema.Measurement`.
+The DataFrame has the schema's columns, one row per :class:`toolkit.base.schema.Measurement`.
 Everything here is pure: it builds strings and DataFrames of display strings, and never does I/O.
 """
 
@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.base.schema import PHASE_TITLES, STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_count_text, is_disturbed
 from toolkit.method.number_format import (
     MISSING,
@@ -28,7 +29,6 @@ from toolkit.method.status import concurrency_not_held
 from toolkit.reports.extras import Row, extras_table, table_rows
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.spread_text import rounds_text, spread_notes
-from toolkit.schema import PHASE_TITLES, STATUSES
 
 REPORT_TITLE = "Speed test matrix"
 PREFILL_CAPTION = "prompt tok/s by context length"

@@ -15,11 +15,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-from toolkit.api_keys import redact
-from toolkit.errors import ReportFormatError
+from toolkit.base.api_keys import redact
+from toolkit.base.errors import ReportFormatError
+from toolkit.base.schema import PHASE_TITLES, STATUSES, Measurement, Phase, Status
 from toolkit.method.contexts import MARGIN, format_context, parse_context
 from toolkit.method.number_parse import MAX_NUMBER_CHARS, parse_int, parse_number
-from toolkit.schema import PHASE_TITLES, STATUSES, Measurement, Phase, Status
 
 TITLE = "Speed test matrix"
 BLOCKS = ("Hardware", "Engine", "Run")

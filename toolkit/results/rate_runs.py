@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.errors import RateSweepError
+from toolkit.base.errors import RateSweepError
 from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel
 from toolkit.results.runs import default_label, unique_labels
 from toolkit.results.store import RUN_FILE, read_json

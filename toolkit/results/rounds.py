@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from toolkit.base.schema import Measurement
 from toolkit.method.spread import t95
-from toolkit.schema import Measurement
 
 CellKey = tuple[str, int, int]
 RoundKey = tuple[str, int, int, int]

@@ -10,12 +10,12 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.errors import ParamsError, ResultsError
+from toolkit.base.errors import ParamsError, ResultsError
+from toolkit.base.schema import COLUMNS, Measurement
 from toolkit.method.drift import run_drift
 from toolkit.results.rounds import combine_rounds
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RESULTS_FILE, RUN_FILE, load_measurements, to_dataframe
-from toolkit.schema import COLUMNS, Measurement
 
 __all__ = ["RESULTS_CSV", "RUN_COLUMN", "RUN_DRIFT", "default_label", "load_run", "load_runs", "unique_labels"]
 

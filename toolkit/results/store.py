@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.errors import ResultsError, StoreError
-from toolkit.schema import COLUMNS, Measurement
+from toolkit.base.errors import ResultsError, StoreError
+from toolkit.base.schema import COLUMNS, Measurement
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.api_keys import REDACTED, api_key_from_env, redact, redact_and_cut
-from toolkit.errors import HealthTimeout, ParamsError, PortTaken, ServerError
+from toolkit.base.api_keys import REDACTED, api_key_from_env, redact, redact_and_cut
+from toolkit.base.errors import HealthTimeout, ParamsError, PortTaken, ServerError
 from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import public_paths
 from toolkit.results.store import read_json, write_json_atomic

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from toolkit.errors import HealthTimeout, PortTaken, ServerError
+from toolkit.base.errors import HealthTimeout, PortTaken, ServerError
 from toolkit.servers.listeners import listening_pids, port_listeners
 
 TAIL_BYTES = 64 * 1024

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.errors import ParamsError, ServerError
+from toolkit.base.errors import ParamsError, ServerError
 from toolkit.params import RunParams, ServerSpec
 from toolkit.servers.managed import ManagedServer
 from toolkit.servers.managed import has_live_member as _has_live_member

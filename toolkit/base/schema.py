@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-from toolkit.errors import ResultsError
+from toolkit.base.errors import ResultsError
 
 SCHEMA_VERSION = 1
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from toolkit.errors import ParamsError
+from toolkit.base.errors import ParamsError
 
 INSTALL = "Ray is not installed; install it with `.venv/bin/pip install -e '.[ray]'` (ray>=2.9)"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from toolkit.errors import SecretError
+from toolkit.base.errors import SecretError
 
 REDACTED = "<redacted>"
 DEFAULT_KEY_ENV = "VLLM_API_KEY"  # the variable that holds the key unless api_key_env names another
