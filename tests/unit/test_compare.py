@@ -251,8 +251,9 @@ def test_ratio_heatmaps_of_chosen_quantities_and_forced_scales(frame: pd.DataFra
     render(fig)
     (ttft,) = [ax for ax in fig.axes if ax.get_title()]
     assert ttft.get_title() == "TTFT (lower is better)" and ttft.collections[0].colorbar.cmap.name == "RdBu_r"
-    assert list(compare.ratio_table(frame, "A", "B", ["ttft_ms"]).columns[-5:]) == [
-        "ttft_ms_a", "ttft_ms_b", "ttft_ms_ratio", "ttft_ms_ratio_hw", "ttft_ms_significant"]  # fmt: skip
+    assert list(compare.ratio_table(frame, "A", "B", ["ttft_ms"]).columns[-8:]) == [
+        "ttft_ms_a", "ttft_ms_b", "ttft_ms_ratio", "ttft_ms_ratio_hw", "ttft_ms_ratio_dof", "ttft_ms_p",
+        "ttft_ms_p_adjusted", "ttft_ms_significant"]  # fmt: skip
     (ax,) = compare_plots.tradeoff_figure(frame, log_scale=True).axes
     assert ax.get_xscale() == ax.get_yscale() == "log"
     assert {ax.get_yscale() for ax in compare_plots.prefill_comparison(frame, log_scale=True).axes} == {"log"}

@@ -46,12 +46,14 @@ class Measurement:
     tbt_p90_ms: float | None = None
     tbt_p99_ms: float | None = None
     per_request_tok_s_p10: float | None = None
-    # 95 % half-widths from the kept window's sub-windows (batch means, toolkit.method.spread); None: no spread
-    # (imported, prefill, too few tokens).
+    # 95 % half-widths from the kept window's `sub_windows` equal parts (batch means, toolkit.method.spread) and,
+    # for the median TTFT, from order statistics (at least 6 requests); None: no spread (imported, prefill, a
+    # window too short for an honest interval).
     total_tok_s_ci: float | None = None
     per_request_tok_s_ci: float | None = None
     tbt_ms_ci: float | None = None
     sub_windows: int | None = None
+    ttft_ms_ci: float | None = None
     # Repeats (docs/METHOD.md, Repeats): the record's round of the matrix (1-based; None: one round). A cell's
     # combined row (toolkit.results.rounds) holds the median of its usable rounds, how many, and their spread.
     round: int | None = None

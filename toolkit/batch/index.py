@@ -15,17 +15,19 @@ from toolkit.batch.sweep import Variant
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.drift import run_drift, within_drift
 from toolkit.method.number_format import MISSING, as_number, format_tok_s
-from toolkit.method.spread import Interval, ratio_interval, significant
+from toolkit.method.spread import BATCHES, Interval, ratio_test
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 from toolkit.results.runs import load_run
 from toolkit.results.store import RUN_FILE
 
 INDEX_TITLE = "Speed test matrix batch"
-COLUMNS = ("Variant", "State", "Prefill tok/s", "Best total tok/s", "Statuses", "Note")
-HEADLINE_CAPTION = ("Prefill tok/s: at the largest context measured. Best total tok/s: the highest of the Valid "
-                    "decode cells, at context × requests at once; \"tied with\" names the cells no significantly "
-                    "lower (their 95 % intervals, widened by the run's control drift, hold the difference). "
+COLUMNS = ("Variant", "State", "Prefill tok/s", "Best measured total tok/s", "Statuses", "Note")
+HEADLINE_CAPTION = ("Prefill tok/s: at the largest context measured. Best measured total tok/s: the highest of the "
+                    "Valid decode cells, at context × requests at once; the same data chose it, so it is not "
+                    "tested against itself: \"tied with\" names the cells not significantly lower once the choice "
+                    "is paid for (each comparison with the best at 5 % divided by their number, Bonferroni), or "
+                    "within the run's control drift of it. "
                     "Statuses: all measurements of the run, and how many stayed disturbed after their retries (a "
                     "pause of the machine): their numbers are left out of both figures.")  # fmt: skip
 
@@ -60,8 +62,10 @@ def headline(frame: pd.DataFrame, drift: float | None = None) -> dict[str, Any]:
 
 def tied_with(best: pd.Series, cells: pd.DataFrame, drift: float | None) -> list[str]:
     """``context × N`` of each other cell whose total tok/s is within the drift of the best's, or whose ratio to it
-    is not significant by both cells' 95 % intervals (toolkit.method.spread)."""
+    is not significant at 5 % / (cells - 1): the best was picked by the same numbers, so each of the comparisons
+    with it is held to the family's level (Bonferroni; toolkit.method.spread)."""
     top, top_hw = as_number(best["total_tok_s"]), as_number(best.get("total_tok_s_ci"))
+    level = 0.05 / max(1, len(cells) - 1)
     tied = []
     for row in cells.to_dict("records"):
         total, hw = as_number(row["total_tok_s"]), as_number(row.get("total_tok_s_ci"))
@@ -70,10 +74,17 @@ def tied_with(best: pd.Series, cells: pd.DataFrame, drift: float | None) -> list
         ratio = total / top
         close = within_drift(ratio, drift)
         if not close and hw is not None and top_hw is not None:
-            close = not significant(ratio_interval(Interval(top, top_hw, 0), Interval(total, hw, 0)))
+            test = ratio_test(_interval(top, top_hw, best), _interval(total, hw, row))
+            close = test.p_value > level
         if close:
             tied.append(f"{row['context']} × {int(row['concurrency'])}")
     return tied
+
+
+def _interval(value: float, half_width: float, row: Any) -> Interval:
+    """A cell's total tok/s interval with its t degrees of freedom (its batches less one)."""
+    batches = as_number(row.get("sub_windows")) or BATCHES
+    return Interval(value, half_width, max(1.0, batches - 1))
 
 
 def _run_headline(folder: Path) -> dict[str, Any] | None:

@@ -122,6 +122,7 @@ class WindowVerdict:
     per_request_tok_s_ci: float | None
     tbt_ms_ci: float | None
     sub_windows: int | None
+    ttft_ms_ci: float | None
     avg_active: float | None
     client_avg_active: float | None
     concurrency_held: float | None
@@ -188,8 +189,9 @@ def judge_window(
         status, extras = decode_status_client_only(concurrency, error, readiness_queued, active)
     ok = status != "Error"
     spread = window_spread(results, start, end) if ok else None
-    total_ci, per_request_ci, tbt_ci = (_half(spread.total_tok_s), _half(spread.per_request_tok_s),
-                                        _half(spread.tbt_ms)) if spread else (None, None, None)  # fmt: skip
+    total_ci, per_request_ci, tbt_ci, ttft_ci = (_half(spread.total_tok_s), _half(spread.per_request_tok_s),
+                                                 _half(spread.tbt_ms), _half(spread.ttft_ms)) if spread else (
+                                                 None, None, None, None)  # fmt: skip
     return WindowVerdict(
         status=status, error=error, disturbed=disturbed if ok or empty else None,
         total_tok_s=window.total_tok_s if ok else None, per_request_tok_s=window.per_request_tok_s if ok else None,
@@ -199,7 +201,7 @@ def judge_window(
         ttft_p90_ms=window.ttft_p90_ms, ttft_p99_ms=window.ttft_p99_ms, tbt_p90_ms=window.tbt_p90_ms,
         tbt_p99_ms=window.tbt_p99_ms, per_request_tok_s_p10=window.per_request_tok_s_p10,
         total_tok_s_ci=total_ci, per_request_tok_s_ci=per_request_ci, tbt_ms_ci=tbt_ci,
-        sub_windows=spread.sub_windows if spread else None, avg_active=extras.get("avg_active"),
+        sub_windows=spread.sub_windows if spread else None, ttft_ms_ci=ttft_ci, avg_active=extras.get("avg_active"),
         client_avg_active=extras.get("client_avg_active", window.client_avg_active),
         concurrency_held=extras.get("concurrency_held"), max_waiting=extras.get("max_waiting"),
         waiting_fraction=extras.get("waiting_fraction"), status_basis=extras.get("status_basis"),

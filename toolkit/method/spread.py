@@ -1,77 +1,78 @@
-"""How far a decode window's numbers can be trusted: batch-means intervals from equal sub-windows (pure).
+"""How far a decode window's numbers can be trusted: 95 % intervals whose coverage is measured (pure).
 
-The kept window is cut into `k` equal sub-windows; each gives its own total tok/s, per-request tok/s and
-time between tokens, and the interval is Student's t over those k values (batch means). Sub-windows are only
-nearly independent when they are long enough: while the lag-1 autocorrelation of the sub-window rates is
-above `MAX_LAG1`, neighbours are merged (k halves) down to `MIN_SUB_WINDOWS` (docs/METHOD.md, Spread).
-A ratio of two such numbers gets an interval by the delta method; one whose interval holds 1 is no
-significant difference.
+The kept window is cut into `BATCHES` = 3 equal parts; each gives its own total tok/s, per-request tok/s and
+time between tokens, and the half-width is Student's t over those three values (batch means) with 1.5 degrees of
+freedom, not 2. Three long batches, not ten short ones: token rates are autocorrelated (a slow machine stays
+slow for a while), and short batches then look independent when they are not. Three batches still see part
+of that correlation as signal; the half degree taken off (`DOF_DISCOUNT`) pays for it, chosen by measuring
+coverage on synthetic streams whose truth is known (`benchmarks/calibration.py`, docs/METHOD.md, Spread):
+0.96–0.98 with independent gaps, under a speed that wanders (AR(1), ρ = 0.5 between tenths of the window) and
+under a 3 % drift, where ten batches merged on a lag-1 test covered 0.80 under the wandering speed, and three
+batches with 2 degrees of freedom 0.89.
+
+A cell's TTFT is a median over few requests: its interval is distribution-free, from order statistics
+(Hettmansperger–Sheather interpolation), and needs at least 6 requests. A ratio of two such numbers gets an
+interval from both standard errors with Welch–Satterthwaite degrees of freedom, and a p-value for "no
+difference" that compare corrects for the number of tests it makes (toolkit.method.multiplicity).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 
-SUB_WINDOWS = 10
-MIN_SUB_WINDOWS = 4
-MAX_LAG1 = 0.3
-# Student's t, two-sided 95 %, by degrees of freedom (1..30); beyond, the normal 1.96 is within 4 %.
-_T95 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-    2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
+BATCHES = 3
+DOF_DISCOUNT = 0.5  # degrees of freedom taken off batch means' k - 1 (see the module's docstring)
+LEVEL = 0.95
+MIN_MEDIAN_SAMPLES = 6  # the fewest values whose [min, max] holds the median with 95 % (1 - 2 / 2**6 = 0.969)
 
 
-def t95(dof: int) -> float:
-    """Two-sided 95 % quantile of Student's t with `dof` degrees of freedom."""
-    if dof < 1:
-        raise ValueError(f"dof: {dof}; allowed: >= 1")
-    return _T95[dof - 1] if dof <= len(_T95) else 1.96
+def t_quantile(dof: float, level: float = LEVEL) -> float:
+    """Two-sided `level` quantile of Student's t with `dof` degrees of freedom (inf: the normal)."""
+    if not dof > 0:
+        raise ValueError(f"dof: {dof}; allowed: > 0")
+    from scipy.special import ndtri, stdtrit
+
+    upper = 1 - (1 - level) / 2
+    return float(ndtri(upper)) if math.isinf(dof) else float(stdtrit(dof, upper))
+
+
+def t_p_value(t: float, dof: float) -> float:
+    """Two-sided p-value of a t statistic with `dof` degrees of freedom (inf: the normal)."""
+    from scipy.special import ndtr, stdtr
+
+    tail = ndtr(-abs(t)) if math.isinf(dof) else stdtr(dof, -abs(t))
+    return float(min(1.0, 2 * tail))
 
 
 @dataclass(frozen=True)
 class Interval:
-    """A 95 % interval: `value` ± `half_width` from `n` sub-windows."""
+    """A 95 % interval: `value` ± `half_width`; `dof` the degrees of freedom of its t quantile (inf: normal)."""
 
     value: float
     half_width: float
-    n: int
+    dof: float = math.inf
 
     @property
     def relative(self) -> float:
         """Half-width as a fraction of the value (inf for a zero value)."""
         return self.half_width / abs(self.value) if self.value else math.inf
 
+    @property
+    def relative_se(self) -> float:
+        """The standard error as a fraction of the value: the half-width without its t quantile."""
+        return self.relative / t_quantile(self.dof)
+
 
 def batch_means(values: Sequence[float]) -> Interval | None:
-    """Mean of the sub-window values with its 95 % t interval; None for fewer than two values."""
+    """Mean of the batch values with its 95 % t interval; None for fewer than two values."""
     if len(values) < 2:
         return None
     m = math.fsum(values) / len(values)
     sd = math.sqrt(math.fsum((v - m) ** 2 for v in values) / (len(values) - 1))
-    return Interval(m, t95(len(values) - 1) * sd / math.sqrt(len(values)), len(values))
-
-
-def lag1_autocorrelation(values: Sequence[float]) -> float:
-    """Lag-1 autocorrelation of a series (0 for a constant or too short one)."""
-    if len(values) < 3:
-        return 0.0
-    m = math.fsum(values) / len(values)
-    denominator = math.fsum((v - m) ** 2 for v in values)
-    if denominator == 0:
-        return 0.0
-    return math.fsum((a - m) * (b - m) for a, b in pairwise(values)) / denominator
-
-
-def sub_window_count(rates_for: Callable[[int], Sequence[float]], most: int = SUB_WINDOWS) -> int:
-    """How many sub-windows: `most`, halved while their rates are autocorrelated above MAX_LAG1."""
-    k = most
-    while k // 2 >= MIN_SUB_WINDOWS and lag1_autocorrelation(rates_for(k)) > MAX_LAG1:
-        k //= 2
-    return k
+    dof = len(values) - 1 - DOF_DISCOUNT
+    return Interval(m, t_quantile(dof) * sd / math.sqrt(len(values)), dof)
 
 
 def edges(start: float, end: float, k: int) -> list[tuple[float, float]]:
@@ -80,12 +81,67 @@ def edges(start: float, end: float, k: int) -> list[tuple[float, float]]:
     return [(start + i * step, start + (i + 1) * step) for i in range(k)]
 
 
-def ratio_interval(base: Interval, other: Interval) -> Interval:
-    """other / base with a 95 % interval by the delta method (relative half-widths add in quadrature)."""
+def _binomial_cdf(k: int, n: int) -> float:
+    """P(B <= k) for B ~ Binomial(n, 1/2)."""
+    return math.fsum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def median_interval(values: Sequence[float], level: float = LEVEL) -> Interval | None:
+    """The sample median with a distribution-free interval for the true median, as a symmetric half-width (the
+    larger side), by order statistics interpolated to `level` (Hettmansperger and Sheather, 1986); None for fewer
+    than `MIN_MEDIAN_SAMPLES` values."""
+    data = sorted(values)
+    n = len(data)
+    if n < MIN_MEDIAN_SAMPLES:
+        return None
+    coverage = lambda d: 1 - 2 * _binomial_cdf(d - 1, n)  # noqa: E731 ([x_(d), x_(n-d+1)], 1-based)
+    d = 1
+    while d + 1 <= n // 2 and coverage(d + 1) >= level:
+        d += 1
+    high, low = coverage(d), coverage(d + 1) if d + 1 <= n // 2 else 0.0
+    share = (high - level) / (high - low) if high > low else 0.0
+    weight = (n - d) * share / (d + (n - 2 * d) * share) if share else 0.0
+    lower = (1 - weight) * data[d - 1] + weight * data[d]
+    upper = (1 - weight) * data[n - d] + weight * data[n - d - 1]
+    middle = data[n // 2] if n % 2 else (data[n // 2 - 1] + data[n // 2]) / 2
+    return Interval(middle, max(middle - lower, upper - middle), n - 1)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """other / base with its 95 % interval and the p-value of "no difference" (a ratio of 1)."""
+
+    interval: Interval
+    p_value: float
+
+
+def welch_dof(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch–Satterthwaite degrees of freedom of a sum of variances, each (variance, its dof); a part with
+    infinite dof adds no uncertainty of its own; inf when every part has infinite dof."""
+    uncertain = math.fsum(v * v / dof for v, dof in parts if v > 0 and math.isfinite(dof))
+    total = math.fsum(v for v, _ in parts)
+    return total**2 / uncertain if uncertain > 0 else math.inf
+
+
+def ratio_test(base: Interval, other: Interval) -> Ratio:
+    """other / base: the log ratio's standard error from both relative standard errors, Welch–Satterthwaite
+    degrees of freedom, the interval back on the ratio's scale as a half-width (the larger side)."""
     ratio = other.value / base.value
-    return Interval(ratio, abs(ratio) * math.hypot(base.relative, other.relative), min(base.n, other.n))
+    a, b = base.relative_se**2, other.relative_se**2
+    se = math.sqrt(a + b)
+    dof = welch_dof([(a, base.dof), (b, other.dof)])
+    if se == 0:
+        return Ratio(Interval(ratio, 0.0, dof), 0.0 if ratio != 1 else 1.0)
+    spread = t_quantile(dof) * se
+    half_width = abs(ratio) * max(math.exp(spread) - 1, 1 - math.exp(-spread))
+    return Ratio(Interval(ratio, half_width, dof), t_p_value(math.log(ratio) / se, dof) if ratio > 0 else 0.0)
+
+
+def ratio_interval(base: Interval, other: Interval) -> Interval:
+    """other / base with its 95 % interval (see `ratio_test`)."""
+    return ratio_test(base, other).interval
 
 
 def significant(ratio: Interval) -> bool:
-    """Whether the ratio's interval leaves out 1 (a real difference at 95 %)."""
+    """Whether the ratio's interval leaves out 1 (a difference at 95 %, before any correction for many tests)."""
     return abs(ratio.value - 1) > ratio.half_width

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from toolkit.loadgen.client import StreamResult
-from toolkit.method.spread import Interval, batch_means, edges, sub_window_count
+from toolkit.method.spread import BATCHES, Interval, batch_means, edges, median_interval
 from toolkit.method.stats import mean, median, percentile
 
 
@@ -107,12 +107,15 @@ def summarize_window(
 
 @dataclass(frozen=True)
 class WindowSpread:
-    """95 % batch-means intervals of a window's total tok/s, per-request tok/s and TBT (ms) over `sub_windows`."""
+    """95 % intervals of a window's total tok/s, per-request tok/s and TBT (ms), batch means over `sub_windows`
+    equal parts, and of its median TTFT (order statistics); None where the window is too short for one: a part
+    without a measurable value, or fewer than 6 TTFTs."""
 
     sub_windows: int
     total_tok_s: Interval | None
     per_request_tok_s: Interval | None
     tbt_ms: Interval | None
+    ttft_ms: Interval | None = None
 
 
 def _sub_window_values(results: Sequence[StreamResult], start: float, end: float, k: int) -> list[list[float]]:
@@ -127,10 +130,16 @@ def _sub_window_values(results: Sequence[StreamResult], start: float, end: float
     return [total, per_request, tbt]
 
 
+def _complete(values: list[float], k: int) -> Interval | None:
+    """Batch means only when every one of the `k` parts measured a value (a silent part makes no honest interval)."""
+    return batch_means(values) if len(values) == k and all(values) else None
+
+
 def window_spread(results: Sequence[StreamResult], start: float, end: float) -> WindowSpread:
-    """The window's sub-window intervals (docs/METHOD.md, Spread); None where fewer than two values exist."""
+    """The window's intervals (docs/METHOD.md, Spread)."""
+    ttft = median_interval([r.ttft_s * 1000 for r in results if r.ttft_s is not None])
     if end <= start:
-        return WindowSpread(0, None, None, None)
-    k = sub_window_count(lambda n: _sub_window_values(results, start, end, n)[0])
-    total, per_request, tbt = _sub_window_values(results, start, end, k)
-    return WindowSpread(k, batch_means(total), batch_means(per_request), batch_means(tbt))
+        return WindowSpread(0, None, None, None, ttft)
+    total, per_request, tbt = _sub_window_values(results, start, end, BATCHES)
+    return WindowSpread(BATCHES, _complete(total, BATCHES), _complete(per_request, BATCHES), _complete(tbt, BATCHES),
+                        ttft)  # fmt: skip

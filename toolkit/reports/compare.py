@@ -14,8 +14,9 @@ import pandas as pd
 
 from toolkit.base.schema import PHASE_TITLES, PHASES, RAN_STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
+from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
-from toolkit.method.spread import Interval, ratio_interval, significant
+from toolkit.method.spread import Interval, ratio_test
 from toolkit.reports.compare_drift import WITHIN_DRIFT, with_drift, with_round_spreads
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import QUANTITY_TITLES, markdown_table, summary_line
@@ -34,6 +35,8 @@ __all__ = [
     "compare_markdown",
     "format_ratio",
     "frontier_display",
+    "overall_ratios",
+    "overall_text",
     "pareto_frontier",
     "pareto_mask",
     "prefill_display",
@@ -54,7 +57,8 @@ RATIO_QUANTITIES: dict[str, str] = {q: QUANTITY_TITLES[q] for q in ("total_tok_s
 COMPARE_TITLE = "Speed test matrix comparison"
 RATIO_CAPTION = (
     "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B. ± is the ratio's "
-    "95 % interval from both cells' sub-window spreads; n.s.: no significant difference (the interval holds 1). "
+    "95 % interval from both cells' spreads; n.s.: no significant difference once every test of the table is "
+    "counted (Benjamini–Hochberg at 5 %: a run compared with itself marks no cell in 95 % of compares). "
     "Those spreads do not hold the machine's drift between runs, which can be larger (docs/METHOD.md, Spread): "
     "when the runs measured a control cell, each interval is widened by the larger of their drifts, and a ratio "
     "within that drift of 1 is marked within drift (it can be the machine). With repeats, a cell's spread is the "
@@ -94,18 +98,21 @@ def _ratio(b: Any, a: Any) -> float:
     return num / den if num is not None and den else math.nan
 
 
-def _interval(value: Any, half_width: Any) -> Interval | None:
-    number, width = as_number(value), as_number(half_width)
-    return None if number is None or width is None or not number else Interval(number, width, 0)
+def _interval(value: Any, half_width: Any, dof: Any) -> Interval | None:
+    number, width, degrees = as_number(value), as_number(half_width), as_number(dof)
+    if number is None or width is None or not number:
+        return None
+    return Interval(number, width, math.inf if degrees is None else degrees)
 
 
-def _ratio_spread(a: Any, a_hw: Any, b: Any, b_hw: Any) -> tuple[float, bool | None]:
-    """The ratio's 95 % half-width and whether it is significant; (NaN, None) without both cells' spreads."""
-    base, other = _interval(a, a_hw), _interval(b, b_hw)
+def _ratio_spread(a: Any, a_hw: Any, a_dof: Any, b: Any, b_hw: Any, b_dof: Any) -> tuple[float, float, float | None]:
+    """The ratio's 95 % half-width, its t degrees of freedom and the p-value of "no difference"; (NaN, NaN, None)
+    without both cells' spreads."""
+    base, other = _interval(a, a_hw, a_dof), _interval(b, b_hw, b_dof)
     if base is None or other is None:
-        return math.nan, None
-    ratio = ratio_interval(base, other)
-    return ratio.half_width, significant(ratio)
+        return math.nan, math.nan, None
+    test = ratio_test(base, other)
+    return test.interval.half_width, test.interval.dof, test.p_value
 
 
 def ratio_table(
@@ -116,15 +123,16 @@ def ratio_table(
     Columns: the cell (phase, context_tokens, context, concurrency), ``status_a``, ``status_b``,
     ``disturbed_a``, ``disturbed_b`` (still disturbed after the retries), then per quantity ``<q>_a``, ``<q>_b``,
     ``<q>_ratio`` (NaN when either value is missing, A is zero, or either cell is disturbed), ``<q>_ratio_hw``
-    (the ratio's 95 % half-width from the cells' ``<q>_ci``; NaN without them) and ``<q>_significant`` (whether
-    that interval leaves out 1; None without it).
+    (the ratio's 95 % half-width from the cells' ``<q>_ci``; NaN without them), ``<q>_ratio_dof``, ``<q>_p``
+    (the p-value of no difference), ``<q>_p_adjusted`` (Benjamini–Hochberg over every test of the table) and
+    ``<q>_significant`` (whether the adjusted p is at most 5 %; None without a test).
     """
-    spreads = [f"{q}_ci" for q in quantities]
+    spreads = [f"{q}_ci" for q in quantities] + [f"{q}_dof" for q in quantities]
     columns = [*CELL_COLUMNS, "status", *quantities, *spreads, RUN_DRIFT]
 
     def cells(label: str) -> pd.DataFrame:
         mine = with_round_spreads(_run(frame, label), quantities)
-        mine = mine.reindex(columns=list(dict.fromkeys([*frame.columns, *spreads, RUN_DRIFT])))
+        mine = mine.reindex(columns=list(dict.fromkeys([*mine.columns, *spreads, RUN_DRIFT])))
         return mine[columns].assign(disturbed=disturbed_mask(mine))
 
     a, b = cells(baseline), cells(other).drop(columns="context")
@@ -133,19 +141,57 @@ def ratio_table(
     for q in quantities:
         pairs = zip(merged[f"{q}_b"], merged[f"{q}_a"], unusable, strict=True)
         merged[f"{q}_ratio"] = [math.nan if bad else _ratio(vb, va) for vb, va, bad in pairs]
+        sides = [merged[f"{q}_{s}_{run}"] if s else merged[f"{q}_{run}"] for run in "ab" for s in ("", "ci", "dof")]
         spread = [
-            _ratio_spread(*cell) if not bad else (math.nan, None)
-            for *cell, bad in zip(
-                merged[f"{q}_a"], merged[f"{q}_ci_a"], merged[f"{q}_b"], merged[f"{q}_ci_b"], unusable, strict=True
-            )
+            _ratio_spread(*cell) if not bad else (math.nan, math.nan, None)
+            for *cell, bad in zip(*sides, unusable, strict=True)
         ]
-        merged[f"{q}_ratio_hw"] = [hw for hw, _ in spread]
-        merged[f"{q}_significant"] = pd.Series([sig for _, sig in spread], index=merged.index, dtype=object)
+        merged[f"{q}_ratio_hw"] = [hw for hw, _, _ in spread]
+        merged[f"{q}_ratio_dof"] = [dof for _, dof, _ in spread]
+        merged[f"{q}_p"] = pd.Series([p for _, _, p in spread], index=merged.index, dtype=object)
+    merged = _family_adjusted(merged, quantities)
     merged = with_drift(merged, quantities)  # widened by the runs' drift; within drift: not significant
     ordered = [*CELL_COLUMNS, "status_a", "status_b", "disturbed_a", "disturbed_b", "drift"]
     ordered += [f"{q}_within_drift" for q in quantities]
-    ordered += [f"{q}_{s}" for q in quantities for s in ("a", "b", "ratio", "ratio_hw", "significant")]
+    ordered += [f"{q}_{s}" for q in quantities
+                for s in ("a", "b", "ratio", "ratio_hw", "ratio_dof", "p", "p_adjusted", "significant")]  # fmt: skip
     return _sorted(merged[ordered]).reset_index(drop=True)
+
+
+def _family_adjusted(merged: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFrame:
+    """`<q>_p_adjusted` and `<q>_significant`: every test of the table adjusted together (one family)."""
+    places = [(q, i) for q in quantities for i in range(len(merged))]
+    adjusted = adjusted_p_values([merged[f"{q}_p"].iloc[i] for q, i in places])
+    for q in quantities:
+        mine = [a for (name, _), a in zip(places, adjusted, strict=True) if name == q]
+        merged[f"{q}_p_adjusted"] = pd.Series(mine, index=merged.index, dtype=object)
+        merged[f"{q}_significant"] = pd.Series([marked(a) for a in mine], index=merged.index, dtype=object)
+    return merged
+
+
+def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_QUANTITIES)) -> dict[str, Interval]:
+    """Per quantity, the geometric mean of the table's ratios over the cells with an interval, and its 95 %
+    interval (toolkit.method.multiplicity); a quantity without any is left out."""
+    out = {}
+    for q in quantities:
+        cells = [
+            Interval(r, hw, dof)
+            for r, hw, dof in zip(table[f"{q}_ratio"], table[f"{q}_ratio_hw"], table[f"{q}_ratio_dof"], strict=True)
+            if as_number(r) is not None and as_number(hw) is not None and as_number(dof) is not None
+        ]
+        overall = overall_ratio(cells)
+        if overall is not None:
+            out[q] = overall
+    return out
+
+
+def overall_text(table: pd.DataFrame) -> str | None:
+    """One line: each quantity's overall ratio with its interval and over how many cells; None without any."""
+    parts = []
+    for q, ratio in overall_ratios(table).items():
+        cells = int(table[f"{q}_ratio_hw"].notna().sum())
+        parts.append(f"{RATIO_QUANTITIES[q]} {format_ratio(ratio.value)} ±{ratio.half_width:.2f} ({cells} cells)")
+    return ("Overall, B / A (geometric mean of the cells' ratios, 95 %): " + "; ".join(parts)) if parts else None
 
 
 def status_differences(frame: pd.DataFrame) -> pd.DataFrame:
@@ -350,7 +396,9 @@ def compare_markdown(frame: pd.DataFrame, images: Mapping[str, str] | None = Non
         out += [f"## {inert(other)} vs {inert(labels[0])}", RATIO_CAPTION]
         key = ratio_key(position)
         out += [f"![{inert(other)} / {inert(labels[0])}]({images[key]})"] if key in images else []
-        ratios = ratio_display(ratio_table(frame, labels[0], other))
+        table = ratio_table(frame, labels[0], other)
+        ratios = ratio_display(table)
+        out += [overall] if (overall := overall_text(table)) else []
         out.append(markdown_table(ratios) if len(ratios) else "No cell was measured in both runs.")
     out += ["## Trade-off", TRADEOFF_CAPTION]
     out += [f"![Trade-off]({images['tradeoff']})"] if "tradeoff" in images else []

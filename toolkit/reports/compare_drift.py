@@ -21,13 +21,31 @@ def _larger(a: Any, b: Any) -> float:
     return max(known) if known else math.nan
 
 
+def _window_dof(quantity: str, sub_windows: Any) -> float:
+    """Degrees of freedom of a window's half-width: its batches less one; TTFT's order-statistic interval and a
+    record without `sub_windows` count as normal (inf)."""
+    batches = as_number(sub_windows)
+    return batches - 1 if quantity != "ttft_ms" and batches is not None and batches >= 2 else math.inf
+
+
 def with_round_spreads(frame: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFrame:
-    """`<q>_ci` as the larger of the within-window half-width and the t half-width across rounds (when repeated)."""
+    """`<q>_ci` as the larger of the within-window half-width and the t half-width across rounds (when repeated),
+    and `<q>_dof`, the degrees of freedom of the one kept (rounds less one, or the window's batches less one)."""
     frame = frame.copy()
+    sub_windows = frame["sub_windows"] if "sub_windows" in frame.columns else [None] * len(frame)
+    repeats = frame["repeats"] if "repeats" in frame.columns else [None] * len(frame)
     for q in quantities:
-        if f"{q}_repeat_ci" in frame.columns:
-            inside = frame[f"{q}_ci"] if f"{q}_ci" in frame.columns else [math.nan] * len(frame)
-            frame[f"{q}_ci"] = [_larger(a, b) for a, b in zip(inside, frame[f"{q}_repeat_ci"], strict=True)]
+        inside = frame[f"{q}_ci"] if f"{q}_ci" in frame.columns else [math.nan] * len(frame)
+        across = frame[f"{q}_repeat_ci"] if f"{q}_repeat_ci" in frame.columns else [None] * len(frame)
+        kept, dofs = [], []
+        for hw, round_hw, k, r in zip(inside, across, sub_windows, repeats, strict=True):
+            window, rounds, spread = as_number(hw), as_number(r), as_number(round_hw)
+            use_rounds = (
+                spread is not None and rounds is not None and rounds >= 2 and (window is None or spread >= window)
+            )
+            kept.append(_larger(hw, round_hw))
+            dofs.append(rounds - 1 if use_rounds and rounds is not None else _window_dof(q, k))
+        frame[f"{q}_ci"], frame[f"{q}_dof"] = kept, dofs
     return frame
 
 

@@ -78,6 +78,7 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("per_request_tok_s_p10", "Per request tok/s p10", format_tok_s),
     ("per_request_tok_s_ci", "Per request tok/s ±", format_tok_s),
     ("tbt_ms_ci", "Time between tokens ±", format_tbt_ms),
+    ("ttft_ms_ci", "TTFT ±", format_ms),
     ("sub_windows", "Sub-windows", format_count),
     ("spec_acceptance_rate", "Draft acceptance", format_percent),
     ("spec_mean_accepted_len", "Mean accepted length", _digits(2)),

@@ -1,8 +1,9 @@
 """Repeats: the records of a matrix measured in rounds, and one combined row per cell (pure).
 
 A run with `repeats: R` measures every cell once per round (docs/METHOD.md, Repeats); each record carries its
-`round`. Resume goes by (cell, round): the latest record of each. The reports go by cell: the median of the
-rounds that ran undisturbed, how many, their range and the 95 % t half-width across them.
+`round`. Resume goes by (cell, round): the latest record of each. The reports go by cell: over the rounds that
+ran undisturbed, the mean of each quantity with a 95 % t half-width across rounds (total and per-request tok/s,
+TTFT: the number and its interval belong together), the median of the others, how many, and their range.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from dataclasses import replace
 from typing import Any
 
 from toolkit.base.schema import Measurement
-from toolkit.method.spread import t95
+from toolkit.method.spread import t_quantile
 
 CellKey = tuple[str, int, int]
 RoundKey = tuple[str, int, int, int]
 RAN = ("Valid", "Requests queued")
-_MEDIAN_FIELDS = ("total_tok_s", "per_request_tok_s", "ttft_ms", "tbt_ms", "total_tok_s_ci", "per_request_tok_s_ci",
-                  "tbt_ms_ci")  # fmt: skip
+_MEDIAN_FIELDS = ("tbt_ms", "total_tok_s_ci", "per_request_tok_s_ci", "tbt_ms_ci", "ttft_ms_ci")
 _REPEAT_CI = {"total_tok_s": "total_tok_s_repeat_ci", "per_request_tok_s": "per_request_tok_s_repeat_ci",
               "ttft_ms": "ttft_ms_repeat_ci"}  # fmt: skip
 
@@ -59,9 +59,9 @@ def combine(rounds: Sequence[Measurement]) -> Measurement:
     """One row for a cell measured in `rounds` (in round order).
 
     One round: that record unchanged. More: the record of the median round (lower middle by total tok/s), its
-    headline numbers and within-window half-widths replaced by their medians over the usable rounds, with
-    `repeats` (how many), the range of total tok/s and the t half-widths across rounds. No usable round: the
-    last round's record (an Error, or disturbed).
+    total and per-request tok/s and TTFT replaced by their means over the usable rounds beside the t half-widths
+    of those means, TBT and the within-window half-widths by their medians, with `repeats` (how many) and the
+    range of total tok/s. No usable round: the last round's record (an Error, or disturbed).
     """
     if len(rounds) == 1:
         return rounds[0]
@@ -71,6 +71,7 @@ def combine(rounds: Sequence[Measurement]) -> Measurement:
     base = good[(len(good) - 1) // 2]
     totals = [m.total_tok_s for m in good if m.total_tok_s is not None]
     changes: dict[str, Any] = {name: _median([getattr(m, name) for m in good]) for name in _MEDIAN_FIELDS}
+    changes |= {name: _mean([getattr(m, name) for m in good]) for name in _REPEAT_CI}
     changes |= {field: _t_half_width([getattr(m, name) for m in good]) for name, field in _REPEAT_CI.items()}
     changes |= {
         "round": None,
@@ -94,9 +95,14 @@ def _median(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
+
+
 def _t_half_width(values: Sequence[float | None]) -> float | None:
     """95 % Student's t half-width of the mean of the known values; None for fewer than two."""
     known = [v for v in values if v is not None]
     if len(known) < 2:
         return None
-    return t95(len(known) - 1) * statistics.stdev(known) / math.sqrt(len(known))
+    return t_quantile(len(known) - 1) * statistics.stdev(known) / math.sqrt(len(known))

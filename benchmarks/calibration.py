@@ -1,0 +1,181 @@
+"""Do the toolkit's 95 % intervals hold the truth 95 % of the time? Coverage on token streams whose truth is known.
+
+For each noise kind of `benchmarks/token_truth.py` (independent gaps, lockstep steps, an AR(1) speed with
+ρ = 0.5 between tenths of the window, a 3 % drift across the window, periodic stalls), many seeded decode windows
+(8 streams, 10 s) are judged by the toolkit's own code (`toolkit.method.window`, `toolkit.method.spread`,
+`toolkit.method.multiplicity`), and every interval it shows is checked against the truth:
+
+- `total_tok_s`, `per_request_tok_s`, `tbt_ms`: the cell's value ± its half-width (three batches, t with 1.5 dof);
+- `ttft_ms`: the median TTFT ± its order-statistic half-width (8 requests);
+- `repeat`: the mean of 3 windows (rounds) ± its t half-width across them;
+- `ratio`: compare's ratio of two windows of the same kind ± its interval; the truth is 1.
+
+The truth of a quantity is its mean over `--truth-trials` further windows the intervals never saw. Coverage is
+the share of trials whose interval holds it (binomial standard error about 0.011 at 400 trials); width is the
+median half-width as a percentage of the value. Then the family: `aa_any_marked`, the share of compares of
+two 12-cell matrices of the same kind (3 quantities, 36 tests, Benjamini–Hochberg) marking any cell, and
+`ab_detected`, the share of compares at 5 s windows where B is truly 10 % faster whose overall total tok/s ratio
+leaves out 1, with `ab_cells_marked`, the share of cells marked.
+
+    .venv/bin/python benchmarks/calibration.py [--trials 400] [--truth-trials 1000] [--seed 1]
+
+Last line: `calibration: trials=… kinds=independent,ar1,drift <interval>=<cov>,<cov>,<cov>@<width %> …
+min=… max=… aa_any_marked=… ab_detected=… ab_cells_marked=…` over the three kinds the goal names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.token_truth import KINDS, Cell, Noise, window_streams  # noqa: E402
+from toolkit.loadgen.client import StreamResult  # noqa: E402
+from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio  # noqa: E402
+from toolkit.method.spread import Interval, ratio_test, t_quantile  # noqa: E402
+from toolkit.method.window import summarize_window, window_spread  # noqa: E402
+
+QUANTITIES = ("total_tok_s", "per_request_tok_s", "tbt_ms", "ttft_ms")
+INTERVALS = (*QUANTITIES, "repeat", "ratio")
+GOAL_KINDS = ("independent", "ar1", "drift")
+ROUNDS = 3
+MATRIX_CELLS = 12
+COMPARES = 40
+
+
+def measure(results: list[StreamResult], window_s: float) -> dict[str, Interval | None]:
+    """Each quantity's shown value with its interval, as the toolkit computes them."""
+    summary, spread = summarize_window(results, 0.0, window_s), window_spread(results, 0.0, window_s)
+    shown = {"total_tok_s": summary.total_tok_s, "per_request_tok_s": summary.per_request_tok_s,
+             "tbt_ms": summary.tbt_ms, "ttft_ms": summary.ttft_ms}  # fmt: skip
+    out: dict[str, Interval | None] = {}
+    for q in QUANTITIES:
+        interval, value = getattr(spread, q), shown[q]
+        out[q] = None if interval is None or value is None else Interval(value, interval.half_width, interval.dof)
+    return out
+
+
+def truth(noise: Noise, cell: Cell, trials: int, rng: random.Random) -> dict[str, float]:
+    """Each quantity's mean over `trials` windows."""
+    sums = dict.fromkeys(QUANTITIES, 0.0)
+    for _ in range(trials):
+        for q, interval in measure(window_streams(noise, cell, rng), cell.window_s).items():
+            sums[q] += interval.value if interval else math.nan
+    return {q: s / trials for q, s in sums.items()}
+
+
+def _holds(interval: Interval | None, true: float) -> bool | None:
+    return None if interval is None else abs(interval.value - true) <= interval.half_width
+
+
+def _repeat(values: list[float]) -> Interval:
+    mean = statistics.fmean(values)
+    return Interval(mean, t_quantile(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values)))
+
+
+def coverage(noise: Noise, cell: Cell, trials: int, true: dict[str, float], rng: random.Random) -> dict[str, tuple]:
+    """Per interval kind: (coverage, median relative half-width, trials with an interval)."""
+    hits: dict[str, list[bool]] = {k: [] for k in INTERVALS}
+    widths: dict[str, list[float]] = {k: [] for k in INTERVALS}
+    windows = [measure(window_streams(noise, cell, rng), cell.window_s) for _ in range(trials)]
+    for w in windows:
+        for q in QUANTITIES:
+            if (held := _holds(w[q], true[q])) is not None:
+                hits[q].append(held)
+                widths[q].append(w[q].relative)  # type: ignore[union-attr]
+    totals = [w["total_tok_s"].value for w in windows if w["total_tok_s"]]  # type: ignore[union-attr]
+    for i in range(0, len(totals) - ROUNDS + 1, ROUNDS):
+        repeat = _repeat(totals[i : i + ROUNDS])
+        hits["repeat"].append(abs(repeat.value - true["total_tok_s"]) <= repeat.half_width)
+        widths["repeat"].append(repeat.relative)
+    pairs = [(a["total_tok_s"], b["total_tok_s"]) for a, b in zip(windows[::2], windows[1::2], strict=False)]
+    for a, b in pairs:
+        if a and b:
+            ratio = ratio_test(a, b).interval
+            hits["ratio"].append(abs(ratio.value - 1) <= ratio.half_width)
+            widths["ratio"].append(ratio.relative)
+    return {k: (sum(hits[k]) / len(hits[k]) if hits[k] else math.nan, statistics.median(widths[k]) if widths[k]
+                else math.nan, len(hits[k])) for k in INTERVALS}  # fmt: skip
+
+
+def compare_family(noise: Noise, a: Cell, b: Cell, rng: random.Random) -> tuple[bool, bool, float]:
+    """One compare of two matrices of MATRIX_CELLS cells: (any cell marked, the overall total tok/s ratio leaves
+    out 1, share of tests marked)."""
+    p_values, totals = [], []
+    for _ in range(MATRIX_CELLS):
+        first, second = (
+            measure(window_streams(noise, a, rng), a.window_s),
+            measure(window_streams(noise, b, rng), b.window_s),
+        )
+        for q in ("total_tok_s", "per_request_tok_s", "ttft_ms"):
+            x, y = first[q], second[q]
+            if x and y:
+                test = ratio_test(x, y)
+                p_values.append(test.p_value)
+                if q == "total_tok_s":
+                    totals.append(test.interval)
+    flags = [bool(marked(q)) for q in adjusted_p_values(p_values)]
+    overall = overall_ratio(totals)
+    detected = overall is not None and abs(overall.value - 1) > overall.half_width
+    return any(flags), detected, sum(flags) / len(flags) if flags else math.nan
+
+
+def _table(rows: dict[str, dict[str, tuple]]) -> str:
+    head = f"{'kind':<12}" + "".join(f"{k:>22}" for k in INTERVALS)
+    lines = [head, " " * 12 + "".join(f"{'coverage  width  n':>22}" for _ in INTERVALS)]
+    for kind, row in rows.items():
+        cells = "".join(f"{row[k][0]:>10.3f}{100 * row[k][1]:>6.1f}%{row[k][2]:>5d}" for k in INTERVALS)
+        lines.append(f"{kind:<12}{cells}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trials", type=int, default=400)
+    ap.add_argument("--truth-trials", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kinds", default=",".join(KINDS))
+    args = ap.parse_args(argv)
+    rng = random.Random(args.seed)
+    cell = Cell()
+    rows: dict[str, dict[str, tuple]] = {}
+    for kind in args.kinds.split(","):
+        noise = Noise(kind)
+        true = truth(noise, cell, args.truth_trials, rng)
+        rows[kind] = coverage(noise, cell, args.trials, true, rng)
+        print(f"{kind}: truth " + ", ".join(f"{q}={v:.4g}" for q, v in true.items()), flush=True)
+    print(_table(rows))
+    run: Callable[[Cell, Cell], list[tuple[bool, bool, float]]] = lambda a, b: [  # noqa: E731
+        compare_family(Noise("independent"), a, b, rng) for _ in range(COMPARES)
+    ]
+    short = Cell(window_s=5.0)
+    same, faster = run(short, short), run(short, Cell(window_s=5.0, speed=1.1))
+    aa_any = sum(any_ for any_, _, _ in same) / len(same)
+    ab_detected = sum(d for _, d, _ in faster) / len(faster)
+    ab_cells = statistics.fmean(share for _, _, share in faster)
+    print(
+        f"family ({COMPARES} compares of {MATRIX_CELLS} cells x 3 quantities, 5 s windows, independent): A/A any "
+        f"cell marked {aa_any:.3f}; A/B +10 %: overall ratio detected {ab_detected:.3f}, tests marked {ab_cells:.3f}"
+    )
+    goal = [k for k in GOAL_KINDS if k in rows]
+    values = [rows[k][i][0] for k in goal for i in INTERVALS]
+    parts = []
+    for i in INTERVALS:
+        width = 100 * statistics.median(rows[k][i][1] for k in goal)
+        parts.append(f"{i}={','.join(f'{rows[k][i][0]:.3f}' for k in goal)}@{width:.1f}%")
+    print(
+        f"calibration: trials={args.trials} kinds={','.join(goal)} {' '.join(parts)} min={min(values):.3f} "
+        f"max={max(values):.3f} aa_any_marked={aa_any:.3f} ab_detected={ab_detected:.3f} "
+        f"ab_cells_marked={ab_cells:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

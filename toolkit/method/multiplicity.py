@@ -1,0 +1,53 @@
+"""Many cells, one family: a comparison's tests corrected together, and its one overall ratio (pure).
+
+A compare of two runs tests every matching cell for each quantity, a hundred tests and more. At 5 % each, a
+run compared with itself would show several "significant" cells by chance alone. The p-values of one pair of
+runs are adjusted together by Benjamini–Hochberg (scipy.stats.false_discovery_control): a cell is marked when
+its adjusted p is at most 5 %, which holds the expected share of false marks among the marked at 5 %, and the
+chance of any false mark at 5 % when the runs do not differ at all. The overall ratio is the geometric mean of
+the cells' ratios with its interval (docs/METHOD.md, Comparisons).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from toolkit.method.spread import Interval, t_quantile, welch_dof
+
+FAMILY_LEVEL = 0.05
+
+
+def adjusted_p_values(p_values: Sequence[float | None]) -> list[float | None]:
+    """Benjamini–Hochberg adjusted p-values of the known ones, in the same places (None stays None)."""
+    known = [(i, p) for i, p in enumerate(p_values) if p is not None and math.isfinite(p)]
+    adjusted: list[float | None] = [None] * len(p_values)
+    if not known:
+        return adjusted
+    from scipy.stats import false_discovery_control
+
+    values = false_discovery_control([p for _, p in known], method="bh")
+    for (i, _), q in zip(known, values, strict=True):
+        adjusted[i] = float(q)
+    return adjusted
+
+
+def marked(adjusted: float | None) -> bool | None:
+    """Whether an adjusted p-value marks its cell significant (None: not tested)."""
+    return None if adjusted is None else adjusted <= FAMILY_LEVEL
+
+
+def overall_ratio(ratios: Sequence[Interval]) -> Interval | None:
+    """The geometric mean of the cells' ratios with its 95 % interval (the larger side, as a half-width); the log
+    ratios' standard errors combined, Welch–Satterthwaite degrees of freedom; None without a ratio."""
+    usable = [r for r in ratios if r.value > 0 and math.isfinite(r.relative)]
+    if not usable:
+        return None
+    m = len(usable)
+    centre = math.fsum(math.log(r.value) for r in usable) / m
+    variances = [(r.relative_se / m) ** 2 for r in usable]
+    total = math.fsum(variances)
+    dof = welch_dof([(v, r.dof) for v, r in zip(variances, usable, strict=True)])
+    value = math.exp(centre)
+    spread = t_quantile(dof) * math.sqrt(total) if total else 0.0
+    return Interval(value, value * max(math.exp(spread) - 1, 1 - math.exp(-spread)), dof)
