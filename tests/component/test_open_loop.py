@@ -84,3 +84,31 @@ def test_a_request_that_never_left_is_recorded_as_not_sent() -> None:
 
     row = record(7, 1.5, StreamResult(), planned(1)[0], 0.0)
     assert row["error"] == "not sent: the step was stopped" and math.isnan(row["sent_s"]) and row["input_tokens"] == 11
+
+
+def test_held_requests_count_their_wait_in_the_latencies_from_the_schedule() -> None:
+    """Under a cap of 1 in flight, 6 requests due 20 ms apart, each ~5 x 30 ms long: each waits for the one before.
+    From the send, every TTFT is one token's time and a 100 ms TTFT limit passes; from the schedule (what the
+    step is judged on), the wait counts and the same limit fails."""
+    import pandas as pd
+
+    from toolkit.method.goodput import ServiceLevel, request_latencies, summarize_step
+
+    with FaultServer(token_interval_s=0.03) as server:
+
+        async def go() -> list[dict]:
+            async with StreamClient(server.base_url) as client:
+                return await send_open_loop(client, planned(6), [0.02 * i for i in range(6)], max_in_flight=1)
+
+        records = pd.DataFrame(run_sync(go)).assign(step=0, offered_rate=50.0)
+    latencies = request_latencies(records)
+    held = latencies["lag_ms"]
+    assert (latencies["ttft_sched_ms"] - latencies["ttft_ms"]).to_numpy() == pytest.approx(held.to_numpy())
+    assert held.iloc[-1] > 400  # due at 100 ms, it waited for the 5 before it (~150 ms each): sent near 750 ms
+    level = ServiceLevel(ttft_ms=100, target=0.99)
+    assert latencies["ttft_ms"].max() < 100  # from the send, every request would meet the limit ...
+    judged = summarize_step(records, level)
+    assert judged.held >= 4 and not judged.slo_met and judged.slo_fraction <= 2 / 6  # ... from the schedule, not
+    on_send = summarize_step(records.assign(scheduled_s=records["sent_s"]), level)  # what a send-based judge sees
+    assert on_send.slo_met and on_send.held == 0
+    assert judged.percentiles["ttft_sched_p50_ms"] > judged.percentiles["ttft_p50_ms"] + 100

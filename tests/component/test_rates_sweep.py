@@ -26,8 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "rates"
 STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "scheduled_rate", "achieved_rate",
              "requests", "completed", "failed", "duration_s", "request_throughput", "output_tok_s", "input_tokens",
-             "output_tokens", "goodput", "slo_fraction", "slo_met",
-             *(f"{m}_p{q}_ms" for m in ("ttft", "tpot", "e2e", "lag") for q in (50, 90, 99)),
+             "output_tokens", "goodput", "slo_fraction", "slo_met", "slo_fraction_low", "slo_fraction_high",
+             "slo_verdict", "held",
+             *(f"{m}_p{q}_ms" for m in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag") for q in (50, 90, 99)),
              "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "lag_max_ms", "lag_flagged", "server_running_max",
              "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
              "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens"]  # fmt: skip
@@ -90,16 +91,26 @@ def test_cold_prompts_are_unique_and_warm_ones_share_their_prefix(server: FaultS
 
 def test_the_search_bisects_to_its_precision_and_records_its_bracket(server: FaultServer, tmp_path: Path) -> None:
     """The fault server's TTFT grows with what runs; an SLO no step can meet above 0 gives no highest rate, an
-    easy one every rate; a level met only by some gives a bracket the probes narrow."""
-    out = sweep(server, tmp_path, rates=[10, 40], requests_per_step=6, slo_e2e_ms=10_000, search=True)
+    easy one every rate, each verdict by the interval of its fraction: 6 of 6 requests show a fraction of at
+    least 0.54 (enough for a target of 0.5, not for 0.99); 0 of 6 at most 0.46."""
+    out = sweep(server, tmp_path, rates=[10, 40], requests_per_step=6, slo_e2e_ms=10_000, search=True,
+                goodput_target=0.5)  # fmt: skip
     assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
         "highest_rate": 40.0,
         "bracket": [40.0, None],
+        "undecided": [],
+    }
+    out = sweep(server, tmp_path / "unsure", rates=[10, 40], requests_per_step=6, slo_e2e_ms=10_000, search=True)
+    assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
+        "highest_rate": None,
+        "bracket": [None, None],
+        "undecided": [10.0, 40.0],
     }
     out = sweep(server, tmp_path / "none", rates=[10, 40], requests_per_step=6, slo_ttft_ms=0.001, search=True)
     assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
         "highest_rate": None,
         "bracket": [None, 10.0],
+        "undecided": [],
     }
     assert len(read_steps(out)) == 2  # nothing to bisect
 
@@ -109,8 +120,9 @@ def test_probes_are_full_steps_between_the_bracket(tmp_path: Path, monkeypatch: 
     import toolkit.rates.runner as runner
 
     async def fake_step(self: Any, rate: float, searched: bool) -> None:
-        self.rows.append({"step": len(self.rows), "offered_rate": rate, "slo_met": rate < 10,
-                          "request_throughput": 0.0, "searched": searched})  # fmt: skip
+        self.rows.append({"step": len(self.rows), "offered_rate": rate, "slo_met": rate < 10, "requests": 400,
+                          "slo_fraction": float(rate < 10), "request_throughput": 0.0,
+                          "searched": searched})  # fmt: skip
 
     monkeypatch.setattr(runner._Sweep, "step", fake_step)
     with FaultServer() as fs:
@@ -189,7 +201,8 @@ def test_a_resumed_search_keeps_its_probes_and_its_budget(tmp_path: Path, monkey
     stop_at: list[int | None] = [4]  # steps 0-2 are the listed rates, 3 and on the probes
 
     async def fake_step(self: Any, rate: float, searched: bool) -> None:  # a server meeting the level below 10 req/s
-        row = {"step": len(self.rows), "offered_rate": rate, "slo_met": rate < 10, "searched": searched}
+        row = {"step": len(self.rows), "offered_rate": rate, "slo_met": rate < 10, "searched": searched,
+               "requests": 400, "slo_fraction": float(rate < 10)}  # fmt: skip
         if row["step"] == stop_at[0]:
             raise KeyboardInterrupt
         append_line(rates_dir(self.out) / STEPS_FILE, step_line(row))

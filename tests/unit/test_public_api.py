@@ -32,7 +32,8 @@ EXPORTED: dict[str, list[str]] = {
     "toolkit.reports.compare": [
         "CELL_COLUMNS", "COMPARE_TITLE", "KEY", "NOT_SIGNIFICANT", "PREFILL_CAPTION", "RATIO_CAPTION",
         "RATIO_QUANTITIES", "STATUS_CAPTION", "TRADEOFF_CAPTION", "compare_markdown", "format_ratio",
-        "frontier_display", "overall_ratios", "overall_text", "pareto_frontier", "pareto_mask", "prefill_display", "prefill_side_by_side",
+        "frontier_display", "overall_ratios", "overall_text", "pareto_frontier", "pareto_mask", "prefill_display",
+        "prefill_side_by_side",
         "ratio_display", "ratio_key", "ratio_table", "run_labels", "runs_table", "status_differences",
         "status_display", "tradeoff_points",
     ],
@@ -60,6 +61,7 @@ EXPORTED: dict[str, list[str]] = {
     "toolkit.reports.rate_tables": [
         "LAG_MARK", "LAG_NOTE", "REJUDGED_COLUMNS", "SEARCHED_MARK", "STEPS_CAPTION", "STEP_COLUMNS", "format_rate",
         "level_text", "rate_markdown", "rejudge", "rejudge_level", "search_line", "step_notes", "steps_table",
+        "verdict_mark",
     ],
     "toolkit.reports.rate_views": [
         "HEADING", "RejudgePanel", "SLIDERS_ELSEWHERE", "comparison_heading", "heading", "rejudge_panel", "rejudged",

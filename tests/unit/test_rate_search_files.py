@@ -23,34 +23,54 @@ from toolkit.rates.files import (
 from toolkit.rates.search import finite_upper, next_probe, search_result
 
 
-def steps(*pairs: tuple[float, bool], served: float = 0.0) -> list[dict]:
-    return [{"offered_rate": r, "slo_met": met, "request_throughput": served} for r, met in pairs]
+def steps(*pairs: tuple[float, bool | float], served: float = 0.0, requests: int = 400) -> list[dict]:
+    """Step rows: (rate, met) with every or no request meeting the level, or (rate, fraction meeting it)."""
+    fraction = lambda met: float(met) if isinstance(met, bool) else met  # noqa: E731
+    return [{"offered_rate": r, "slo_met": fraction(met) >= 0.99, "slo_fraction": fraction(met), "requests": requests,
+             "request_throughput": served} for r, met in pairs]  # fmt: skip
+
+
+def probe(rows: list[dict], precision: float = 0.1) -> float | None:
+    return next_probe(rows, precision, 0.99)
 
 
 def test_the_probe_is_the_bracket_midpoint_until_narrow_enough() -> None:
-    assert next_probe(steps((1, True), (2, True), (4, False), (8, False)), 0.1) == 3.0
-    assert next_probe(steps((1, True), (2, True), (2.15, False)), 0.1) is None  # within 10 % of 2
-    assert next_probe(steps((1, True), (2, True), (2.15, False)), 0.05) == pytest.approx(2.075)
+    assert probe(steps((1, True), (2, True), (4, False), (8, False))) == 3.0
+    assert probe(steps((1, True), (2, True), (2.15, False))) is None  # within 10 % of 2
+    assert probe(steps((1, True), (2, True), (2.15, False)), 0.05) == pytest.approx(2.075)
 
 
 def test_no_probe_without_a_bracket() -> None:
-    assert next_probe(steps((1, False), (2, False)), 0.1) is None  # nothing met the level
-    assert next_probe(steps((1, True), (2, True)), 0.1) is None  # nothing failed it
+    assert probe(steps((1, False), (2, False))) is None  # nothing met the level
+    assert probe(steps((1, True), (2, True))) is None  # nothing failed it
 
 
 def test_a_pass_above_a_failure_does_not_widen_the_bracket() -> None:
     """A noisy pass above the first failing rate is not trusted: the bracket stays below the failure."""
-    assert next_probe(steps((1, True), (2, False), (4, True)), 0.1) == 1.5
-    assert search_result(steps((1, True), (2, False), (4, True))) == {"highest_rate": 1, "bracket": [1, 2]}
+    assert probe(steps((1, True), (2, False), (4, True))) == 1.5
+    assert search_result(steps((1, True), (2, False), (4, True)), 0.99) == {
+        "highest_rate": 1, "bracket": [1, 2], "undecided": []}  # fmt: skip
+
+
+def test_a_point_fraction_is_not_a_verdict_and_an_undecided_rate_is_run_again() -> None:
+    """60 of 60 meeting the level show at least 0.94, not 0.99: undecided. Inside the bracket such a rate is
+    probed again (pooled), up to `repeats` more times; then the search bisects around it and reports it."""
+    few = steps((1, True), (4, False), requests=400) + steps((2, True), requests=60)
+    assert probe(few) == 2  # the same rate again
+    assert next_probe(few + steps((2, True), requests=60), 0.1, 0.99, repeats=1) == 3.0  # the widest gap: 2..4
+    pooled = few + steps((2, True), requests=400)  # 460 of 460 meet: low end 0.992
+    assert search_result(pooled, 0.99) == {"highest_rate": 2, "bracket": [2, 4], "undecided": []}
+    assert search_result(few, 0.99) == {"highest_rate": 1, "bracket": [1, 4], "undecided": [2]}
+    assert search_result(steps((1, 0.985)), 0.99)["undecided"] == [1]  # 394 of 400: between 0.97 and 0.995
 
 
 def test_an_inf_upper_end_is_bisected_below_what_the_flood_achieved() -> None:
     rows = steps((2, True), (math.inf, False), served=10.0)
-    assert finite_upper(math.inf, rows, 2.0) == 10.0 and next_probe(rows, 0.1) == 6.0
+    assert finite_upper(math.inf, rows, 2.0) == 10.0 and probe(rows) == 6.0
     assert finite_upper(math.inf, steps((2, True), (math.inf, False), served=1.0), 2.0) == 4.0
-    assert search_result(rows) == {"highest_rate": 2, "bracket": [2, "inf"]}
-    assert search_result(steps((1, True), (math.inf, True))) == {"highest_rate": "inf", "bracket": ["inf", None]}
-    assert search_result(steps((1, False))) == {"highest_rate": None, "bracket": [None, 1]}
+    assert search_result(rows, 0.99) == {"highest_rate": 2, "bracket": [2, "inf"], "undecided": []}
+    assert search_result(steps((1, True), (math.inf, True)), 0.99)["bracket"] == ["inf", None]
+    assert search_result(steps((1, False)), 0.99) == {"highest_rate": None, "bracket": [None, 1], "undecided": []}
 
 
 def test_step_lines_are_strict_json() -> None:

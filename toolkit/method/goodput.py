@@ -23,6 +23,8 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "input_tokens", "output_tokens", "error",
 )  # fmt: skip
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
+HELD_MS = 5.0  # a request sent this much after its due time was held by the client (a cap, a late timer)
+VERDICTS: tuple[str, ...] = ("meets", "fails", "undecided")
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,9 @@ class ServiceLevel:
 
 
 def request_latencies(records: pd.DataFrame) -> pd.DataFrame:
-    """Per request: ok (no error, a token came), ttft/tpot/e2e in ms from the send, and the scheduling lag in ms.
+    """Per request: ok (no error, a token came), ttft/tpot/e2e in ms from the send, TTFT and end-to-end from the
+    scheduled arrival as well (`ttft_sched_ms`, `e2e_sched_ms`: they hold the time the client held the request),
+    and the scheduling lag in ms.
 
     TPOT is (last token - first token) / (output tokens - 1), 0 for a single token, as `vllm bench serve` counts it.
     """
@@ -61,15 +65,19 @@ def request_latencies(records: pd.DataFrame) -> pd.DataFrame:
             "ttft_ms": ((records["first_token_s"] - records["sent_s"]) * 1e3).where(ok),
             "tpot_ms": tpot.where(ok),
             "e2e_ms": ((records["last_token_s"] - records["sent_s"]) * 1e3).where(ok),
+            "ttft_sched_ms": ((records["first_token_s"] - records["scheduled_s"]) * 1e3).where(ok),
+            "e2e_sched_ms": ((records["last_token_s"] - records["scheduled_s"]) * 1e3).where(ok),
             "lag_ms": (records["sent_s"] - records["scheduled_s"]) * 1e3,
         }
     )
 
 
 def meets(latencies: pd.DataFrame, level: ServiceLevel) -> pd.Series:
-    """Whether each request met every limit of `level` (a failed request never does)."""
+    """Whether each request met every limit of `level` (a failed request never does). TTFT and end-to-end count
+    from the scheduled arrival: a user waits from when the request was due, also while the client held it."""
     met = latencies["ok"].copy()
-    for column, limit in (("ttft_ms", level.ttft_ms), ("tpot_ms", level.tpot_ms), ("e2e_ms", level.e2e_ms)):
+    limits = (("ttft_sched_ms", level.ttft_ms), ("tpot_ms", level.tpot_ms), ("e2e_sched_ms", level.e2e_ms))
+    for column, limit in limits:
         if limit is not None:
             met &= latencies[column] <= limit
     return met
@@ -103,8 +111,12 @@ class StepSummary:
     output_tokens: int
     goodput: float  # requests/s that met the service level
     slo_fraction: float  # of all requests
-    slo_met: bool
-    percentiles: dict[str, float | None]  # "ttft_p50_ms" ... "lag_max_ms"
+    slo_met: bool  # the fraction reached the target (a point judgement)
+    slo_fraction_low: float  # 95 % Clopper–Pearson interval of the fraction meeting the level
+    slo_fraction_high: float
+    slo_verdict: str  # "meets": even the interval's low end reaches the target; "fails": its high end does not
+    held: int  # requests sent more than HELD_MS after their due time
+    percentiles: dict[str, float | None]  # "ttft_p50_ms" ... "lag_max_ms"; None: too few requests for it
 
     def row(self) -> dict[str, Any]:
         """A flat dict, percentiles as columns."""
@@ -112,11 +124,37 @@ class StepSummary:
         return {**{k: v for k, v in data.items() if k != "percentiles"}, **data["percentiles"]}
 
 
-def _quantile(values: Sequence[float] | pd.Series, q: int) -> float | None:
+def supported(q: float, n: int) -> bool:
+    """Whether `n` values can give the q-th percentile: above the median, at least one value must lie beyond it
+    (p99 needs 100 values; from fewer it is the maximum, not a p99)."""
+    return n >= 1 and (q <= 50 or n * (1 - q / 100) >= 1 - 1e-9)
+
+
+def _quantile(values: Sequence[float] | pd.Series, q: int, check: bool = True) -> float | None:
     import pandas as pd
 
     series = pd.Series(values, dtype=float).dropna()
+    if check and not supported(q, len(series)):
+        return None
     return float(series.quantile(q / 100)) if len(series) else None
+
+
+def fraction_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper–Pearson interval of a fraction from `k` of `n` (exact binomial; (0, 1) for no trials)."""
+    if n <= 0:
+        return 0.0, 1.0
+    from scipy.special import betaincinv
+
+    tail = (1 - level) / 2
+    low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, tail))
+    high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - tail))
+    return low, high
+
+
+def verdict(low: float, high: float, target: float) -> str:
+    """ "meets", "fails" or "undecided": whether the fraction's interval lies at or above the target, below it, or
+    across it (more requests, or another step at that rate, would tell)."""
+    return "meets" if low >= target else "fails" if high < target else "undecided"
 
 
 def _rate(times: pd.Series) -> float | None:
@@ -134,14 +172,15 @@ def summarize_step(records: pd.DataFrame, level: ServiceLevel) -> StepSummary:
     per_second = lambda count: count / duration if duration > 0 else 0.0  # noqa: E731
     out_tokens = int(records.loc[latencies["ok"], "output_tokens"].sum())
     percentiles: dict[str, float | None] = {}
-    for name in ("ttft", "tpot", "e2e", "lag"):
+    for name in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag"):
         for q in PERCENTILES:
-            percentiles[f"{name}_p{q}_ms"] = _quantile(latencies[f"{name}_ms"], q)
+            percentiles[f"{name}_p{q}_ms"] = _quantile(latencies[f"{name}_ms"], q, check=name != "lag")
     itl = inter_token_ms(records)
     for q in PERCENTILES:
         percentiles[f"itl_p{q}_ms"] = _quantile(itl, q)
     percentiles["lag_max_ms"] = float(latencies["lag_ms"].max()) if requests else None
     fraction = float(met.sum()) / requests if requests else 0.0
+    low, high = fraction_interval(int(met.sum()), requests)
     offered = records["offered_rate"].iloc[0] if requests else math.nan
     return StepSummary(
         offered_rate=float(offered),
@@ -158,6 +197,10 @@ def summarize_step(records: pd.DataFrame, level: ServiceLevel) -> StepSummary:
         goodput=per_second(int(met.sum())),
         slo_fraction=fraction,
         slo_met=fraction >= level.target,
+        slo_fraction_low=low,
+        slo_fraction_high=high,
+        slo_verdict=verdict(low, high, level.target),
+        held=int((latencies["lag_ms"] > HELD_MS).sum()),
         percentiles=percentiles,
     )
 

@@ -142,6 +142,7 @@ class RateParams(BaseModel):
     search: bool = False
     search_precision: float = Field(0.1, gt=0, le=1)
     search_max_probes: int = Field(8, ge=1, le=50)
+    search_repeats: int = Field(2, ge=0, le=10)  # more steps at a rate the search left undecided, pooled
     ray_address: str | None = None  # send each step from `clients` processes on this Ray cluster
     clients: int = Field(1, ge=1, le=256)
     lag_flag_ms: float = Field(5.0, gt=0)  # a step whose scheduling lag p99 is above this is flagged

@@ -196,16 +196,17 @@ class _Sweep:
     async def search(self) -> None:
         params = self.tools.params
         for _ in range(params.search_max_probes - sum(row["searched"] for row in self.rows)):
-            rate = next_probe(self.rows, params.search_precision)
+            rate = next_probe(self.rows, params.search_precision, params.goodput_target, params.search_repeats)
             if rate is None:
                 break
             await self.step(rate, searched=True)
-        result = search_result(self.rows)
+        result = search_result(self.rows, params.goodput_target)
         update_sweep(self.out, search=result)
         low, high = result["bracket"]
-        above = "no failing rate" if high is None else f"{high} req/s failed"
-        found = "no rate met it" if low is None else f"{low:.3g} req/s ({above})"
-        self.say(f"search: highest rate meeting the service level: {found}")
+        above = "no rate shown to fail" if high is None else f"{high:.3g} req/s shown to fail"
+        found = "no rate shown to meet it" if low is None else f"{low:.3g} req/s ({above})"
+        undecided = f"; undecided: {', '.join(f'{r:.3g}' for r in result['undecided'])}" if result["undecided"] else ""
+        self.say(f"search: highest rate shown to meet the service level: {found}{undecided}")
 
 
 async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:

@@ -1,20 +1,45 @@
-"""The search for the highest rate meeting the service level: bisection inside the listed steps' bracket (pure).
+"""The search for the highest rate meeting the service level, decided by intervals, not point fractions (pure).
 
-The bracket is `highest_rate_meeting` over every step run so far (the highest passing rate below every failing
-one, and the lowest failing rate). Each probe is its midpoint, run as a full step; the search ends when the
-bracket's width is within `precision` of its lower end, or after `max_probes`. An upper end of `inf` (only the
-all-at-once step failed) is replaced for bisection by the request throughput that step achieved, or twice the
-lower end when that is not above it.
+Each rate is judged by the 95 % Clopper–Pearson interval of the fraction of its requests meeting the level,
+pooled over every step run at that rate: it *meets* when even the interval's low end reaches the target, it
+*fails* when even the high end stays below, and is *undecided* otherwise (60 of 60 requests meeting the level
+have a low end of 0.94: too few to show 0.99). The bracket is the highest rate that meets below every rate that
+fails, and the lowest rate that fails; the true highest rate lies inside it unless one of those verdicts is
+wrong (each at most 2.5 %). An undecided rate inside the bracket is run again, up to `repeats` more steps,
+each pooled with the earlier ones; one still undecided after them stays inside the bracket, and the search
+bisects the widest gap between the bracket's ends and the undecided rates. It ends when that gap is within
+`precision` of its lower end, or after `max_probes`. An upper end of `inf` (only the all-at-once step failed)
+is replaced for bisection by the request throughput that step achieved, or twice the lower end.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
-from toolkit.method.goodput import highest_rate_meeting
+from toolkit.method.goodput import fraction_interval, verdict
 from toolkit.rates.params import rate_text
+
+
+def rate_verdicts(steps: Sequence[dict[str, Any]], target: float) -> dict[float, tuple[str, int]]:
+    """Per offered rate: its verdict over the pooled requests of its steps, and how many steps it had."""
+    pooled: dict[float, list[int]] = {}
+    for s in steps:
+        counts = pooled.setdefault(float(s["offered_rate"]), [0, 0, 0])
+        counts[0] += round(float(s["slo_fraction"]) * int(s["requests"]))
+        counts[1] += int(s["requests"])
+        counts[2] += 1
+    return {rate: (verdict(*fraction_interval(k, n), target), runs) for rate, (k, n, runs) in pooled.items()}
+
+
+def bracket(verdicts: dict[float, tuple[str, int]]) -> tuple[float | None, float | None]:
+    """(highest rate that meets below every failing one, lowest failing rate); None where there is none."""
+    failing = sorted(rate for rate, (v, _) in verdicts.items() if v == "fails")
+    first_fail = failing[0] if failing else None
+    meeting = [rate for rate, (v, _) in verdicts.items() if v == "meets" and (first_fail is None or rate < first_fail)]
+    return (max(meeting) if meeting else None), first_fail
 
 
 def finite_upper(high: float, steps: Sequence[dict[str, Any]], low: float) -> float:
@@ -26,19 +51,33 @@ def finite_upper(high: float, steps: Sequence[dict[str, Any]], low: float) -> fl
     return best if best > low else 2 * low
 
 
-def next_probe(steps: Sequence[dict[str, Any]], precision: float) -> float | None:
+def next_probe(steps: Sequence[dict[str, Any]], precision: float, target: float, repeats: int = 2) -> float | None:
     """The next rate to run, or None when the bracket is narrow enough or there is none to narrow."""
-    low, high = highest_rate_meeting([(s["offered_rate"], bool(s["slo_met"])) for s in steps])
+    verdicts = rate_verdicts(steps, target)
+    low, high = bracket(verdicts)
     if low is None or high is None:
         return None
     top = finite_upper(high, steps, low)
-    if top - low <= precision * low:
+    inside = sorted(rate for rate, (v, _) in verdicts.items() if v == "undecided" and low < rate < top)
+    for rate in inside:
+        if verdicts[rate][1] <= repeats:
+            return rate  # near the boundary: another step at the same rate, pooled
+    a, b = max(pairwise([low, *inside, top]), key=lambda gap: gap[1] - gap[0])
+    if b - a <= precision * a:
         return None
-    return (low + top) / 2
+    return (a + b) / 2
 
 
-def search_result(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """sweep.json's "search": the highest rate meeting the level (null: none did) and its bracket."""
-    low, high = highest_rate_meeting([(s["offered_rate"], bool(s["slo_met"])) for s in steps])
+def search_result(steps: Sequence[dict[str, Any]], target: float) -> dict[str, Any]:
+    """sweep.json's "search": the highest rate shown to meet the level (null: none), the bracket that holds the
+    true highest rate, and the rates left undecided inside it."""
+    verdicts = rate_verdicts(steps, target)
+    low, high = bracket(verdicts)
+    undecided = sorted(r for r, (v, _) in verdicts.items() if v == "undecided" and (low is None or r > low)
+                       and (high is None or r < high))  # fmt: skip
     low_text = None if low is None else rate_text(low)
-    return {"highest_rate": low_text, "bracket": [low_text, None if high is None else rate_text(high)]}
+    return {
+        "highest_rate": low_text,
+        "bracket": [low_text, None if high is None else rate_text(high)],
+        "undecided": [rate_text(r) for r in undecided],
+    }

@@ -39,11 +39,14 @@ __all__ = [
     "search_line",
     "step_notes",
     "steps_table",
+    "verdict_mark",
 ]
 
 STEPS_CAPTION = (
-    "One row per step, in the order run · latencies from the send (percentiles over the step's requests) · "
-    "goodput: requests/s meeting the service level"
+    "One row per step, in the order run · latencies from the send (percentiles over the step's requests; – where "
+    "the step has too few requests for one: p99 needs 100) · goodput: requests/s meeting the service level, TTFT "
+    "and end-to-end counted from the scheduled arrival · ✓: shown to meet it (the 95 % interval of the fraction "
+    "meeting it lies at or above the target), ?: undecided (too few requests to tell)"
 )
 STEP_COLUMNS: tuple[str, ...] = (
     "Step", "Offered req/s", "Achieved req/s", "Completed", "Failed", "Output tok/s", "TTFT p50", "TTFT p99",
@@ -55,7 +58,8 @@ LAG_NOTE = (
     "lag flagged: the client sent this step's requests late (scheduling lag over its limit), so the server saw "
     "less than the offered rate; its numbers describe the client as much as the server."
 )
-REJUDGED_COLUMNS: tuple[str, ...] = ("step", "offered_rate", "completed", "goodput", "slo_fraction", "slo_met")
+REJUDGED_COLUMNS: tuple[str, ...] = ("step", "offered_rate", "completed", "goodput", "slo_fraction", "slo_met",
+                                     "slo_verdict")  # fmt: skip
 
 
 def format_rate(value: Any) -> str:
@@ -86,8 +90,18 @@ def _waiting(row: Mapping[Any, Any]) -> str:
     return f"{MISSING if mean is None else f'{mean:,.1f}'} / {format_count(peak)}"
 
 
+def verdict_mark(row: Mapping[Any, Any]) -> str:
+    """✓ shown to meet the level (the fraction's 95 % interval at or above the target), ? undecided (the interval
+    holds the target: too few requests to tell), nothing when it failed; a step from before verdicts: ✓ when its
+    fraction reached the target."""
+    judged = row.get("slo_verdict")
+    if not isinstance(judged, str):
+        return " ✓" if row.get("slo_met") else ""
+    return {"meets": " ✓", "undecided": " ?"}.get(judged, "")
+
+
 def _step_cells(row: Mapping[Any, Any]) -> list[str]:
-    slo = format_percent(row["slo_fraction"]) + (" ✓" if row.get("slo_met") else "")
+    slo = format_percent(row["slo_fraction"]) + verdict_mark(row)
     return [
         str(int(row["step"])),
         format_rate(row["offered_rate"]),
@@ -108,7 +122,7 @@ def _step_cells(row: Mapping[Any, Any]) -> list[str]:
 
 
 def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
-    """Display strings of every step (✓: the step met the service level)."""
+    """Display strings of every step (✓: shown to meet the service level, ?: undecided; see `verdict_mark`)."""
     rows = [_step_cells(row) for row in steps.sort_values("step").to_dict("records")]
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS), dtype=object)
 
@@ -134,19 +148,23 @@ def _listed_line(steps: pd.DataFrame) -> str:
 
 def search_line(steps: pd.DataFrame, search: Mapping[str, Any] | None = None, precision: Any = None) -> str:
     """The highest rate meeting the service level: the search's answer and bracket when the sweep searched
-    (``search``: sweep.json's ``{"highest_rate", "bracket"}``), else read from the steps (with their `slo_met`)."""
+    (``search``: sweep.json's ``{"highest_rate", "bracket", "undecided"}``, judged by intervals), else read from
+    the steps' point fractions (their `slo_met`)."""
     if not search:
         return _listed_line(steps)
     low, high = [*list(search.get("bracket") or []), None, None][:2]
     highest = search.get("highest_rate")
     within = f" to {float(precision) * 100:g} %" if as_number(precision) is not None else ""
+    undecided = [format_rate(r) for r in search.get("undecided") or []]
+    left = f"; undecided at {', '.join(undecided)} req/s" if undecided else ""
     if highest is None:
-        lowest = format_rate(high)
-        return f"Searched{within}: no rate met the service level (the lowest probed, {lowest} req/s, failed)."
+        lowest = f" (the lowest shown to fail: {format_rate(high)} req/s{left})" if high is not None else left
+        return f"Searched{within}: no rate was shown to meet the service level{lowest}."
     bracket = (
-        f"meets at {format_rate(low)} req/s, fails at {format_rate(high)} req/s"
+        f"meets at {format_rate(low)} req/s, fails at {format_rate(high)} req/s{left}; the highest rate meeting it "
+        "lies between, each verdict at 95 %"
         if high is not None
-        else f"meets at {format_rate(low)} req/s, no probed rate failed"
+        else f"meets at {format_rate(low)} req/s, no probed rate was shown to fail{left}"
     )
     return f"Highest rate meeting the service level: {format_rate(highest)} req/s (searched{within}: {bracket})."
 

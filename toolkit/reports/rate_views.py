@@ -87,9 +87,9 @@ class RejudgePanel:
         self.records = records
         latencies = request_latencies(records)
         self.sliders: dict[str, widgets.FloatSlider] = {
-            "ttft_ms": _limit_slider("TTFT ≤ (ms)", level.ttft_ms, latencies["ttft_ms"]),
+            "ttft_ms": _limit_slider("TTFT ≤ (ms)", level.ttft_ms, latencies["ttft_sched_ms"]),
             "tpot_ms": _limit_slider("TPOT ≤ (ms)", level.tpot_ms, latencies["tpot_ms"]),
-            "e2e_ms": _limit_slider("end-to-end ≤ (ms)", level.e2e_ms, latencies["e2e_ms"]),
+            "e2e_ms": _limit_slider("end-to-end ≤ (ms)", level.e2e_ms, latencies["e2e_sched_ms"]),
             "target": widgets.FloatSlider(
                 value=level.target, min=0.01, max=1.0, step=0.01, description="target", continuous_update=False
             ),
@@ -139,10 +139,7 @@ def verdict(judged: pd.DataFrame, level: ServiceLevel) -> Markdown:
 
 def rejudged(judged: pd.DataFrame) -> Any:
     """A :func:`rate_tables.rejudge` frame for display: rates, goodput and the share meeting the level."""
-    meeting = [
-        f"{fraction * 100:.1f}%" + (" ✓" if met else "")
-        for fraction, met in zip(judged["slo_fraction"], judged["slo_met"], strict=True)
-    ]
+    meeting = [f"{row['slo_fraction'] * 100:.1f}%" + rate_tables.verdict_mark(row) for row in judged.to_dict("records")]
     shown = pd.DataFrame(
         {
             "Step": [str(int(s)) for s in judged["step"]],
