@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "rates"
 STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "scheduled_rate", "achieved_rate",
              "requests", "completed", "failed", "duration_s", "request_throughput", "output_tok_s", "input_tokens",
              "output_tokens", "goodput", "slo_fraction", "slo_met", "slo_fraction_low", "slo_fraction_high",
-             "slo_verdict", "held",
+             "slo_fraction_se", "slo_fraction_dof", "slo_verdict", "held",
              *(f"{m}_p{q}_ms" for m in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag") for q in (50, 90, 99)),
              "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "lag_max_ms", "lag_flagged", "server_running_max",
              "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",

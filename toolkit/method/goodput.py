@@ -23,6 +23,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "input_tokens", "output_tokens", "error",
 )  # fmt: skip
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
+SLO_BATCHES = 5  # the fraction meeting the level, also over 5 batches of the step's requests in schedule order
 HELD_MS = 5.0  # a request sent this much after its due time was held by the client (a cap, a late timer)
 VERDICTS: tuple[str, ...] = ("meets", "fails", "undecided")
 
@@ -112,8 +113,10 @@ class StepSummary:
     goodput: float  # requests/s that met the service level
     slo_fraction: float  # of all requests
     slo_met: bool  # the fraction reached the target (a point judgement)
-    slo_fraction_low: float  # 95 % Clopper–Pearson interval of the fraction meeting the level
+    slo_fraction_low: float  # 95 % interval of the fraction meeting the level (`fraction_bounds`)
     slo_fraction_high: float
+    slo_fraction_se: float | None  # the fraction's standard error from its batches, and its t degrees of freedom
+    slo_fraction_dof: float | None
     slo_verdict: str  # "meets": even the interval's low end reaches the target; "fails": its high end does not
     held: int  # requests sent more than HELD_MS after their due time
     percentiles: dict[str, float | None]  # "ttft_p50_ms" ... "lag_max_ms"; None: too few requests for it
@@ -151,6 +154,36 @@ def fraction_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float
     return low, high
 
 
+def batch_fraction(met: Sequence[bool]) -> tuple[float, float] | None:
+    """The fraction's standard error from SLO_BATCHES equal batches of the requests in schedule order, and its t
+    degrees of freedom (batches less one, less the half degree of toolkit.method.spread); None for too few."""
+    from toolkit.method.spread import DOF_DISCOUNT
+
+    n = len(met)
+    if n < 2 * SLO_BATCHES:
+        return None
+    bounds = [round(i * n / SLO_BATCHES) for i in range(SLO_BATCHES + 1)]
+    shares = [sum(met[a:b]) / (b - a) for a, b in pairwise(bounds)]
+    mean = math.fsum(shares) / SLO_BATCHES
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in shares) / (SLO_BATCHES - 1))
+    return sd / math.sqrt(SLO_BATCHES), SLO_BATCHES - 1 - DOF_DISCOUNT
+
+
+def fraction_bounds(k: int, n: int, spread: Sequence[tuple[float, float]] = ()) -> tuple[float, float]:
+    """95 % interval of a fraction `k` / `n`: the wider of Clopper–Pearson (independent requests) and, given the
+    batches' (standard error, dof) of one or more steps (`batch_fraction`), the t interval from them. Requests
+    close in time are not independent (a queue that builds delays many at once); the batches see that."""
+    low, high = fraction_interval(k, n)
+    if spread and n:
+        from toolkit.method.spread import t_quantile, welch_dof
+
+        variance = math.fsum(se * se for se, _ in spread) / len(spread) ** 2
+        dof = welch_dof([(se * se / len(spread) ** 2, d) for se, d in spread])
+        half = t_quantile(dof) * math.sqrt(variance)
+        low, high = min(low, max(0.0, k / n - half)), max(high, min(1.0, k / n + half))
+    return low, high
+
+
 def verdict(low: float, high: float, target: float) -> str:
     """ "meets", "fails" or "undecided": whether the fraction's interval lies at or above the target, below it, or
     across it (more requests, or another step at that rate, would tell)."""
@@ -180,7 +213,8 @@ def summarize_step(records: pd.DataFrame, level: ServiceLevel) -> StepSummary:
         percentiles[f"itl_p{q}_ms"] = _quantile(itl, q)
     percentiles["lag_max_ms"] = float(latencies["lag_ms"].max()) if requests else None
     fraction = float(met.sum()) / requests if requests else 0.0
-    low, high = fraction_interval(int(met.sum()), requests)
+    batches = batch_fraction([bool(x) for x in met])
+    low, high = fraction_bounds(int(met.sum()), requests, [batches] if batches else [])
     offered = records["offered_rate"].iloc[0] if requests else math.nan
     return StepSummary(
         offered_rate=float(offered),
@@ -199,6 +233,8 @@ def summarize_step(records: pd.DataFrame, level: ServiceLevel) -> StepSummary:
         slo_met=fraction >= level.target,
         slo_fraction_low=low,
         slo_fraction_high=high,
+        slo_fraction_se=None if batches is None else batches[0],
+        slo_fraction_dof=None if batches is None else batches[1],
         slo_verdict=verdict(low, high, level.target),
         held=int((latencies["lag_ms"] > HELD_MS).sum()),
         percentiles=percentiles,
