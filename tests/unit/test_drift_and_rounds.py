@@ -50,13 +50,27 @@ def test_a_cell_of_three_rounds_shows_the_median_its_range_and_spread() -> None:
 def test_the_control_gives_the_runs_drift_and_the_reports_note() -> None:
     controls = [dec(350.0, 5.0, round_=0), replace(dec(400.0, round_=1), disturbed="paused"), dec(280.0, 4.0, round_=1)]
     block = control_summary(controls, 5.0)
-    assert block["drift"] == pytest.approx(350 / 280 - 1) and block["change"] == pytest.approx(280 / 350 - 1)
+    assert block["change"] == pytest.approx(280 / 350 - 1) and block["drift"] == pytest.approx(0.2)
+    assert block["change_low"] < -0.2 < block["change_high"] < 0  # the readings' own intervals, not the range
     info = {"control": block}
-    assert run_drift(info) == pytest.approx(0.25) and run_drift({}) is None
+    assert run_drift(info) == pytest.approx(0.2) and run_drift({}) is None
     note = drift_note(info)
-    assert note is not None and "350.0 → 280.0 tok/s (-20.0 %)" in note and "within drift" in note
+    assert note is not None and "350.0 → 280.0 tok/s: a trend of -20.0 %" in note and "within drift" in note
     assert drift_note({"control": control_summary(controls[:1], 5.0)}) is None
     assert footnotes(pd.DataFrame([dec(1.0).to_dict()]), run_info=info)[-2:] == [note, TTFT_NOTE]
+    old = {"control": {**block, "drift_basis": None, "drift": 0.25}}  # a run recorded with the range
+    assert "a range of 25.0 %" in (drift_note(old) or "") and run_drift(old) == 0.25
+
+
+def test_drift_is_the_trend_of_the_control_not_its_range() -> None:
+    """Five readings that scatter around 310 tok/s without a trend: a range of 14 %, a change near 0 whose interval
+    holds 0; a steady decline of 3 % a reading: a change near -12 % whose interval leaves out 0."""
+    flat = [dec(v, 10.0, round_=i) for i, v in enumerate([300.0, 330.0, 290.0, 320.0, 305.0])]
+    block = control_summary(flat, 5.0)
+    assert abs(block["change"]) < 0.05 < 330 / 290 - 1 and block["change_low"] < 0 < block["change_high"]
+    falling = [dec(300.0 * 0.97**i, 3.0, round_=i) for i in range(5)]
+    block = control_summary(falling, 5.0)
+    assert block["change"] == pytest.approx(0.97**4 - 1, rel=1e-6) and block["change_high"] < 0
 
 
 def test_a_ten_percent_difference_is_within_a_twenty_percent_drift() -> None:

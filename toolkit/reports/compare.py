@@ -14,10 +14,11 @@ import pandas as pd
 
 from toolkit.base.schema import PHASE_TITLES, PHASES, RAN_STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
+from toolkit.method.drift import DRIFT_QUANTITIES, widened
 from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
-from toolkit.method.spread import Interval, ratio_test
-from toolkit.reports.compare_drift import WITHIN_DRIFT, with_drift, with_round_spreads
+from toolkit.method.spread import Interval, ratio_test, t_p_value, t_quantile
+from toolkit.reports.compare_drift import WITHIN_DRIFT, pair_drifts, with_drift, with_round_spreads
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import QUANTITY_TITLES, markdown_table, summary_line
 from toolkit.results.runs import RUN_DRIFT
@@ -60,9 +61,10 @@ RATIO_CAPTION = (
     "95 % interval from both cells' spreads; n.s.: no significant difference once every test of the table is "
     "counted (Benjamini–Hochberg at 5 %: a run compared with itself marks no cell in 95 % of compares). "
     "Those spreads do not hold the machine's drift between runs, which can be larger (docs/METHOD.md, Spread): "
-    "when the runs measured a control cell, each interval is widened by the larger of their drifts, and a ratio "
-    "within that drift of 1 is marked within drift (it can be the machine). With repeats, a cell's spread is the "
-    "larger of its window's and its rounds' (docs/METHOD.md, Repeats, Drift)."
+    "when the runs measured a control cell, the larger of their drifts (the trend of the control) is added to each "
+    "throughput ratio's spread, and a throughput ratio within that drift of 1 is marked within drift (it can be "
+    "the machine). With repeats, a cell's spread is the larger of its window's and its rounds' (docs/METHOD.md, "
+    "Repeats, Drift)."
 )
 NOT_SIGNIFICANT = "n.s."
 STATUS_CAPTION = "Cells whose status differs between runs (— : not measured in that run)."
@@ -105,14 +107,22 @@ def _interval(value: Any, half_width: Any, dof: Any) -> Interval | None:
     return Interval(number, width, math.inf if degrees is None else degrees)
 
 
-def _ratio_spread(a: Any, a_hw: Any, a_dof: Any, b: Any, b_hw: Any, b_dof: Any) -> tuple[float, float, float | None]:
-    """The ratio's 95 % half-width, its t degrees of freedom and the p-value of "no difference"; (NaN, NaN, None)
-    without both cells' spreads."""
+def _ratio_spread(
+    a: Any, a_hw: Any, a_dof: Any, b: Any, b_hw: Any, b_dof: Any, drift: float | None = None
+) -> tuple[float, float, float | None]:
+    """The ratio's 95 % half-width, its t degrees of freedom and the p-value of "no difference", with the runs'
+    `drift` added to its spread when given (toolkit.method.drift.widened); (NaN, NaN, None) without both cells'
+    spreads."""
     base, other = _interval(a, a_hw, a_dof), _interval(b, b_hw, b_dof)
     if base is None or other is None:
         return math.nan, math.nan, None
     test = ratio_test(base, other)
-    return test.interval.half_width, test.interval.dof, test.p_value
+    ratio, half, dof = test.interval.value, test.interval.half_width, test.interval.dof
+    if drift is None or ratio <= 0:
+        return half, dof, test.p_value
+    wide = widened(ratio, half, dof, drift)
+    spread = math.log1p(wide / ratio) / t_quantile(dof)  # the standard error, drift included
+    return wide, dof, t_p_value(math.log(ratio) / spread, dof) if spread else test.p_value
 
 
 def ratio_table(
@@ -138,19 +148,21 @@ def ratio_table(
     a, b = cells(baseline), cells(other).drop(columns="context")
     merged = a.merge(b, on=list(KEY), how="inner", suffixes=("_a", "_b"))
     unusable = merged["disturbed_a"] | merged["disturbed_b"]
+    drifts = pair_drifts(merged)
     for q in quantities:
         pairs = zip(merged[f"{q}_b"], merged[f"{q}_a"], unusable, strict=True)
         merged[f"{q}_ratio"] = [math.nan if bad else _ratio(vb, va) for vb, va, bad in pairs]
         sides = [merged[f"{q}_{s}_{run}"] if s else merged[f"{q}_{run}"] for run in "ab" for s in ("", "ci", "dof")]
+        moved = [d if q in DRIFT_QUANTITIES else None for d in drifts]
         spread = [
-            _ratio_spread(*cell) if not bad else (math.nan, math.nan, None)
-            for *cell, bad in zip(*sides, unusable, strict=True)
+            _ratio_spread(a, a_hw, a_dof, b, b_hw, b_dof, drift) if not bad else (math.nan, math.nan, None)
+            for a, a_hw, a_dof, b, b_hw, b_dof, drift, bad in zip(*sides, moved, unusable, strict=True)
         ]
         merged[f"{q}_ratio_hw"] = [hw for hw, _, _ in spread]
         merged[f"{q}_ratio_dof"] = [dof for _, dof, _ in spread]
         merged[f"{q}_p"] = pd.Series([p for _, _, p in spread], index=merged.index, dtype=object)
     merged = _family_adjusted(merged, quantities)
-    merged = with_drift(merged, quantities)  # widened by the runs' drift; within drift: not significant
+    merged = with_drift(merged, quantities, drifts)  # within the runs' drift of 1: not significant
     ordered = [*CELL_COLUMNS, "status_a", "status_b", "disturbed_a", "disturbed_b", "drift"]
     ordered += [f"{q}_within_drift" for q in quantities]
     ordered += [f"{q}_{s}" for q in quantities

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.method.drift import pair_drift, widened, within_drift
+from toolkit.method.drift import DRIFT_QUANTITIES, pair_drift, within_drift
 from toolkit.method.number_format import as_number
 from toolkit.results.runs import RUN_DRIFT
 
@@ -49,30 +49,27 @@ def with_round_spreads(frame: pd.DataFrame, quantities: Sequence[str]) -> pd.Dat
     return frame
 
 
-def _judged(ratio: Any, half_width: Any, significant: Any, drift: float | None) -> tuple[float, Any, bool | None]:
-    """(half-width, significant, within drift) of one ratio once the pair's drift is taken into account."""
-    r, hw = as_number(ratio), as_number(half_width)
-    if r is None or drift is None:
-        return (math.nan if hw is None else hw), significant, None
-    within = within_drift(r, drift)
-    if hw is None:
-        return math.nan, (False if within else None), within
-    wide = widened(r, hw, drift)
-    return wide, abs(r - 1) > wide, within
-
-
-def with_drift(merged: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFrame:
-    """Each ratio's interval widened by the larger drift of its two runs (`drift`, a fraction; NaN: neither run
-    measured one); `<q>_within_drift` True where the ratio differs from 1 by no more than that drift (then it is
-    not significant either)."""
+def pair_drifts(merged: pd.DataFrame) -> list[float | None]:
+    """Per row, the drift its two runs are compared under (the larger of theirs; None: neither measured one)."""
     a = merged.get(f"{RUN_DRIFT}_a", pd.Series([None] * len(merged), index=merged.index))
     b = merged.get(f"{RUN_DRIFT}_b", pd.Series([None] * len(merged), index=merged.index))
-    drifts = [pair_drift(as_number(x), as_number(y)) for x, y in zip(a, b, strict=True)]
+    return [pair_drift(as_number(x), as_number(y)) for x, y in zip(a, b, strict=True)]
+
+
+def with_drift(merged: pd.DataFrame, quantities: Sequence[str], drifts: Sequence[float | None]) -> pd.DataFrame:
+    """`drift` (a fraction; NaN: neither run measured one) and, for the quantities the control's change moves
+    (DRIFT_QUANTITIES), `<q>_within_drift`: True where the ratio differs from 1 by no more than that drift (then it
+    is not significant either); None for the others and without a drift."""
     merged["drift"] = [math.nan if d is None else d for d in drifts]
     for q in quantities:
-        cells = zip(merged[f"{q}_ratio"], merged[f"{q}_ratio_hw"], merged[f"{q}_significant"], drifts, strict=True)
-        judged = [_judged(ratio, hw, sig, d) for ratio, hw, sig, d in cells]
-        merged[f"{q}_ratio_hw"] = [hw for hw, _, _ in judged]
-        merged[f"{q}_significant"] = pd.Series([sig for _, sig, _ in judged], index=merged.index, dtype=object)
-        merged[f"{q}_within_drift"] = pd.Series([w for _, _, w in judged], index=merged.index, dtype=object)
+        flags = [
+            None if d is None or q not in DRIFT_QUANTITIES or as_number(r) is None else within_drift(float(r), d)
+            for r, d in zip(merged[f"{q}_ratio"], drifts, strict=True)
+        ]
+        merged[f"{q}_within_drift"] = pd.Series(flags, index=merged.index, dtype=object)
+        merged[f"{q}_significant"] = pd.Series(
+            [False if w else sig for w, sig in zip(flags, merged[f"{q}_significant"], strict=True)],
+            index=merged.index,
+            dtype=object,
+        )
     return merged
