@@ -10,8 +10,10 @@ holds the truth when its bracket [meets, fails] contains it.
 
     .venv/bin/python benchmarks/slo_search.py [--searches 100] [--truth-steps 400]
 
-Last line: `slo_search: searches=… truth=<req/s> held=<share> median_width_pct=… median_steps=… point_held=…`,
-where point_held is the same searches decided by point fractions (the previous method).
+Last line: `slo_search: searches=… truth=<req/s> held=<share> held_within_1pct=… median_width_pct=… median_steps=…
+point_held=…`, where held_within_1pct also counts a bracket that misses the truth by at most 1 % of it (the
+truth's own estimate moves by about that much between 100 and 400 steps a rate), and point_held is the same
+searches decided by point fractions (the previous method).
 """
 
 from __future__ import annotations
@@ -99,9 +101,10 @@ def search(seed: int, by_interval: bool = True) -> tuple[float | None, float | N
     return low, high, len(rows)
 
 
-def held(bracket: tuple[float | None, float | None, int], truth: float) -> bool:
+def held(bracket: tuple[float | None, float | None, int], truth: float, slack: float = 0.0) -> bool:
+    """Whether the bracket holds the truth (or misses it by at most `slack`, a fraction of it)."""
     low, high, _ = bracket
-    return low is not None and low <= truth and (high is None or truth <= high)
+    return low is not None and low <= truth * (1 + slack) and (high is None or truth * (1 - slack) <= high)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -115,8 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     points = [search(seed, by_interval=False) for seed in range(args.searches)]
     widths = [(h - lo) / truth for lo, h, _ in results if lo is not None and h is not None and math.isfinite(h)]
     share = sum(held(r, truth) for r in results) / len(results)
+    near = sum(held(r, truth, 0.01) for r in results) / len(results)
     point_share = sum(held(r, truth) for r in points) / len(points)
-    print(f"slo_search: searches={args.searches} truth={truth:.3f} held={share:.3f} "
+    print(f"slo_search: searches={args.searches} truth={truth:.3f} held={share:.3f} held_within_1pct={near:.3f} "
           f"median_width_pct={100 * statistics.median(widths):.1f} "
           f"median_steps={statistics.median(n for _, _, n in results):g} point_held={point_share:.3f}")  # fmt: skip
 
