@@ -43,9 +43,13 @@ PRECISION = 0.05
 MAX_PROBES = 10
 
 
-def step_records(rate: float, seed: tuple[int, ...], requests: int = REQUESTS) -> pd.DataFrame:
-    """One step's per-request records from the simulated server (RECORD_COLUMNS)."""
-    due = np.array(schedule(rate, count=requests, seed=seed))
+def step_records(
+    rate: float, seed: tuple[int, ...], requests: int = REQUESTS, due_times: list[float] | None = None
+) -> pd.DataFrame:
+    """One step's per-request records from the simulated server (RECORD_COLUMNS); `due_times` instead of a
+    drawn schedule of `requests` Poisson arrivals."""
+    due = np.array(schedule(rate, count=requests, seed=seed) if due_times is None else due_times)
+    requests = len(due)
     shape = 1 / SERVICE_CV**2
     service = np.random.default_rng([*seed, 7]).gamma(shape, SERVICE_S / shape, requests)
     first, free = np.empty(requests), 0.0

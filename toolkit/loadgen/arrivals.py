@@ -4,7 +4,9 @@
 1 / (rate × burstiness), as `vllm bench serve --burstiness` draws them (burstiness 1 is Poisson, below 1 burstier,
 above 1 more even); `constant`: even gaps of 1 / rate. A rate of `inf` sends every request at once. The first
 request is due at 0; a step is bounded by a duration (arrivals before it) or a request count. Seeded: the same
-arguments give the same schedule.
+arguments give the same schedule. `rescale`: the draw's gaps are scaled so that the schedule's own rate,
+(n - 1) / span, is exactly the rate asked for (as `vllm bench serve` does), and a duration-bound step holds
+round(rate × duration) requests; the shape of the gaps (Poisson, bursty) is kept, their sum is not.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def schedule(
     duration_s: float | None = None,
     count: int | None = None,
     seed: int | Sequence[int] = 0,
+    rescale: bool = False,
 ) -> list[float]:
     """Due times (s, ascending, the first at 0) of one step: arrivals before `duration_s`, or `count` of them.
 
@@ -54,6 +57,11 @@ def schedule(
             raise ValueError("rate: inf (all at once) needs a request count, not a duration")
         return [0.0] * count
     rng = np.random.default_rng(seed)
+    if rescale and arrival != "constant":
+        n = count if count is not None else max(1, round(rate * float(duration_s or 0.0)))
+        if n < 0 or n > MAX_REQUESTS:
+            raise ValueError(f"count: {n} is not between 0 and {MAX_REQUESTS:,}")
+        return _rescaled(_gaps(rng, max(n - 1, 0), rate, arrival, burstiness), rate)
     if count is not None:
         if count < 0 or count > MAX_REQUESTS:
             raise ValueError(f"count: {count} is not between 0 and {MAX_REQUESTS:,}")
@@ -73,6 +81,13 @@ def schedule(
         times.extend(inside.tolist())
         if len(inside) < len(more):
             return times
+
+
+def _rescaled(gaps: np.ndarray, rate: float) -> list[float]:
+    """Due times from `gaps`, scaled so that (n - 1) / span is `rate`: the last is due at (n - 1) / rate."""
+    times = np.concatenate([[0.0], np.cumsum(gaps)])
+    span = float(times[-1])
+    return (times * (len(gaps) / rate / span)).tolist() if span > 0 else times.tolist()
 
 
 def split(times: Sequence[float], clients: int, *, seed: int | Sequence[int] = 0) -> list[list[int]]:

@@ -36,6 +36,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--duration", type=float, help="seconds of arrivals per step (default 30)")
     p.add_argument("--requests", type=int, help="requests per step, instead of --duration")
     p.add_argument("--max-in-flight", type=int, help="cap on requests in flight (default: none)")
+    p.add_argument("--keep-draw", action="store_true",
+                   help="keep each step's arrivals as drawn (default: rescaled to the offered rate)")  # fmt: skip
     p.add_argument("--seed", type=int)
     p.add_argument("--input-tokens", help="128, or uniform:MIN:MAX, normal:MEAN:STD:MIN:MAX, lognormal:MEAN:SIGMA:…")
     p.add_argument("--output-tokens", help="as --input-tokens")
@@ -65,6 +67,8 @@ def params_from_args(args: argparse.Namespace) -> Any:
         values["cold_prompts"] = False
     if args.no_drain:
         values["drain"] = False
+    if args.keep_draw:
+        values["rescale_schedule"] = False
     if args.search:
         values["search"] = True
     if args.params:

@@ -127,6 +127,9 @@ class RateParams(BaseModel):
     duration_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     requests_per_step: int | None = Field(None, ge=1, le=1_000_000)
     max_in_flight: int | None = Field(None, ge=1)
+    # The drawn gaps scaled so each step's schedule holds the offered rate exactly (benchmarks/schedule_rescale.py:
+    # near capacity its points spread less across seeds than a draw kept as it falls).
+    rescale_schedule: bool = True
     seed: int = 0
     input_tokens: int | Lengths = 128
     output_tokens: int | Lengths = 128
