@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "rates"
 STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "scheduled_rate", "achieved_rate",
              "requests", "completed", "failed", "duration_s", "request_throughput", "output_tok_s", "input_tokens",
              "output_tokens", "goodput", "slo_fraction", "slo_met", "slo_fraction_low", "slo_fraction_high",
-             "slo_fraction_se", "slo_fraction_dof", "slo_verdict", "held",
+             "slo_fraction_se", "slo_fraction_dof", "slo_verdict", "steady_requests", "held",
              *(f"{m}_p{q}_ms" for m in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag") for q in (50, 90, 99)),
              "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "lag_max_ms", "lag_flagged", "server_running_max",
              "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
@@ -94,19 +94,21 @@ def test_the_search_bisects_to_its_precision_and_records_its_bracket(server: Fau
     easy one every rate, each verdict by the interval of its fraction: 6 of 6 requests show a fraction of at
     least 0.54 (enough for a target of 0.5, not for 0.99); 0 of 6 at most 0.46."""
     out = sweep(server, tmp_path, rates=[10, 40], requests_per_step=6, slo_e2e_ms=10_000, search=True,
-                goodput_target=0.5)  # fmt: skip
+                goodput_target=0.5, steady_trim=0)  # fmt: skip
     assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
         "highest_rate": 40.0,
         "bracket": [40.0, None],
         "undecided": [],
     }
-    out = sweep(server, tmp_path / "unsure", rates=[10, 40], requests_per_step=6, slo_e2e_ms=10_000, search=True)
+    out = sweep(server, tmp_path / "unsure", rates=[10, 40], requests_per_step=6, slo_e2e_ms=10_000, search=True,
+                steady_trim=0)  # fmt: skip
     assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
         "highest_rate": None,
         "bracket": [None, None],
         "undecided": [10.0, 40.0],
     }
-    out = sweep(server, tmp_path / "none", rates=[10, 40], requests_per_step=6, slo_ttft_ms=0.001, search=True)
+    out = sweep(server, tmp_path / "none", rates=[10, 40], requests_per_step=6, slo_ttft_ms=0.001, search=True,
+                steady_trim=0)  # fmt: skip
     assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
         "highest_rate": None,
         "bracket": [None, 10.0],

@@ -51,7 +51,7 @@ def test_latencies_from_the_send() -> None:
 def test_summary_counts_throughput_and_goodput() -> None:
     records = sweep()
     step1 = records[records["step"] == 1]
-    summary = summarize_step(step1, ServiceLevel(ttft_ms=500))
+    summary = summarize_step(step1, ServiceLevel(ttft_ms=500), trim=0.0)  # every request counts
     assert (summary.requests, summary.completed, summary.failed) == (4, 3, 1)
     duration = (0.5 + 0.9 + 0.2) - 0.0  # last token of request 2
     assert summary.duration_s == pytest.approx(duration)
@@ -60,6 +60,17 @@ def test_summary_counts_throughput_and_goodput() -> None:
     assert summary.output_tok_s == pytest.approx(33 / duration)
     assert summary.scheduled_rate == pytest.approx(3 / 0.75) and summary.achieved_rate == pytest.approx(3 / 0.75)
     assert summary.row()["ttft_p50_ms"] == pytest.approx(400)
+
+
+def test_warm_up_and_cool_down_are_left_out_of_the_steady_figures_but_counted() -> None:
+    """Step 1 is due 0 .. 0.75 s: its first and last 10 % of that (request 0 at 0 s, request 3 at 0.75 s) are the
+    ramp and the drain. Counts, throughput and goodput keep every request; percentiles and the fraction the rest."""
+    step1 = sweep()[sweep()["step"] == 1]
+    summary = summarize_step(step1, ServiceLevel(ttft_ms=500))
+    assert (summary.requests, summary.completed, summary.steady_requests) == (4, 3, 2)
+    assert summary.slo_fraction == pytest.approx(0.5)  # request 1 meets 500 ms, request 2 (900 ms) does not
+    assert summary.row()["ttft_p50_ms"] == pytest.approx(650)  # of 400 and 900, not of 50, 400, 900
+    assert summary.goodput == pytest.approx(2 / 1.6)  # requests 0 and 1 met it, over the whole step
 
 
 def test_rejudging_equals_direct_computation_for_two_levels() -> None:

@@ -24,6 +24,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
 SLO_BATCHES = 5  # the fraction meeting the level, also over 5 batches of the step's requests in schedule order
+STEADY_TRIM = 0.1  # the first and last 10 % of a step's schedule are its warm-up and cool-down
 HELD_MS = 5.0  # a request sent this much after its due time was held by the client (a cap, a late timer)
 VERDICTS: tuple[str, ...] = ("meets", "fails", "undecided")
 
@@ -118,6 +119,7 @@ class StepSummary:
     slo_fraction_se: float | None  # the fraction's standard error from its batches, and its t degrees of freedom
     slo_fraction_dof: float | None
     slo_verdict: str  # "meets": even the interval's low end reaches the target; "fails": its high end does not
+    steady_requests: int  # the requests due in the step's steady part, which the percentiles and the fraction cover
     held: int  # requests sent more than HELD_MS after their due time
     percentiles: dict[str, float | None]  # "ttft_p50_ms" ... "lag_max_ms"; None: too few requests for it
 
@@ -195,26 +197,42 @@ def _rate(times: pd.Series) -> float | None:
     return (len(times) - 1) / span if span > 0 else None
 
 
-def summarize_step(records: pd.DataFrame, level: ServiceLevel) -> StepSummary:
-    """The step's row from its records alone."""
-    latencies = request_latencies(records)
-    met = meets(latencies, level)
-    completed, requests = int(latencies["ok"].sum()), len(records)
+def steady_mask(records: pd.DataFrame, trim: float = STEADY_TRIM) -> pd.Series:
+    """The requests due in the step's steady part: not in the first or last `trim` of its schedule's span (the
+    ramp from an idle server and the drain); every request when that leaves none (an all-at-once step)."""
+    due = records["scheduled_s"]
+    if not len(due):
+        return due.astype(bool)
+    low, high = float(due.min()), float(due.max())
+    margin = trim * (high - low)
+    inside = (due >= low + margin) & (due <= high - margin)
+    return inside if inside.any() else due.notna() | due.isna()
+
+
+def summarize_step(records: pd.DataFrame, level: ServiceLevel, trim: float = STEADY_TRIM) -> StepSummary:
+    """The step's row from its records alone: counts, throughput and goodput over all of its requests; latency
+    percentiles and the fraction meeting the level (with its interval and verdict) over its steady part."""
+    all_latencies = request_latencies(records)
+    all_met = meets(all_latencies, level)
+    steady = steady_mask(records, trim)
+    latencies, met = all_latencies[steady], all_met[steady]
+    completed, requests = int(all_latencies["ok"].sum()), len(records)
     end = records["last_token_s"].max() if completed else records["sent_s"].max()
     duration = float(end - records["sent_s"].min()) if requests else 0.0
     per_second = lambda count: count / duration if duration > 0 else 0.0  # noqa: E731
-    out_tokens = int(records.loc[latencies["ok"], "output_tokens"].sum())
+    out_tokens = int(records.loc[all_latencies["ok"], "output_tokens"].sum())
     percentiles: dict[str, float | None] = {}
     for name in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag"):
         for q in PERCENTILES:
             percentiles[f"{name}_p{q}_ms"] = _quantile(latencies[f"{name}_ms"], q, check=name != "lag")
-    itl = inter_token_ms(records)
+    itl = inter_token_ms(records[steady])
     for q in PERCENTILES:
         percentiles[f"itl_p{q}_ms"] = _quantile(itl, q)
-    percentiles["lag_max_ms"] = float(latencies["lag_ms"].max()) if requests else None
-    fraction = float(met.sum()) / requests if requests else 0.0
+    percentiles["lag_max_ms"] = float(all_latencies["lag_ms"].max()) if requests else None
+    counted = len(met)
+    fraction = float(met.sum()) / counted if counted else 0.0
     batches = batch_fraction([bool(x) for x in met])
-    low, high = fraction_bounds(int(met.sum()), requests, [batches] if batches else [])
+    low, high = fraction_bounds(int(met.sum()), counted, [batches] if batches else [])
     offered = records["offered_rate"].iloc[0] if requests else math.nan
     return StepSummary(
         offered_rate=float(offered),
@@ -226,9 +244,9 @@ def summarize_step(records: pd.DataFrame, level: ServiceLevel) -> StepSummary:
         duration_s=duration,
         request_throughput=per_second(completed),
         output_tok_s=per_second(out_tokens),
-        input_tokens=int(records.loc[latencies["ok"], "input_tokens"].sum()),
+        input_tokens=int(records.loc[all_latencies["ok"], "input_tokens"].sum()),
         output_tokens=out_tokens,
-        goodput=per_second(int(met.sum())),
+        goodput=per_second(int(all_met.sum())),
         slo_fraction=fraction,
         slo_met=fraction >= level.target,
         slo_fraction_low=low,
@@ -236,16 +254,17 @@ def summarize_step(records: pd.DataFrame, level: ServiceLevel) -> StepSummary:
         slo_fraction_se=None if batches is None else batches[0],
         slo_fraction_dof=None if batches is None else batches[1],
         slo_verdict=verdict(low, high, level.target),
-        held=int((latencies["lag_ms"] > HELD_MS).sum()),
+        steady_requests=counted,
+        held=int((all_latencies["lag_ms"] > HELD_MS).sum()),
         percentiles=percentiles,
     )
 
 
-def judge_steps(records: pd.DataFrame, level: ServiceLevel) -> pd.DataFrame:
+def judge_steps(records: pd.DataFrame, level: ServiceLevel, trim: float = STEADY_TRIM) -> pd.DataFrame:
     """Every step of a sweep (records of all steps, `step` column) judged against `level`: one row per step."""
     import pandas as pd
 
-    rows = [{"step": step, **summarize_step(group, level).row()} for step, group in records.groupby("step")]
+    rows = [{"step": step, **summarize_step(group, level, trim).row()} for step, group in records.groupby("step")]
     return pd.DataFrame(rows)
 
 

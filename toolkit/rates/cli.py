@@ -16,7 +16,7 @@ _FLAGS: dict[str, str] = {
     "input_tokens": "input_tokens", "output_tokens": "output_tokens", "dataset": "dataset",
     "slo_ttft_ms": "slo_ttft_ms", "slo_tpot_ms": "slo_tpot_ms", "slo_e2e_ms": "slo_e2e_ms",
     "goodput_target": "goodput_target", "search_precision": "search_precision", "out": "results_dir",
-    "label": "run_label", "ray": "ray_address", "clients": "clients",
+    "label": "run_label", "ray": "ray_address", "clients": "clients", "steady_trim": "steady_trim",
 }  # fmt: skip
 
 
@@ -36,6 +36,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--duration", type=float, help="seconds of arrivals per step (default 30)")
     p.add_argument("--requests", type=int, help="requests per step, instead of --duration")
     p.add_argument("--max-in-flight", type=int, help="cap on requests in flight (default: none)")
+    p.add_argument("--steady-trim", type=float,
+                   help="share of each step's schedule at each end left out of its percentiles (0.1)")  # fmt: skip
     p.add_argument("--keep-draw", action="store_true",
                    help="keep each step's arrivals as drawn (default: rescaled to the offered rate)")  # fmt: skip
     p.add_argument("--seed", type=int)

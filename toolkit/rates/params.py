@@ -130,6 +130,7 @@ class RateParams(BaseModel):
     # The drawn gaps scaled so each step's schedule holds the offered rate exactly (benchmarks/schedule_rescale.py:
     # near capacity its points spread less across seeds than a draw kept as it falls).
     rescale_schedule: bool = True
+    steady_trim: float = Field(0.1, ge=0, lt=0.5)  # the first and last share of a step: warm-up, cool-down
     seed: int = 0
     input_tokens: int | Lengths = 128
     output_tokens: int | Lengths = 128

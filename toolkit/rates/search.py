@@ -35,8 +35,9 @@ def rate_verdicts(steps: Sequence[dict[str, Any]], target: float) -> dict[float,
     pooled: dict[float, list[Any]] = {}
     for s in steps:
         entry = pooled.setdefault(float(s["offered_rate"]), [0, 0, [], []])
-        entry[0] += round(float(s["slo_fraction"]) * int(s["requests"]))
-        entry[1] += int(s["requests"])
+        counted = int(s.get("steady_requests") or s["requests"])  # the fraction's own count
+        entry[0] += round(float(s["slo_fraction"]) * counted)
+        entry[1] += counted
         se, dof = s.get("slo_fraction_se"), s.get("slo_fraction_dof")
         if isinstance(se, int | float) and isinstance(dof, int | float):
             entry[2].append((float(se), float(dof)))

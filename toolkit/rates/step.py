@@ -73,7 +73,7 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
     await drain(api, params.drain_timeout_s, tools.metrics)
     after = await api.metrics_or_none() if tools.metrics else None
     frame = records_frame(records, plan.index, plan.rate)
-    summary = summarize_step(frame, params.service_level())
+    summary = summarize_step(frame, params.service_level(), params.steady_trim)
     row = step_row(plan, params, summary, frame, server_figures(sampler.samples, start, end, before, after))
     return frame, row
 
