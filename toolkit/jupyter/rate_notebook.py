@@ -29,9 +29,9 @@ __all__ = [
 # The notebook's parameters that are RateParams fields (lower-cased); RESULTS_DIR is its `results_dir`.
 RATE_PARAMETERS: tuple[str, ...] = (
     "BASE_URL", "MODEL", "ENDPOINT", "RATES", "ARRIVAL", "BURSTINESS", "DURATION_S", "REQUESTS_PER_STEP",
-    "MAX_IN_FLIGHT", "RESCALE_SCHEDULE", "STEADY_TRIM", "SEED", "COLD_PROMPTS", "INPUT_TOKENS", "OUTPUT_TOKENS", "DATASET",
-    "SLO_TTFT_MS", "SLO_TPOT_MS", "SLO_E2E_MS", "GOODPUT_TARGET", "SEARCH", "SEARCH_PRECISION", "SEARCH_MAX_PROBES",
-    "SEARCH_REPEATS", "RAY_ADDRESS", "CLIENTS", "API_KEY_ENV",
+    "MAX_IN_FLIGHT", "RESCALE_SCHEDULE", "STEADY_TRIM", "SEED", "COLD_PROMPTS", "INPUT_TOKENS", "OUTPUT_TOKENS",
+    "DATASET", "SLO_TTFT_MS", "SLO_TPOT_MS", "SLO_E2E_MS", "GOODPUT_TARGET", "SEARCH", "SEARCH_PRECISION",
+    "SEARCH_MAX_PROBES", "SEARCH_REPEATS", "RAY_ADDRESS", "CLIENTS", "API_KEY_ENV",
 )  # fmt: skip
 OUTPUTS = Path("../outputs/rates")  # where a sweep goes when RESULTS_DIR is None (relative to notebooks/)
 
