@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.token_truth import KINDS, Cell, Noise, window_streams  # noqa: E402
 from toolkit.loadgen.client import StreamResult  # noqa: E402
 from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio  # noqa: E402
+from toolkit.method.paired import alternating_order, paired_ratio  # noqa: E402
 from toolkit.method.spread import Interval, ratio_test, t_quantile  # noqa: E402
 from toolkit.method.window import summarize_window, window_spread  # noqa: E402
 
@@ -127,6 +128,38 @@ def compare_family(noise: Noise, a: Cell, b: Cell, rng: random.Random) -> tuple[
     return any(flags), detected, sum(flags) / len(flags) if flags else math.nan
 
 
+def machine_compare(
+    rng: random.Random, faster: float, rounds: int, drift_sd: float, window_s: float = 5.0
+) -> tuple[tuple[bool, bool], tuple[bool, bool]]:
+    """Two 12-cell matrices compared on a machine whose speed takes a random walk between runs (`drift_sd` a run):
+    (plain: one run each, A then B, by their window intervals; interleaved: `rounds` rounds A B B A …, paired), each
+    as (any total tok/s cell marked, the overall total tok/s ratio leaves out 1). B is `faster` times A's speed."""
+    noise = Noise("lockstep")
+    speed, slots = 1.0, []
+    for _ in range(2 * rounds):
+        slots.append(speed)
+        speed *= math.exp(rng.gauss(0.0, drift_sd))
+    order = alternating_order(rounds)
+    per_cell_a: list[list[float]] = [[] for _ in range(MATRIX_CELLS)]
+    per_cell_b: list[list[float]] = [[] for _ in range(MATRIX_CELLS)]
+    windows: dict[tuple[int, str], list[Interval]] = {}
+    for slot, (round_, side) in zip(slots, order, strict=True):
+        cell = Cell(window_s=window_s, speed=slot * (faster if side == "B" else 1.0))
+        measured = [measure(window_streams(noise, cell, rng), window_s)["total_tok_s"] for _ in range(MATRIX_CELLS)]
+        windows[(round_, side)] = [m for m in measured if m]
+        for i, m in enumerate(measured):
+            (per_cell_b if side == "B" else per_cell_a)[i].append(m.value if m else math.nan)
+
+    def judged(tests: list) -> tuple[bool, bool]:
+        flags = [bool(marked(q)) for q in adjusted_p_values([t.p_value for t in tests])]
+        overall = overall_ratio([t.interval for t in tests])
+        return any(flags), overall is not None and abs(overall.value - 1) > overall.half_width
+
+    plain = [ratio_test(a, b) for a, b in zip(windows[(1, "A")], windows[(1, "B")], strict=False)]
+    paired = [t for a, b in zip(per_cell_a, per_cell_b, strict=True) if (t := paired_ratio(a, b)) is not None]
+    return judged(plain), judged(paired)
+
+
 def _table(rows: dict[str, dict[str, tuple]]) -> str:
     head = f"{'kind':<12}" + "".join(f"{k:>22}" for k in INTERVALS)
     lines = [head, " " * 12 + "".join(f"{'coverage  width  n':>22}" for _ in INTERVALS)]
@@ -164,6 +197,15 @@ def main(argv: list[str] | None = None) -> None:
         f"family ({COMPARES} compares of {MATRIX_CELLS} cells x 3 quantities, 5 s windows, independent): A/A any "
         f"cell marked {aa_any:.3f}; A/B +10 %: overall ratio detected {ab_detected:.3f}, tests marked {ab_cells:.3f}"
     )
+    for drift_sd in (0.0, 0.05):
+        aa = [machine_compare(rng, 1.0, 5, drift_sd) for _ in range(COMPARES)]
+        ab = [machine_compare(rng, 1.1, 5, drift_sd) for _ in range(COMPARES)]
+        share = lambda xs, side, i: sum(x[side][i] for x in xs) / len(xs)  # noqa: E731
+        print(f"machine drift {100 * drift_sd:g} % a run ({COMPARES} compares, 12 cells, 5 s windows, lockstep): "
+              f"A/A any cell marked plain {share(aa, 0, 0):.3f} interleaved(5 rounds) {share(aa, 1, 0):.3f}, "
+              f"overall ratio off 1 plain {share(aa, 0, 1):.3f} interleaved {share(aa, 1, 1):.3f}; "
+              f"A/B +10 % overall detected plain {share(ab, 0, 1):.3f} interleaved {share(ab, 1, 1):.3f}, "
+              f"any cell marked plain {share(ab, 0, 0):.3f} interleaved {share(ab, 1, 0):.3f}")  # fmt: skip
     goal = [k for k in GOAL_KINDS if k in rows]
     values = [rows[k][i][0] for k in goal for i in INTERVALS]
     parts = []

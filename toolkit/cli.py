@@ -66,6 +66,30 @@ def _matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interleave(args: argparse.Namespace) -> int:
+    from toolkit.params import make_params
+
+    labels = [args.label_a, args.label_b]
+    if labels[0] == labels[1]:
+        raise ParamsError(f"label-b: {labels[1]!r} is also label-a; the two sides need their own labels")
+    values = {"model": args.model, "contexts": args.contexts, "concurrency": args.concurrency,
+              "duration_s": args.duration, "max_output": args.max_output, "endpoint": args.endpoint,
+              "api_key_env": args.api_key_env, "control_window_s": args.control_window}  # fmt: skip
+    params = {
+        label: make_params({**{k: v for k, v in values.items() if v is not None}, "base_url": url, "run_label": label})
+        for label, url in zip(labels, (args.a_url, args.b_url), strict=True)
+    }
+    api_key_from_env(params[labels[0]].api_key_env)
+    if args.rounds < 2:
+        raise ParamsError(f"rounds: {args.rounds}; allowed: 2 or more (one round has no spread across rounds)")
+    from toolkit.batch.interleave import run_interleaved
+
+    report = run_interleaved(params, args.rounds, Path(args.out))
+    print(report.read_text(encoding="utf-8"))
+    print(f"report: {report}")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from toolkit.jupyter.rate_notebook import check_rate_sweep
     from toolkit.matrix.run_folder import hold
@@ -211,6 +235,25 @@ def _add_matrix(sub: argparse._SubParsersAction) -> None:
     matrix.set_defaults(func=_matrix)
 
 
+def _add_interleave(sub: argparse._SubParsersAction) -> None:
+    inter = sub.add_parser("interleave", help="compare two running servers measured in alternating rounds (A B B A)")
+    inter.add_argument("--a-url", required=True, help="baseline server, e.g. http://127.0.0.1:8000")
+    inter.add_argument("--b-url", required=True, help="the server compared with it")
+    inter.add_argument("--label-a", default="A")
+    inter.add_argument("--label-b", default="B")
+    inter.add_argument("--rounds", type=int, default=4, help="rounds, each one run per side (default 4; at least 2)")
+    inter.add_argument("--model")
+    inter.add_argument("--contexts", help="comma-separated, e.g. 1K,2K")
+    inter.add_argument("--concurrency", help="comma-separated, e.g. 1,2,4")
+    inter.add_argument("--duration", type=float, help="seconds per measurement (default 30)")
+    inter.add_argument("--max-output", type=int, help="tokens per request (default 4096)")
+    inter.add_argument("--endpoint", choices=["chat", "completions"])
+    inter.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
+    inter.add_argument("--control-window", type=float, help="drift control cell's window in s (default 5; 0: off)")
+    inter.add_argument("--out", required=True)
+    inter.set_defaults(func=_interleave)
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="execute the notebooks with a params file and write the reports")
     run.add_argument("params", help="YAML params file, e.g. params/demo.yaml")
@@ -264,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_run,
         _add_import_report,
         _add_compare,
+        _add_interleave,
         _add_batch,
         add_rates_parser,
         _add_demo,
