@@ -157,7 +157,12 @@ def machine_compare(
 
     plain = [ratio_test(a, b) for a, b in zip(windows[(1, "A")], windows[(1, "B")], strict=False)]
     paired = [t for a, b in zip(per_cell_a, per_cell_b, strict=True) if (t := paired_ratio(a, b)) is not None]
-    return judged(plain), judged(paired)
+    flags = [bool(marked(q)) for q in adjusted_p_values([t.p_value for t in paired])]
+    # The overall ratio of interleaved rounds: each round's geometric mean over the cells, paired over rounds.
+    rounds_a = [math.exp(statistics.fmean(math.log(c[r]) for c in per_cell_a)) for r in range(rounds)]
+    rounds_b = [math.exp(statistics.fmean(math.log(c[r]) for c in per_cell_b)) for r in range(rounds)]
+    whole = paired_ratio(rounds_a, rounds_b)
+    return judged(plain), (any(flags), whole is not None and abs(whole.interval.value - 1) > whole.interval.half_width)
 
 
 def _table(rows: dict[str, dict[str, tuple]]) -> str:

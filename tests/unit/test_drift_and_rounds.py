@@ -126,3 +126,15 @@ def test_a_scrape_keeps_the_speculative_decoding_counters() -> None:
     ]) + "\n"  # fmt: skip
     snapshot = parse_metrics(text)
     assert [snapshot.value(n) for n in (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)] == [12.0, 24.0, 9.0]
+
+
+def test_the_overall_ratio_sums_up_the_cells_and_keeps_the_drift_whole() -> None:
+    a, b = [dec(300.0, 3.0), dec(500.0, 5.0, n=2)], [dec(330.0, 3.0), dec(550.0, 5.0, n=2)]
+    plain = compare.overall_ratios(compare.ratio_table(runs(None, None, A=a, B=b), "A", "B"))
+    drifting = compare.overall_ratios(compare.ratio_table(runs(0.2, 0.05, A=a, B=b), "A", "B"))
+    assert plain["total_tok_s"].value == pytest.approx(1.1) and plain["total_tok_s"].half_width < 0.05
+    assert drifting["total_tok_s"].half_width > 0.2 * 1.1 / 3**0.5  # a 20 % drift is not averaged away by 2 cells
+    text = compare.overall_text(compare.ratio_table(runs(None, None, A=a, B=b), "A", "B"))
+    assert text is not None and text.startswith(
+        "Overall, B / A (geometric mean of the cells' ratios, 95 %): Total tok/s 1.10×"
+    )

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from toolkit.method.paired import alternating_order, paired_ratio
-from toolkit.reports.interleaved import interleaved_markdown, paired_table
+from toolkit.reports.interleaved import interleaved_markdown, overall, paired_table
 
 
 def test_rounds_alternate_which_side_goes_first() -> None:
@@ -45,7 +45,9 @@ def test_the_paired_table_and_its_report() -> None:
     assert list(table["concurrency"]) == [1, 2] and (table["rounds"] == 3).all()
     assert list(table["total_tok_s_ratio"]) == pytest.approx([1.2, 1.2])
     assert table["total_tok_s_significant"].all() and not table["ttft_ms_significant"].any()
-    text = interleaved_markdown(table, ["A", "B"], 3)
-    assert text.startswith("# Interleaved comparison: B / A") and "Total tok/s 1.20× ±0.00" in text
+    sums = overall(a, b)
+    assert sums["total_tok_s"][0] == pytest.approx(1.2) and sums["total_tok_s"][2] == 2
+    text = interleaved_markdown(table, ["A", "B"], 3, sums)
+    assert text.startswith("# Interleaved comparison: B / A") and "Total tok/s 1.20× ±0.00 (2 cells)" in text
     assert "| 64 | 1 | 1.20× ±0.00 |" in text
-    assert "No decode cell" in interleaved_markdown(paired_table({}, {}), ["A", "B"], 0)
+    assert "No decode cell" in interleaved_markdown(paired_table({}, {}), ["A", "B"], 0, {})

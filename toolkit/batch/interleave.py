@@ -16,7 +16,7 @@ from toolkit.matrix.run_folder import hold
 from toolkit.matrix.runner import run_matrix
 from toolkit.method.paired import alternating_order
 from toolkit.params import ParamsError, RunParams
-from toolkit.reports.interleaved import interleaved_markdown, paired_table
+from toolkit.reports.interleaved import interleaved_markdown, overall, paired_table
 from toolkit.results.runs import load_run
 from toolkit.results.store import RESULTS_FILE
 
@@ -43,8 +43,9 @@ def run_interleaved(params: dict[str, RunParams], rounds: int, out: Path, say: C
         with hold(folder):
             run_matrix(params[label], folder, resume=resume)
     frames = {label: {r: load_run(round_folder(out, label, r))[0] for r in range(1, rounds + 1)} for label in labels}
-    table = paired_table(frames[labels[0]], frames[labels[1]])
+    a, b = frames[labels[0]], frames[labels[1]]
+    table = paired_table(a, b)
     table.to_csv(out / TABLE, index=False)
     report = out / REPORT
-    report.write_text(interleaved_markdown(table, labels, rounds), encoding="utf-8")
+    report.write_text(interleaved_markdown(table, labels, rounds, overall(a, b)), encoding="utf-8")
     return report

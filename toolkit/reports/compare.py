@@ -183,17 +183,25 @@ def _family_adjusted(merged: pd.DataFrame, quantities: Sequence[str]) -> pd.Data
 
 def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_QUANTITIES)) -> dict[str, Interval]:
     """Per quantity, the geometric mean of the table's ratios over the cells with an interval, and its 95 %
-    interval (toolkit.method.multiplicity); a quantity without any is left out."""
+    interval (toolkit.method.multiplicity); a quantity without any is left out. The machine's change between the
+    runs moves every cell alike, so averaging cells does not shrink it: for throughput, the runs' drift is added
+    to the overall interval whole (toolkit.method.drift.widened)."""
     out = {}
+    drift = next((d for d in table.get("drift", []) if as_number(d) is not None), None)
     for q in quantities:
         cells = [
-            Interval(r, hw, dof)
+            Interval(r, hw, float(dof))  # dof may be inf (a spread known only as a half-width)
             for r, hw, dof in zip(table[f"{q}_ratio"], table[f"{q}_ratio_hw"], table[f"{q}_ratio_dof"], strict=True)
-            if as_number(r) is not None and as_number(hw) is not None and as_number(dof) is not None
+            if as_number(r) is not None and as_number(hw) is not None and not pd.isna(dof)
         ]
         overall = overall_ratio(cells)
-        if overall is not None:
-            out[q] = overall
+        if overall is None:
+            continue
+        if drift is not None and q in DRIFT_QUANTITIES:
+            overall = Interval(
+                overall.value, widened(overall.value, overall.half_width, overall.dof, drift), overall.dof
+            )
+        out[q] = overall
     return out
 
 
@@ -203,7 +211,14 @@ def overall_text(table: pd.DataFrame) -> str | None:
     for q, ratio in overall_ratios(table).items():
         cells = int(table[f"{q}_ratio_hw"].notna().sum())
         parts.append(f"{RATIO_QUANTITIES[q]} {format_ratio(ratio.value)} ±{ratio.half_width:.2f} ({cells} cells)")
-    return ("Overall, B / A (geometric mean of the cells' ratios, 95 %): " + "; ".join(parts)) if parts else None
+    if not parts:
+        return None
+    return (
+        "Overall, B / A (geometric mean of the cells' ratios, 95 %): " + "; ".join(parts) + ". The machine's change "
+        "between the two runs moves every cell alike; only the runs' control drift (when measured) is in this "
+        "interval, so read a small overall difference between runs far apart with care (`toolkit interleave` "
+        "measures two servers so that it cancels)."
+    )
 
 
 def status_differences(frame: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,7 @@ together (toolkit.method.multiplicity), and one overall ratio per quantity sums 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ import pandas as pd
 
 from toolkit.base.schema import RAN_STATUSES
 from toolkit.method.disturbed import disturbed_mask
-from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio
+from toolkit.method.multiplicity import adjusted_p_values, marked
 from toolkit.method.number_format import as_number
 from toolkit.method.paired import paired_ratio
 from toolkit.reports.compare import RATIO_QUANTITIES, format_ratio
@@ -65,19 +66,25 @@ def paired_table(a: Rounds, b: Rounds) -> pd.DataFrame:
     return table
 
 
-def overall(table: pd.DataFrame) -> dict[str, tuple[float, float]]:
-    """Per quantity, the geometric mean of the cells' paired ratios and its 95 % half-width."""
-    from toolkit.method.spread import Interval
-
+def overall(a: Rounds, b: Rounds) -> dict[str, tuple[float, float, int]]:
+    """Per quantity: the geometric mean over the cells measured in every round on both sides of B / A, with its
+    95 % half-width from the spread of the rounds' own geometric means (the machine's change between a round's two
+    runs moves every cell alike, so the cells are not independent tests), and how many cells."""
+    rounds = sorted(set(a) & set(b))
+    sides = [(_values(a[r]), _values(b[r])) for r in rounds]
     out = {}
     for q in RATIO_QUANTITIES:
-        if f"{q}_ratio" not in table:
+        cells = [c for c in set.intersection(*(set(x) & set(y) for x, y in sides)) if all(
+            x[c].get(q) and y[c].get(q) for x, y in sides)] if sides else []  # fmt: skip
+        if not cells:
             continue
-        cells = [Interval(r, hw, dof) for r, hw, dof in zip(table[f"{q}_ratio"], table[f"{q}_ratio_hw"],
-                                                            table[f"{q}_ratio_dof"], strict=True)
-                 if not (math.isnan(r) or math.isnan(hw))]  # fmt: skip
-        if (result := overall_ratio(cells)) is not None:
-            out[q] = (result.value, result.half_width)
+        means = [
+            (statistics.fmean(math.log(x[c][q]) for c in cells), statistics.fmean(math.log(y[c][q]) for c in cells))
+            for x, y in sides
+        ]
+        test = paired_ratio([math.exp(u) for u, _ in means], [math.exp(v) for _, v in means])
+        if test is not None:
+            out[q] = (test.interval.value, test.interval.half_width, len(cells))
     return out
 
 
@@ -88,8 +95,10 @@ def _cell_text(row: Mapping[Any, Any], q: str) -> str:
     return f"{format_ratio(ratio)} ±{hw:.2f}" + ("" if row.get(f"{q}_significant") else " n.s.")
 
 
-def interleaved_markdown(table: pd.DataFrame, labels: Sequence[str], rounds: int) -> str:
-    """interleaved.md: what was measured in which order, the overall ratios and the paired table."""
+def interleaved_markdown(
+    table: pd.DataFrame, labels: Sequence[str], rounds: int, sums: Mapping[str, tuple[float, float, int]]
+) -> str:
+    """interleaved.md: what was measured in which order, the overall ratios (`overall`) and the paired table."""
     a, b = (inert(label) for label in labels)
     out = [
         f"# Interleaved comparison: {b} / {a}",
@@ -99,10 +108,10 @@ def interleaved_markdown(table: pd.DataFrame, labels: Sequence[str], rounds: int
         "difference once every test of the table is counted (Benjamini–Hochberg at 5 %). docs/METHOD.md, "
         "Comparisons.",
     ]
-    sums = overall(table)
     if sums:
-        parts = [f"{RATIO_QUANTITIES[q]} {format_ratio(v)} ±{hw:.2f}" for q, (v, hw) in sums.items()]
-        out.append(f"Overall, {b} / {a} (geometric mean over {len(table)} cells, 95 %): " + "; ".join(parts))
+        parts = [f"{RATIO_QUANTITIES[q]} {format_ratio(v)} ±{hw:.2f} ({n} cells)" for q, (v, hw, n) in sums.items()]
+        out.append(f"Overall, {b} / {a} (geometric mean over the cells, its interval over the rounds, 95 %): "
+                   + "; ".join(parts))  # fmt: skip
     if table.empty:
         out.append("No decode cell ran undisturbed in every round on both sides.")
     else:
