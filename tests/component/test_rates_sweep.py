@@ -316,9 +316,9 @@ def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Pa
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "error: rate_sweep.drain: not a rate sweep parameter; allowed: endpoint, rates, arrival, burstiness, "
-        "duration_s, requests_per_step, max_in_flight, seed, cold_prompts, input_tokens, output_tokens, dataset, "
-        "slo_ttft_ms, slo_tpot_ms, slo_e2e_ms, goodput_target, search, search_precision, search_max_probes, "
-        "ray_address, clients"
+        "duration_s, requests_per_step, max_in_flight, rescale_schedule, steady_trim, seed, cold_prompts, "
+        "input_tokens, output_tokens, dataset, slo_ttft_ms, slo_tpot_ms, slo_e2e_ms, goodput_target, search, "
+        "search_precision, search_max_probes, search_repeats, ray_address, clients"
     ]
     assert not (tmp_path / "out").exists()
 
@@ -351,7 +351,7 @@ def test_toolkit_run_resume_finishes_the_runs_rate_sweep(server: FaultServer, tm
     assert f"resuming the sweep in {out.resolve()}; finished steps kept: 1" in json.dumps(
         [c.get("outputs") for c in executed.cells]
     )
-    assert "| 10 |" in (out / "report.md").read_text().replace("10.0", "10")
+    assert "| 1 | 10.00 |" in (out / "report.md").read_text()  # step 1 at 10 req/s, measured on resume
 
 
 INTERRUPTED_IN_A_NOTEBOOK = """
