@@ -51,7 +51,8 @@ def one_run(folder: Path) -> dict[str, dict[Cell, Point]]:
         if usable(first) and first.total_tok_s and first.total_tok_s_ci is not None:
             value, hw = first.total_tok_s, first.total_tok_s_ci
             out["window"][cell] = (value, hw)
-            out["drift"][cell] = (value, widened(1.0, hw / value, drift) * value)
+            dof = max(1.0, (first.sub_windows or 3) - 1.5)  # the window's batches less one, less the half degree
+            out["drift"][cell] = (value, widened(1.0, hw / value, dof, drift) * value)
         both = combine(rounds)
         if both.repeats and both.repeats >= 2 and both.total_tok_s:
             hw = max(both.total_tok_s_repeat_ci or 0.0, both.total_tok_s_ci or 0.0)
