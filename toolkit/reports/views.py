@@ -155,11 +155,13 @@ def prefill_comparison(frame: pd.DataFrame) -> Styler | Markdown:
 
 
 def ratios(frame: pd.DataFrame, baseline: str, other: str) -> Styler | Markdown:
-    """B / A per cell measured in both runs, with both values."""
-    shown = compare.ratio_display(compare.ratio_table(frame, baseline, other))
+    """B / A per cell measured in both runs, with both values; the caption gives the overall ratio."""
+    ratio_table = compare.ratio_table(frame, baseline, other)
+    shown = compare.ratio_display(ratio_table)
     if shown.empty:
         return Markdown("No cell was measured in both runs.")
-    return table(shown, caption="Ratios per cell", status_columns=["Status"])
+    overall = compare.overall_text(ratio_table)
+    return table(shown, caption="Ratios per cell" + (f". {overall}" if overall else ""), status_columns=["Status"])
 
 
 def pair_heading(baseline: str, other: str) -> HTML:
