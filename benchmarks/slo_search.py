@@ -3,10 +3,11 @@
 The server is simulated in memory: one queue served in order, each request taking a gamma-distributed service
 time (mean `SERVICE_S` = 50 ms, CV 0.2) before its first token; every step starts idle and sends `REQUESTS`
 Poisson arrivals (`toolkit.loadgen.arrivals.schedule`, as a real step draws them). The level is TTFT ≤ 250 ms
-for 95 % of requests. The true highest rate is where a step's expected fraction meeting the level equals the
-target, found by bisection over `--truth-steps` simulated steps per rate. Each search runs the toolkit's own
-judgement and search (`summarize_step`, `next_probe`, `search_result`) from listed rates 5, 10, 40 req/s, and
-holds the truth when its bracket [meets, fails] contains it.
+for 95 % of requests. The true highest rate is where a step's expected fraction meeting the level (over its
+steady part, as the step judges it) equals the target, found by bisection over `--truth-steps` simulated steps
+per rate. Each search runs the toolkit's own judgement and search (`summarize_step`, `next_probe`,
+`search_result`) from listed rates 5, 10, 40 req/s, and holds the truth when its bracket [meets, fails]
+contains it.
 
     .venv/bin/python benchmarks/slo_search.py [--searches 100] [--truth-steps 400]
 
@@ -31,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from toolkit.loadgen.arrivals import schedule  # noqa: E402
-from toolkit.method.goodput import ServiceLevel, summarize_step  # noqa: E402
+from toolkit.method.goodput import ServiceLevel, steady_mask, summarize_step  # noqa: E402
 from toolkit.rates.search import next_probe, search_result  # noqa: E402
 
 SERVICE_S = 0.05
@@ -64,12 +65,14 @@ def step_records(
 
 
 def expected_fraction(rate: float, steps: int, seed: int) -> float:
-    """Mean fraction meeting LEVEL (TTFT only) over `steps` simulated steps at `rate`."""
+    """Mean fraction meeting LEVEL (TTFT only) over the steady part of `steps` simulated steps at `rate` (the part
+    a step's fraction covers: toolkit.method.goodput.steady_mask)."""
     limit = (LEVEL.ttft_ms or math.inf) / 1000
     fractions = []
     for i in range(steps):
         records = step_records(rate, (seed, i, 99))
-        fractions.append(float(((records["first_token_s"] - records["scheduled_s"]) <= limit).mean()))
+        steady = records[steady_mask(records)]
+        fractions.append(float(((steady["first_token_s"] - steady["scheduled_s"]) <= limit).mean()))
     return statistics.fmean(fractions)
 
 

@@ -11,8 +11,8 @@ stays inside the bracket, and the search bisects the widest gap between the brac
 rates. It ends when that gap is within `precision` of its lower end, or after `max_probes`. An upper end of
 `inf` (only the all-at-once step failed) is replaced for bisection by the request throughput that step
 achieved, or twice the lower end. Measured against a simulated server whose true highest rate is known
-(`benchmarks/slo_search.py`, 100 seeded searches), the bracket held it in 0.78 of them and came within 1 % of it in
-0.96; decided by point fractions, 0.20. The misses: a step near or past capacity in which no burst happened
+(`benchmarks/slo_search.py`, 100 seeded searches), the bracket held it in 0.70 of them and came within 1 % of it in
+0.94; decided by point fractions, 0.24. The misses: a step near or past capacity in which no burst happened
 shows a high fraction with a narrow interval; more steps per rate would see the bursts.
 """
 
