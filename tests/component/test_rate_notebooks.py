@@ -79,7 +79,8 @@ def test_rejudging_gives_the_goodputs_of_the_records(sweep_dir: Path, tmp_path: 
 
 def test_the_two_levels_judge_the_records_apart(sweep_dir: Path) -> None:
     strict, loose = direct_goodputs(sweep_dir, 65, 25, 0.9), direct_goodputs(sweep_dir, 1500, None, 0.5)
-    assert [share for _, _, share, _ in strict[:3]] == [0.75] * 3  # every fourth request: TTFT 70 ms
+    # Every fourth request has a TTFT of 70 ms: over each step's steady part (7 to 10 of its 12), a fifth to a third.
+    assert all(0.6 < share <= 0.8 for _, _, share, _ in strict[:3])
     assert [met for *_, met in strict] == [False] * 6
     assert [met for *_, met in loose] == [True] * 6  # past capacity 7 of 12 start within 1.5 s
 
