@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from toolkit.method.spread import Interval, t_quantile, welch_dof
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FAMILY_LEVEL = 0.05
 
@@ -35,6 +39,19 @@ def adjusted_p_values(p_values: Sequence[float | None]) -> list[float | None]:
 def marked(adjusted: float | None) -> bool | None:
     """Whether an adjusted p-value marks its cell significant (None: not tested)."""
     return None if adjusted is None else adjusted <= FAMILY_LEVEL
+
+
+def family_adjusted(table: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFrame:
+    """`<q>_p_adjusted` and `<q>_significant` from every `<q>_p` of the table, adjusted together (one family)."""
+    import pandas as pd
+
+    places = [(q, i) for q in quantities for i in range(len(table))]
+    adjusted = adjusted_p_values([table[f"{q}_p"].iloc[i] for q, i in places])
+    for q in quantities:
+        mine = [a for (name, _), a in zip(places, adjusted, strict=True) if name == q]
+        table[f"{q}_p_adjusted"] = pd.Series(mine, index=table.index, dtype=object)
+        table[f"{q}_significant"] = pd.Series([marked(a) for a in mine], index=table.index, dtype=object)
+    return table
 
 
 def overall_ratio(ratios: Sequence[Interval]) -> Interval | None:

@@ -15,12 +15,13 @@ import pandas as pd
 from toolkit.base.schema import PHASE_TITLES, PHASES, RAN_STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.drift import DRIFT_QUANTITIES, widened
-from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio
+from toolkit.method.multiplicity import family_adjusted
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
 from toolkit.method.spread import Interval, ratio_test, t_p_value, t_quantile
 from toolkit.reports.compare_drift import WITHIN_DRIFT, pair_drifts, with_drift, with_round_spreads
+from toolkit.reports.compare_overall import RATIO_QUANTITIES, format_ratio, overall_ratios, overall_text
 from toolkit.reports.markdown_text import inert
-from toolkit.reports.tables import QUANTITY_TITLES, markdown_table, summary_line
+from toolkit.reports.tables import markdown_table, summary_line
 from toolkit.results.runs import RUN_DRIFT
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
 
 KEY: tuple[str, ...] = ("phase", "context_tokens", "concurrency")
 CELL_COLUMNS: tuple[str, ...] = ("phase", "context_tokens", "context", "concurrency")
-RATIO_QUANTITIES: dict[str, str] = {q: QUANTITY_TITLES[q] for q in ("total_tok_s", "per_request_tok_s", "ttft_ms")}
 COMPARE_TITLE = "Speed test matrix comparison"
 RATIO_CAPTION = (
     "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B. ± is the ratio's "
@@ -161,64 +161,13 @@ def ratio_table(
         merged[f"{q}_ratio_hw"] = [hw for hw, _, _ in spread]
         merged[f"{q}_ratio_dof"] = [dof for _, dof, _ in spread]
         merged[f"{q}_p"] = pd.Series([p for _, _, p in spread], index=merged.index, dtype=object)
-    merged = _family_adjusted(merged, quantities)
+    merged = family_adjusted(merged, quantities)
     merged = with_drift(merged, quantities, drifts)  # within the runs' drift of 1: not significant
     ordered = [*CELL_COLUMNS, "status_a", "status_b", "disturbed_a", "disturbed_b", "drift"]
     ordered += [f"{q}_within_drift" for q in quantities]
     ordered += [f"{q}_{s}" for q in quantities
                 for s in ("a", "b", "ratio", "ratio_hw", "ratio_dof", "p", "p_adjusted", "significant")]  # fmt: skip
     return _sorted(merged[ordered]).reset_index(drop=True)
-
-
-def _family_adjusted(merged: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFrame:
-    """`<q>_p_adjusted` and `<q>_significant`: every test of the table adjusted together (one family)."""
-    places = [(q, i) for q in quantities for i in range(len(merged))]
-    adjusted = adjusted_p_values([merged[f"{q}_p"].iloc[i] for q, i in places])
-    for q in quantities:
-        mine = [a for (name, _), a in zip(places, adjusted, strict=True) if name == q]
-        merged[f"{q}_p_adjusted"] = pd.Series(mine, index=merged.index, dtype=object)
-        merged[f"{q}_significant"] = pd.Series([marked(a) for a in mine], index=merged.index, dtype=object)
-    return merged
-
-
-def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_QUANTITIES)) -> dict[str, Interval]:
-    """Per quantity, the geometric mean of the table's ratios over the cells with an interval, and its 95 %
-    interval (toolkit.method.multiplicity); a quantity without any is left out. The machine's change between the
-    runs moves every cell alike, so averaging cells does not shrink it: for throughput, the runs' drift is added
-    to the overall interval whole (toolkit.method.drift.widened)."""
-    out = {}
-    drift = next((d for d in table.get("drift", []) if as_number(d) is not None), None)
-    for q in quantities:
-        cells = [
-            Interval(r, hw, float(dof))  # dof may be inf (a spread known only as a half-width)
-            for r, hw, dof in zip(table[f"{q}_ratio"], table[f"{q}_ratio_hw"], table[f"{q}_ratio_dof"], strict=True)
-            if as_number(r) is not None and as_number(hw) is not None and not pd.isna(dof)
-        ]
-        overall = overall_ratio(cells)
-        if overall is None:
-            continue
-        if drift is not None and q in DRIFT_QUANTITIES:
-            overall = Interval(
-                overall.value, widened(overall.value, overall.half_width, overall.dof, drift), overall.dof
-            )
-        out[q] = overall
-    return out
-
-
-def overall_text(table: pd.DataFrame) -> str | None:
-    """One line: each quantity's overall ratio with its interval and over how many cells; None without any."""
-    parts = []
-    for q, ratio in overall_ratios(table).items():
-        cells = int(table[f"{q}_ratio_hw"].notna().sum())
-        parts.append(f"{RATIO_QUANTITIES[q]} {format_ratio(ratio.value)} ±{ratio.half_width:.2f} ({cells} cells)")
-    if not parts:
-        return None
-    return (
-        "Overall, B / A (geometric mean of the cells' ratios, 95 %): " + "; ".join(parts) + ". The machine's change "
-        "between the two runs moves every cell alike; only the runs' control drift (when measured) is in this "
-        "interval, so read a small overall difference between runs far apart with care (`toolkit interleave` "
-        "measures two servers so that it cancels)."
-    )
 
 
 def status_differences(frame: pd.DataFrame) -> pd.DataFrame:
@@ -287,15 +236,6 @@ def pareto_frontier(frame: pd.DataFrame, label: str) -> pd.DataFrame:
 
 
 # ---- display strings -------------------------------------------------------------------------------
-
-
-def format_ratio(value: Any) -> str:
-    """A ratio with three significant digits: ``0.0253×``, ``1.00×``, ``39.5×``, ``1,234×``; missing: ``—``."""
-    number = as_number(value)
-    if number is None:
-        return MISSING
-    text = f"{number:,.0f}" if abs(number) >= 99.95 else f"{number:#.3g}".removesuffix(".")
-    return f"{text}×"
 
 
 def _phase_title(phase: Any) -> str:

@@ -16,10 +16,10 @@ import pandas as pd
 
 from toolkit.base.schema import RAN_STATUSES
 from toolkit.method.disturbed import disturbed_mask
-from toolkit.method.multiplicity import adjusted_p_values, marked
+from toolkit.method.multiplicity import family_adjusted
 from toolkit.method.number_format import as_number
 from toolkit.method.paired import paired_ratio
-from toolkit.reports.compare import RATIO_QUANTITIES, format_ratio
+from toolkit.reports.compare_overall import RATIO_QUANTITIES, format_ratio
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 
@@ -57,13 +57,7 @@ def paired_table(a: Rounds, b: Rounds) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    places = [(q, i) for q in RATIO_QUANTITIES for i in range(len(table))]
-    adjusted = adjusted_p_values([table[f"{q}_p"].iloc[i] for q, i in places])
-    for q in RATIO_QUANTITIES:
-        mine = [value for (name, _), value in zip(places, adjusted, strict=True) if name == q]
-        table[f"{q}_p_adjusted"] = pd.Series(mine, index=table.index, dtype=object)
-        table[f"{q}_significant"] = pd.Series([marked(v) for v in mine], index=table.index, dtype=object)
-    return table
+    return family_adjusted(table, list(RATIO_QUANTITIES))
 
 
 def overall(a: Rounds, b: Rounds) -> dict[str, tuple[float, float, int]]:
