@@ -30,22 +30,17 @@ def _serve(args: argparse.Namespace) -> int:
     return serve_forever(config)
 
 
+def _matrix_values(args: argparse.Namespace) -> dict[str, object]:
+    """RunParams values of the options `_add_matrix_options` adds (None where not given)."""
+    return {"model": args.model, "contexts": args.contexts, "concurrency": args.concurrency,
+            "duration_s": args.duration, "max_output": args.max_output, "endpoint": args.endpoint,
+            "api_key_env": args.api_key_env, "control_window_s": args.control_window}  # fmt: skip
+
+
 def _matrix(args: argparse.Namespace) -> int:
     from toolkit.params import make_params
 
-    values = {
-        "base_url": args.base_url,
-        "model": args.model,
-        "contexts": args.contexts,
-        "concurrency": args.concurrency,
-        "duration_s": args.duration,
-        "max_output": args.max_output,
-        "endpoint": args.endpoint,
-        "api_key_env": args.api_key_env,
-        "run_label": args.label,
-        "repeats": args.repeats,
-        "control_window_s": args.control_window,
-    }
+    values = {**_matrix_values(args), "base_url": args.base_url, "run_label": args.label, "repeats": args.repeats}
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
     api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.matrix.run_folder import hold
@@ -72,9 +67,7 @@ def _interleave(args: argparse.Namespace) -> int:
     labels = [args.label_a, args.label_b]
     if labels[0] == labels[1]:
         raise ParamsError(f"label-b: {labels[1]!r} is also label-a; the two sides need their own labels")
-    values = {"model": args.model, "contexts": args.contexts, "concurrency": args.concurrency,
-              "duration_s": args.duration, "max_output": args.max_output, "endpoint": args.endpoint,
-              "api_key_env": args.api_key_env, "control_window_s": args.control_window}  # fmt: skip
+    values = _matrix_values(args)
     params = {
         label: make_params({**{k: v for k, v in values.items() if v is not None}, "base_url": url, "run_label": label})
         for label, url in zip(labels, (args.a_url, args.b_url), strict=True)
@@ -217,19 +210,24 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve.set_defaults(func=_serve)
 
 
+def _add_matrix_options(parser: argparse.ArgumentParser) -> None:
+    """What a matrix measures, as `matrix` and `interleave` take it (`_matrix_values` reads it back)."""
+    parser.add_argument("--model")
+    parser.add_argument("--contexts", help="comma-separated, e.g. 1K,2K (default: rules of docs/METHOD.md)")
+    parser.add_argument("--concurrency", help="comma-separated, e.g. 1,2,4")
+    parser.add_argument("--duration", type=float, help="seconds per measurement (default 30)")
+    parser.add_argument("--max-output", type=int, help="tokens per request (default 4096)")
+    parser.add_argument("--endpoint", choices=["chat", "completions"])
+    parser.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
+    parser.add_argument("--control-window", type=float, help="drift control cell's window in s (default 5; 0: off)")
+
+
 def _add_matrix(sub: argparse._SubParsersAction) -> None:
     matrix = sub.add_parser("matrix", help="measure prefill and the decode matrix of a running server")
     matrix.add_argument("--base-url", required=True)
-    matrix.add_argument("--model")
-    matrix.add_argument("--contexts", help="comma-separated, e.g. 1K,2K (default: rules of docs/METHOD.md)")
-    matrix.add_argument("--concurrency", help="comma-separated, e.g. 1,2,4")
-    matrix.add_argument("--duration", type=float, help="seconds per measurement (default 30)")
-    matrix.add_argument("--max-output", type=int, help="tokens per request (default 4096)")
-    matrix.add_argument("--endpoint", choices=["chat", "completions"])
-    matrix.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
+    _add_matrix_options(matrix)
     matrix.add_argument("--label", help="run label")
     matrix.add_argument("--repeats", type=int, help="measure the whole matrix this many times, in rounds (default 1)")
-    matrix.add_argument("--control-window", type=float, help="drift control cell's window in s (default 5; 0: off)")
     matrix.add_argument("--out", required=True)
     matrix.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished cells")
     matrix.set_defaults(func=_matrix)
@@ -242,14 +240,7 @@ def _add_interleave(sub: argparse._SubParsersAction) -> None:
     inter.add_argument("--label-a", default="A")
     inter.add_argument("--label-b", default="B")
     inter.add_argument("--rounds", type=int, default=4, help="rounds, each one run per side (default 4; at least 2)")
-    inter.add_argument("--model")
-    inter.add_argument("--contexts", help="comma-separated, e.g. 1K,2K")
-    inter.add_argument("--concurrency", help="comma-separated, e.g. 1,2,4")
-    inter.add_argument("--duration", type=float, help="seconds per measurement (default 30)")
-    inter.add_argument("--max-output", type=int, help="tokens per request (default 4096)")
-    inter.add_argument("--endpoint", choices=["chat", "completions"])
-    inter.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
-    inter.add_argument("--control-window", type=float, help="drift control cell's window in s (default 5; 0: off)")
+    _add_matrix_options(inter)
     inter.add_argument("--out", required=True)
     inter.set_defaults(func=_interleave)
 
