@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from toolkit.base.api_keys import api_key_from_env, redact
 from toolkit.base.errors import ParamsError, ReportFormatError, RunRefused, ToolkitError
+from toolkit.base.text import printable
 from toolkit.rates.cli import add_parser as add_rates_parser
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ def _matrix_values(args: argparse.Namespace) -> dict[str, object]:
     """RunParams values of the options `_add_matrix_options` adds (None where not given)."""
     return {"model": args.model, "contexts": args.contexts, "concurrency": args.concurrency,
             "duration_s": args.duration, "max_output": args.max_output, "endpoint": args.endpoint,
-            "api_key_env": args.api_key_env, "control_window_s": args.control_window}  # fmt: skip
+            "api_key_env": args.api_key_env, "control_window_s": args.control_window,
+            "read_timeout_s": args.read_timeout}  # fmt: skip
 
 
 def _matrix(args: argparse.Namespace) -> int:
@@ -45,7 +47,7 @@ def _matrix(args: argparse.Namespace) -> int:
     api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.matrix.run_folder import hold
     from toolkit.matrix.runner import run_matrix
-    from toolkit.reports.tables import decode_matrix, prefill_table, summary_line
+    from toolkit.reports.tables import decode_matrix, error_lines, prefill_table, summary_line
     from toolkit.results.store import to_dataframe
 
     out = Path(args.out)
@@ -57,6 +59,8 @@ def _matrix(args: argparse.Namespace) -> int:
     print()
     print(decode_matrix(frame).to_string())
     print(f"\n{summary_line(frame)}")  # with how many measurements stayed disturbed, if any
+    for line in error_lines(frame):
+        print(line)
     print(f"results: {out / 'results.jsonl'}, {out / 'results.csv'}, {out / 'run.json'}")
     return 0
 
@@ -108,7 +112,18 @@ def _run(args: argparse.Namespace) -> int:
 
     with hold(out):  # one run at a time writes into a folder: the lock is held until the reports are written
         result = run_one(params, out, server=spec, resume=resume, found=found)
+    _print_errors(out)
     return _reported(result)
+
+
+def _print_errors(out: Path) -> None:
+    """One line per cell of the run in `out` that ended in Error, saying what the server did."""
+    from toolkit.reports.tables import error_lines
+    from toolkit.results.store import RESULTS_FILE, latest_by_key, load_measurements, to_dataframe
+
+    if (out / RESULTS_FILE).exists():
+        for line in error_lines(to_dataframe(list(latest_by_key(load_measurements(out / RESULTS_FILE)).values()))):
+            print(line)
 
 
 def _reported(result: RunResult, heading: str | None = None) -> int:
@@ -220,6 +235,7 @@ def _add_matrix_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint", choices=["chat", "completions"])
     parser.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
     parser.add_argument("--control-window", type=float, help="drift control cell's window in s (default 5; 0: off)")
+    parser.add_argument("--read-timeout", type=float, help="s a reply may send nothing before it fails (default 300)")
 
 
 def _add_matrix(sub: argparse._SubParsersAction) -> None:
@@ -308,8 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _error(text: str) -> None:
-    """Print an error on stderr, every secret this process knows redacted."""
-    print(redact(f"error: {text}"), file=sys.stderr)
+    """Print an error on stderr, every secret this process knows redacted, without control characters."""
+    print(printable(redact(f"error: {text}")), file=sys.stderr)
 
 
 def _os_error(exc: OSError) -> str:

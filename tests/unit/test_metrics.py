@@ -90,3 +90,11 @@ def test_a_sample_that_is_not_finite_is_refused(value: str) -> None:
         parse_metrics(TEXT.replace("} 3.0", f"}} {value}"))
     # a histogram's le="+Inf" bucket is a label, not a value, and is not read anyway
     assert parse_metrics(TEXT.replace('le="0.001"', 'le="+Inf"')).value(RUNNING) == 3.0
+
+
+def test_a_negative_sample_or_a_series_given_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"sample vllm:num_requests_running is -3\.0"):
+        parse_metrics(TEXT.replace("} 3.0", "} -3.0"))
+    running = next(line for line in TEXT.splitlines() if line.startswith("vllm:num_requests_running{"))
+    with pytest.raises(ValueError, match=r"sample vllm:num_requests_running\{.*\} appears twice"):
+        parse_metrics(TEXT.replace(running, f"{running}\n{running}"))

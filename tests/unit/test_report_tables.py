@@ -20,6 +20,7 @@ from toolkit.reports.tables import (
     all_measurements_table,
     decode_matrix,
     engine_line,
+    error_lines,
     footnotes,
     markdown_table,
     prefill_table,
@@ -182,6 +183,8 @@ def test_queued_error_and_missing_cells() -> None:
     extras = extras_table(df)
     assert extras["Error"].tolist() == ["timeout", "HTTP 500 | engine dead"]
     assert "| HTTP 500 \\| engine dead |" in markdown_table(extras)
+    assert error_lines(df) == ["decode 128K ×1: HTTP 500 | engine dead", "prefill 128K ×1: timeout"]
+    assert error_lines(df, width=20) == ["decode 128K ×1: HTTP", "prefill 128K ×1: tim"]
 
 
 def test_extras_only_columns_with_data() -> None:

@@ -83,3 +83,13 @@ def test_a_document_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(StoreError, match=r"^out: cannot write "):
         RunDocument(run_label="x").save(tmp_path / "file")
+
+
+def test_a_servers_control_characters_are_not_stored(tmp_path: Path) -> None:
+    server = ServerInfo("http://127.0.0.1:8000", "m\x1b[31m<b>\x07", 4096, "0.1\x9b", None, "none", None, None, True,
+                        models=[{"id": "m\x1b[31m<b>\x07"}])  # fmt: skip
+    doc = environment.run_info(make_params({"base_url": server.base_url}), server, "r1", None)
+    doc.save(tmp_path)
+    text = (tmp_path / RUN_FILE).read_text()
+    assert "\\u001b" not in text and "\\u0007" not in text and "\\u009b" not in text
+    assert RunDocument.load(tmp_path).server == {**doc.to_json()["server"]} and '"m[31m<b>"' in text

@@ -282,6 +282,28 @@ def test_redact_then_cut_leaves_no_piece_of_the_key(length: int) -> None:
         assert shown == redact(body, key)[:limit]
 
 
+@pytest.mark.parametrize("length", [12, 64, 1000])
+def test_any_piece_of_eight_characters_is_redacted_wherever_it_stands(length: int) -> None:
+    """Cut at the front, masked in the middle, cut at the end: in short text and in megabytes (numpy's path),
+    also among non-ASCII characters."""
+    key = ("sk-live-" + "QRSTUVWXYZabcdefghij0123456789klmnop" * 30)[:length]
+    parts = [key[3:11], key[length // 2 - 4 : length // 2 + 4], key[-8:], key[2:-2]]
+    for filler in ("", "× é " * 300_000):
+        text = filler + " | ".join(f"«{part}»" for part in parts) + filler
+        shown = redact(text, key)
+        assert not any(key[i : i + 8] in shown for i in range(length - 7)), shown[len(filler) : len(filler) + 200]
+        assert shown.count(REDACTED) == len(parts) and shown.startswith(filler)
+    assert redact(f"a {key[1:8]} b", key) == f"a {key[1:8]} b"  # seven characters are not a piece
+
+
+def test_an_excerpt_is_redacted_before_it_is_cut() -> None:
+    key = "sk-" + "k" * 997
+    body = "." * 100 + key
+    assert secrets.excerpt(body, 120, key) == repr(f"{'.' * 100}{REDACTED}")
+    assert secrets.excerpt(body.encode(), 10, key) == repr(body.encode())[:10]
+    assert secrets.excerpt(12345, 83) == "'12345'"
+
+
 def test_a_redacting_writer_redacts_a_key_split_over_two_writes() -> None:
     import io
 

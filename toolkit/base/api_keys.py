@@ -8,6 +8,7 @@ error can carry it (raw, repr()/bytes-escaped, JSON-escaped, URL-encoded).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -111,13 +112,13 @@ def secret_forms(secret: str) -> set[str]:
 
 def redact(text: str, *secrets: str | None) -> str:
     """Replace secret flag values, secret `NAME=value` words, URL user info, `secrets` and every key read by
-    this process (each in all its forms, and each head of a form cut by someone else: its first MIN_KEY_LENGTH
-    characters or more) with `<redacted>`. Redact first, then cut: `redact_and_cut`."""
+    this process (each in all its forms, and every piece of a form of MIN_KEY_LENGTH characters or more, as a
+    server that cut or masked the key would echo it) with `<redacted>`. Redact first, then cut: `redact_and_cut`."""
     forms = set().union(*(secret_forms(s) for s in {*secrets, *_KNOWN} if s))
     for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, REDACTED)
     for form in forms:
-        text = _redact_heads(text, form.strip())
+        text = _redact_pieces(text, form.strip())
     text = _OPTION.sub(_redact_option, text)
     text = _ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED if looks_secret(m.group(1)[:-1]) else m.group(0), text)
     text = _ENV_OPTION_WORD.sub(
@@ -136,6 +137,17 @@ def _secret_parameter(name: str) -> bool:
 def redact_and_cut(text: str, limit: int, *secrets: str | None) -> str:
     """`text` redacted, then cut to `limit` characters: a cut never leaves a piece of a key to redact."""
     return redact(text, *secrets)[:limit]
+
+
+_EXCERPT_SOURCE = 65536  # what an excerpt reads of a value: far past its limit, so no cut piece of a key shows
+
+
+def excerpt(value: Any, limit: int, *secrets: str | None) -> str:
+    """A glimpse of what a server sent, for a one-line error: `value` (text or bytes; anything else as its str())
+    as repr() shows it, redacted, then cut to `limit` characters."""
+    if not isinstance(value, str | bytes):
+        value = str(value)
+    return redact(repr(value[:_EXCERPT_SOURCE]), *secrets)[:limit]
 
 
 class RedactingWriter:
@@ -171,20 +183,55 @@ def redact_file(path: Path, *secrets: str | None) -> None:
         path.write_text(clean, encoding="utf-8", errors="surrogateescape")
 
 
-def _redact_heads(text: str, form: str) -> str:
-    """Every run of text that equals the first MIN_KEY_LENGTH or more characters of `form` (a key a server or a
-    gateway cut short when it echoed it), replaced with `<redacted>`."""
-    head = form[:MIN_KEY_LENGTH]
-    if len(head) < MIN_KEY_LENGTH or head not in text:
+def _redact_pieces(text: str, form: str) -> str:
+    """Every run of MIN_KEY_LENGTH or more characters that is a piece of `form` (a key a server or a gateway cut
+    short, masked in the middle or echoed in part), replaced with `<redacted>`."""
+    if len(text) < MIN_KEY_LENGTH:
         return text
     pieces, start = [], 0
-    while (found := text.find(head, start)) >= 0:
-        end, matched = found + len(head), len(head)
-        while end < len(text) and matched < len(form) and text[end] == form[matched]:
-            end, matched = end + 1, matched + 1
+    for found in _piece_starts(text, form):
+        if found < start:
+            continue
+        end = found + MIN_KEY_LENGTH
+        while end < len(text) and text[found : end + 1] in form:
+            end += 1
         pieces += [text[start:found], REDACTED]
         start = end
-    return "".join(pieces) + text[start:]
+    return "".join(pieces) + text[start:] if pieces else text
+
+
+_LONG_TEXT = 4096  # past this, windows are compared eight bytes at a time (numpy): an executed notebook is megabytes
+
+
+def _piece_starts(text: str, form: str) -> list[int]:
+    """Where a MIN_KEY_LENGTH-character piece of `form` begins in `text`, in order."""
+    grams = _grams(form)
+    if len(text) <= _LONG_TEXT:
+        return [i for i in range(len(text) - MIN_KEY_LENGTH + 1) if text[i : i + MIN_KEY_LENGTH] in grams]
+    import numpy as np
+
+    data = text.encode("ascii", "replace")  # one byte per character: offsets stay those of `text`
+    found: list[int] = []
+    for shift in range(MIN_KEY_LENGTH):
+        count = (len(data) - shift) // MIN_KEY_LENGTH
+        windows = np.frombuffer(data, dtype="<u8", count=count, offset=shift)
+        found += (shift + MIN_KEY_LENGTH * np.flatnonzero(np.isin(windows, _packed(form)))).tolist()
+    return sorted(i for i in found if text[i : i + MIN_KEY_LENGTH] in grams)  # "?" stood for any non-ASCII
+
+
+@functools.lru_cache(maxsize=64)
+def _grams(form: str) -> frozenset[str]:
+    """`form`'s MIN_KEY_LENGTH-character pieces."""
+    return frozenset(form[i : i + MIN_KEY_LENGTH] for i in range(len(form) - MIN_KEY_LENGTH + 1))
+
+
+@functools.lru_cache(maxsize=64)
+def _packed(form: str) -> Any:
+    """`form`'s pieces (`_grams`) as little-endian 64-bit words, sorted (a numpy array)."""
+    import numpy as np
+
+    packed = b"".join(gram.encode("ascii", "replace") for gram in _grams(form))
+    return np.unique(np.frombuffer(packed, dtype="<u8"))
 
 
 def _redact_option(match: re.Match[str]) -> str:

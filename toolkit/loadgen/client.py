@@ -27,12 +27,39 @@ import orjson
 
 from toolkit import __version__
 from toolkit.base.api_keys import redact, redact_and_cut
-from toolkit.base.errors import ConnectError, ParamsError
+from toolkit.base.errors import ConnectError, ParamsError, ToolkitError
+from toolkit.base.text import printable
 from toolkit.loadgen.http_reply import HttpReply
 from toolkit.loadgen.stream_events import ENDPOINT_PATHS, STREAM_OPTIONS, Endpoint, StreamResult, build_request
 
 __all__ = ["ENDPOINT_PATHS", "STREAM_OPTIONS", "ConnectError", "Endpoint", "StreamClient", "StreamResult",
            "build_request"]  # fmt: skip
+
+
+# A request's whole reply must arrive within its deadline: the idle timeout (read_timeout_s, time without progress)
+# plus this much per token asked for. A server trickling events, or one ignoring max_tokens, cannot hold it longer.
+SECONDS_PER_TOKEN_ASKED = 2.0  # a stream slower than half a token a second is not being served
+
+
+def reply_deadline_s(read_timeout_s: float, max_tokens: int | None) -> float:
+    """How long one streamed reply may take in all (`SECONDS_PER_TOKEN_ASKED`)."""
+    return read_timeout_s + SECONDS_PER_TOKEN_ASKED * max(1, max_tokens or 1)
+
+
+def error_message(body: bytes) -> str:
+    """What an error reply says: the `message` of an OpenAI-style `{"error": {...}}` (or a top-level `message` or
+    `detail`) when the body is such JSON, else the body as text."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        found = error.get("message") if isinstance(error, dict) else error
+        found = found if isinstance(found, str) else data.get("message") or data.get("detail")
+        if isinstance(found, str) and found.strip():
+            return found
+    return body.decode("utf-8", "replace")
 
 
 class StreamClient:
@@ -92,6 +119,10 @@ class StreamClient:
         assert self._entered, "use StreamClient as an async context manager"
         result = result if result is not None else StreamResult()
         result.started = time.perf_counter()
+        asked = body.get("max_tokens")
+        result.max_tokens = asked if type(asked) is int else None
+        allowed_s = reply_deadline_s(self._read_timeout_s, result.max_tokens)
+        deadline = result.started + allowed_s
         payload = orjson.dumps(body)
         request = (
             b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n"
@@ -102,7 +133,7 @@ class StreamClient:
             for attempt in (0, 1):
                 conn, reused = await self._acquire()
                 reply = await conn.send(request, result)
-                await self._wait(conn)
+                await self._wait(conn, deadline)
                 # A kept-alive connection the server had just closed: nothing was received, so send again once.
                 if conn.closed_before_response and reused and attempt == 0:
                     conn = None
@@ -113,8 +144,8 @@ class StreamClient:
             elif not reply.head_done:
                 result.error = "the server closed the connection before the response"
             elif reply.status != 200:
-                text = redact_and_cut(bytes(reply.error_body).decode("utf-8", "replace"), 300, self._api_key)
-                result.error = f"HTTP {reply.status}: {text.strip()}"
+                text = redact_and_cut(error_message(bytes(reply.error_body)), 300, self._api_key)
+                result.error = f"HTTP {reply.status}: {' '.join(text.split())}"
             else:
                 reply.account.end()
         except asyncio.CancelledError:
@@ -122,6 +153,11 @@ class StreamClient:
             if conn is not None:
                 conn.close()
             raise
+        except _DeadlinePassed:
+            if conn is not None:
+                conn.close()
+            result.error = (f"deadline: the reply went on past {allowed_s:g} s (read timeout + "
+                            f"{SECONDS_PER_TOKEN_ASKED:g} s per token asked for)")  # fmt: skip
         except TimeoutError:
             if conn is not None:
                 conn.close()
@@ -135,7 +171,7 @@ class StreamClient:
         finally:
             result.ended = time.perf_counter()
             if result.error:  # some servers echo the key they rejected, in a body or a stream's error event
-                result.error = redact(result.error, self._api_key)
+                result.error = printable(redact(result.error, self._api_key))
             if conn is not None:
                 conn.release()
         return result
@@ -171,15 +207,19 @@ class StreamClient:
         )
         return conn
 
-    async def _wait(self, conn: _Connection) -> None:
-        """Until the reply is complete (or `[DONE]`); TimeoutError after `read_timeout_s` without progress."""
+    async def _wait(self, conn: _Connection, deadline: float) -> None:
+        """Until the reply is complete (or `[DONE]`); TimeoutError after `read_timeout_s` without progress,
+        `_DeadlinePassed` at `deadline` (perf_counter seconds) whatever the progress."""
         waiter = conn.waiter
         assert waiter is not None
         while not waiter.done():
-            remaining = conn.last_data + self._read_timeout_s - time.perf_counter()
+            now = time.perf_counter()
+            if now >= deadline:
+                raise _DeadlinePassed
+            remaining = conn.last_data + self._read_timeout_s - now
             if remaining <= 0:
                 raise TimeoutError
-            await asyncio.wait((waiter,), timeout=remaining)
+            await asyncio.wait((waiter,), timeout=min(remaining, deadline - now))
         waiter.result()  # re-raises a connection error
 
     def _put_idle(self, conn: _Connection) -> None:
@@ -192,6 +232,10 @@ class StreamClient:
         self._open.discard(conn)
         if conn in self._idle:
             self._idle.remove(conn)
+
+
+class _DeadlinePassed(ToolkitError):
+    """A reply still arriving at its deadline (`reply_deadline_s`)."""
 
 
 class _Connection(asyncio.Protocol):

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import orjson
 
-from toolkit.base.api_keys import redact_and_cut
+from toolkit.base.api_keys import excerpt, redact_and_cut
 from toolkit.base.errors import ReplyError, SSEError
 from toolkit.loadgen.sse import SSEDecoder
 
@@ -34,6 +34,7 @@ class StreamResult:
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     completion_tokens: int = 0
+    max_tokens: int | None = None  # what the request asked for: a usage above it is refused
     done: bool = False
     cancelled: bool = False
     error: str | None = None
@@ -142,8 +143,8 @@ def apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
 
 
 def _shown(data: bytes, limit: int = 83) -> str:
-    """An event's bytes as repr() shows them, redacted before they are cut to `limit` characters."""
-    return redact_and_cut(repr(data[: 4 * limit]), limit)
+    """An event's bytes as repr() shows them, redacted, then cut to `limit` characters."""
+    return excerpt(data, limit)
 
 
 def _apply_parsed(data: bytes, now: float, result: StreamResult) -> bool:
@@ -186,6 +187,8 @@ def apply_usage(usage: Any, now: float, result: StreamResult) -> None:
         result.prompt_tokens = prompt
     if cached is not None:
         result.cached_tokens = cached
+    if result.max_tokens is not None and count > result.max_tokens:
+        raise _Malformed(f"usage.completion_tokens is {count}, more than the {result.max_tokens} asked for")
     if count > result.completion_tokens:
         result.completion_tokens = count
         result.token_events.append((now, count))
@@ -196,7 +199,7 @@ def _count(fields: dict[str, Any], name: str) -> int | None:
     value = fields.get(name.rpartition(".")[2])
     if value is None or (type(value) is int and value >= 0):
         return value
-    raise _Malformed(f"usage.{name} is not a token count ({redact_and_cut(repr(str(value)[:200]), 42)})")
+    raise _Malformed(f"usage.{name} is not a token count ({excerpt(value, 42)})")
 
 
 class _Malformed(ReplyError):

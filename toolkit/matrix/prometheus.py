@@ -94,16 +94,24 @@ def used_lines(text: str, families: tuple[str, ...] = USED_FAMILIES) -> str:
 def parse_metrics(text: str) -> MetricsSnapshot:
     """Samples of the families in `USED_FAMILIES` (a family's other samples are not read).
 
-    ValueError when the text is not Prometheus metrics or a sample read is NaN or infinite.
+    ValueError, naming the sample, when the text is not Prometheus metrics or a sample read is NaN, infinite or
+    negative (every one is a count, a sum of seconds or a fraction), or a series appears twice.
     """
     samples: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(used_lines(text)):
         for sample in family.samples:
-            value = float(sample.value)
-            if not math.isfinite(value):
+            value, labels = float(sample.value), dict(sample.labels)
+            if not math.isfinite(value) or value < 0:
                 raise ValueError(f"sample {sample.name} is {value}")
-            samples.setdefault(sample.name, []).append((dict(sample.labels), value))
+            series = samples.setdefault(sample.name, [])
+            if any(seen == labels for seen, _ in series):
+                raise ValueError(f"sample {sample.name}{_label_text(labels)} appears twice")
+            series.append((labels, value))
     return MetricsSnapshot(samples)
+
+
+def _label_text(labels: dict[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else ""
 
 
 def mean_delta(

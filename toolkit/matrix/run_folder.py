@@ -22,6 +22,7 @@ import psutil
 
 from toolkit.base.api_keys import api_key_from_env, redact
 from toolkit.base.errors import RunRefused
+from toolkit.base.text import printable
 from toolkit.matrix.discovery import ServerInfo
 from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import public_paths
@@ -173,7 +174,7 @@ def server_differences(recorded: RunDocument, server: ServerInfo | None, command
     pairs: list[tuple[str, Any, Any]] = []
     if server is not None:
         pairs += [
-            ("model", theirs.get("model"), server.model),
+            ("model", theirs.get("model"), printable(server.model)),  # as run.json holds it
             ("max_model_len", theirs.get("max_model_len"), server.max_model_len),
         ]
         if None not in (theirs.get("kv_budget_tokens"), server.kv_budget_tokens):

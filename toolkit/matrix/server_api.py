@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from toolkit.base.api_keys import redact, redact_and_cut
+from toolkit.base.api_keys import excerpt, redact, redact_and_cut
 from toolkit.base.errors import ServerAPIError
 from toolkit.matrix.prometheus import RUNNING, WAITING, MetricsSnapshot, foreign_metrics, parse_metrics
 
@@ -73,14 +73,14 @@ class ServerAPI:
             data = None
         if not isinstance(data, dict):
             kind = response.headers.get("content-type") or "no content type"
-            shown = redact_and_cut(repr(response.text[:400]), 83, self._key)
+            shown = excerpt(response.text, 83, self._key)
             raise ServerAPIError(
                 f"{self.base_url}{path} answered 200 but not with a JSON object ({kind}: {shown})", 200
             )
         return data
 
     def _malformed(self, path: str, what: str, value: Any) -> ServerAPIError:
-        shown = redact_and_cut(repr(str(value)[:400]), 83, self._key)
+        shown = excerpt(value, 83, self._key)
         return ServerAPIError(f"{self.base_url}{path} answered 200 with {what} (got {shown})", 200)
 
     async def models(self) -> list[dict[str, Any]]:
@@ -109,7 +109,7 @@ class ServerAPI:
         try:
             snapshot = parse_metrics(response.text)
         except ValueError as exc:
-            raise self._malformed("/metrics", "text that is not Prometheus metrics", exc) from None
+            raise self._malformed("/metrics", "metrics that cannot be used", exc) from None
         if (foreign := foreign_metrics(snapshot, response.text)) is not None:
             raise ServerAPIError(f"{self.base_url}/metrics holds none of vLLM's gauges: {foreign}", 200)
         return snapshot

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.base.text import printable_tree
 from toolkit.method.goodput import RECORD_COLUMNS
 from toolkit.results.store import StoreError, append_line, read_json, read_jsonl, write_json_atomic
 
@@ -52,7 +53,8 @@ def step_line(row: dict[str, Any]) -> bytes:
 
 
 def write_sweep(out: Path, sweep: dict[str, Any]) -> None:
-    write_json_atomic(rates_dir(out) / SWEEP_FILE, sweep)
+    """sweep.json, a server's strings (the model id) without their control characters."""
+    write_json_atomic(rates_dir(out) / SWEEP_FILE, printable_tree(sweep))
 
 
 def read_sweep(out: Path) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.base.api_keys import api_key_from_env
+from toolkit.base.text import printable
 from toolkit.loadgen.arrivals import schedule
 from toolkit.loadgen.client import StreamClient
 from toolkit.matrix.discovery import ServerInfo, discover
@@ -117,7 +118,7 @@ def _beside_a_run(out: Path, params: RateParams, server: ServerInfo) -> bool:
         return False
     recorded = RunDocument.load(out)
     theirs = {"base_url": (recorded.params or {}).get("base_url"), "model": (recorded.server or {}).get("model")}
-    ours = {"base_url": params.base_url, "model": server.model}
+    ours = {"base_url": params.base_url, "model": printable(server.model)}  # as run.json holds it
     if diff := ", ".join(f"{k}: {theirs[k]!r} -> {ours[k]!r}" for k in ours if theirs[k] != ours[k]):
         raise RunRefused(f"out: {out} holds a run of another server ({diff}); choose another folder")
     return True

@@ -5,12 +5,11 @@ in a model id would run in whatever renders report.md; control characters would 
 from __future__ import annotations
 
 import html
-import re
 from typing import Any
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from toolkit.base.text import printable
 
 
 def inert(value: Any) -> str:
     """`value` as text with its control characters removed and `<`, `>` and `&` escaped (shown as typed)."""
-    return html.escape(_CONTROL.sub("", str(value)), quote=False)
+    return html.escape(printable(str(value)), quote=False)

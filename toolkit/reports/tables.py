@@ -66,8 +66,8 @@ THROTTLED_NOTE = (
     "so the cell measures a slowed GPU."
 )
 CLIENT_BASIS_NOTE = (
-    "Judged client-side: the server's /metrics could not be read or held none of vLLM's gauges (a gateway's own "
-    "metrics), so these cells' statuses come from the "
+    "Server-side figures were not available, so statuses are judged client-side: the server's /metrics could not "
+    "be read or held none of vLLM's gauges (a gateway's own metrics), so these cells' statuses come from the "
     "client's own count of streams decoding, not from the server's running and waiting requests."
 )
 TTFT_NOTE = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
@@ -205,7 +205,8 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True, run_info: Mapping[str
     if any(_throttled(r) for r in decode_rows):
         notes.append(THROTTLED_NOTE)
     if any(r.get("status_basis") == "client" for r in decode_rows):
-        notes.append(CLIENT_BASIS_NOTE)
+        problem = ((run_info or {}).get("server") or {}).get("metrics_problem")
+        notes.append(CLIENT_BASIS_NOTE + (f" What /metrics gave: {problem}." if problem else ""))
     notes += spread_notes(decode_rows, run_info)
     if ttft_note and len(df) and (df["phase"] == "decode").any():
         notes.append(TTFT_NOTE)
@@ -235,6 +236,17 @@ def summary_line(df: pd.DataFrame) -> str:
         parts.append("prefill at " + ", ".join(prefill))
     disturbed = disturbed_count_text(df["disturbed"]) if "disturbed" in df.columns else None
     return " · ".join([*parts, *([disturbed] if disturbed else [])])
+
+
+def error_lines(df: pd.DataFrame, width: int = 160) -> list[str]:
+    """One line per measurement that ended in Error: where, then what the server did (``decode 64 ×1: HTTP 500: …``)."""
+    if "error" not in df.columns:
+        return []
+    failed = df[df["error"].notna() & (df["error"] != "")]
+    return [
+        f"{row['phase']} {row['context']} ×{row['concurrency']}: {' '.join(str(row['error']).split())}"[:width]
+        for _, row in failed.iterrows()
+    ]
 
 
 def engine_line(run_info: Mapping[str, Any]) -> str:

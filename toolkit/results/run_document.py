@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from toolkit.base.text import printable_tree
 from toolkit.results.store import RUN_FILE, read_json, write_json_atomic
 
 PREFILL_MODES = {
@@ -57,8 +58,8 @@ class RunDocument(BaseModel):
         write_json_atomic(Path(folder) / RUN_FILE, self.to_json())
 
     def to_json(self) -> dict[str, Any]:
-        """The fields this document holds, as JSON values."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        """The fields this document holds, as JSON values (a server's strings without their control characters)."""
+        return printable_tree(self.model_dump(mode="json", exclude_unset=True))
 
     @property
     def launched_by_toolkit(self) -> bool:
