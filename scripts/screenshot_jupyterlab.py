@@ -11,6 +11,8 @@ server is stopped whatever happens.
 from __future__ import annotations
 
 import argparse
+import html
+import os
 import secrets
 import shutil
 import subprocess
@@ -43,6 +45,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def redirect_page(path: Path, target: str) -> str:
+    """A page at `path`, readable by this user only, that sends the browser on to `target`; its file:// URL."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as page:
+        page.write(f'<!DOCTYPE html><meta http-equiv="refresh" content="0; url={html.escape(target)}">')
+    return path.as_uri()
+
+
 def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -50,11 +60,13 @@ def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0)
     root = Path(tempfile.mkdtemp(prefix="lab-"))
     shutil.copy(notebook, root / notebook.name)
     port, token = free_port(), secrets.token_hex(16)
+    # The token never reaches a command line (`ps` shows those to every user): JupyterLab reads it from its
+    # environment, Chromium from a page only this user can read, which sends it on to JupyterLab.
     lab = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--LabApp.news_url=",
+         f"--ServerApp.root_dir={root}", "--LabApp.news_url=",
          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--allow-root"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root, env={**os.environ, "JUPYTER_TOKEN": token},
     )  # fmt: skip
     try:
         base = f"http://127.0.0.1:{port}"
@@ -69,7 +81,7 @@ def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0)
             if time.monotonic() > deadline or lab.poll() is not None:
                 raise SystemExit("error: JupyterLab did not start")
             time.sleep(0.5)
-        url = f"{base}/lab/tree/{notebook.name}?token={token}"
+        url = redirect_page(root / ".chromium-start.html", f"{base}/lab/tree/{notebook.name}?token={token}")
         flags = [*CHROMIUM_FLAGS, f"--user-data-dir={root / '.chromium'}"]
         subprocess.run([chromium, *flags, f"--screenshot={out}", url], capture_output=True, timeout=timeout_s,
                        check=True)  # fmt: skip

@@ -1,9 +1,11 @@
 """A small fault-injecting OpenAI-compatible server that mimics vLLM enough for the toolkit's runner.
 
 It stands in only for the faults a real vLLM cannot be made to show: HTTP 5xx, 401 mid-run, a stream
-cut mid-way, a stream kept open by SSE keep-alive comments without a token, malformed SSE (bad JSON, fields of
-the wrong type, an event without its end), a stalled stream, an error event in the stream, `/metrics` gone, NaN,
-a gateway's own, trickling or a gzip bomb, other endpoints answering 200 with what vLLM never sends.
+cut mid-way, a stream kept open by SSE keep-alive comments without a token or by trickling events that carry none,
+an error quoting the key whole and in part past any cut ("echo-500"), more tokens than asked for, malformed SSE
+(bad JSON, fields of the wrong type, an event without its end), a stalled stream, an error event in the stream,
+`/metrics` gone, NaN, a gateway's own, trickling or a gzip bomb, other endpoints answering 200 with what vLLM never
+sends.
 Everything else is tested against the embedded vLLM.
 
     with FaultServer() as server:             # aiohttp in a background thread, free 127.0.0.1 port
@@ -45,7 +47,8 @@ from aiohttp import web
 MODEL = "fault-model"
 TEMPLATE_TOKENS = 8
 FAULT_KINDS = ("500", "401", "cut", "malformed", "stall", "usage-not-object", "choices-object", "string-count",
-               "unterminated", "error-event", "keepalive")  # fmt: skip
+               "unterminated", "error-event", "keepalive", "echo-500", "trickle", "absurd-usage")  # fmt: skip
+ECHO_PAD = 200  # "echo-500" puts the key this far into its message: past where a cut-then-redact client cut
 # Events of the wrong-typed stream faults, sent after two good tokens.
 WRONG_EVENTS = {
     "usage-not-object": {"choices": [{"index": 0, "delta": {"content": " x"}}], "usage": "many"},
@@ -357,6 +360,10 @@ class FaultServer:
         fault = self._take_fault()
         if fault == "500":
             return _error(500, "EngineCore encountered an issue (injected fault)", "InternalServerError")
+        if fault == "echo-500":  # a long error quoting the Authorization header, whole and in part, past any cut
+            presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            message = f"{'.' * ECHO_PAD} bad gateway for {presented}; masked {presented[2:-2]}; head {presented[:20]}"
+            return _error(500, message, "InternalServerError")
         if fault == "401":
             # Like some gateways, echo the key presented, so a leak through error messages would show.
             presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -455,6 +462,16 @@ class FaultServer:
             for _ in range(36_000):
                 await response.write(b": keep-alive\n\n")
                 await asyncio.sleep(0.1)
+        elif fault == "trickle":  # events with data but no new token, every 0.2 s, for an hour
+            for _ in range(18_000):
+                await response.write(b'data: {"choices":[{"index":0,"text":"","finish_reason":null}]}\n\n')
+                await asyncio.sleep(0.2)
+        elif fault == "absurd-usage":  # more tokens than asked for
+            event = {"choices": [{"index": 0, "text": " x", "finish_reason": None}],
+                     "usage": {"prompt_tokens": 9, "completion_tokens": 2**63 - 1}}  # fmt: skip
+            await response.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
         elif fault == "error-event":  # an error inside the stream, echoing the key presented like the 401 fault
             presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
             event = {"error": {"message": f"engine failed for key {presented}", "code": 500}}

@@ -1,0 +1,81 @@
+"""A small reverse proxy in front of a server, as a gateway stands in front of vLLM: every request streams through,
+but `/metrics` answers with the proxy's own metrics, none of vLLM's (tests/integration/test_gateway_vllm.py,
+benchmarks/gateway_proxy.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from aiohttp import ClientSession, web
+
+GATEWAY_METRICS = "# TYPE gateway_requests_total counter\ngateway_requests_total 1.0\n"
+FORWARDED = ("authorization", "content-type", "accept")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def gateway(upstream: str) -> Iterator[str]:
+    """A reverse proxy on 127.0.0.1 in a thread: `/metrics` is its own, everything else streams from `upstream`."""
+    loop = asyncio.new_event_loop()
+    port = _free_port()
+    ready = threading.Event()
+    state: dict[str, object] = {}
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=GATEWAY_METRICS, content_type="text/plain")
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        session = state["session"]
+        assert isinstance(session, ClientSession)
+        headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
+        async with session.request(
+            request.method, upstream + request.rel_url.path_qs, data=await request.read(), headers=headers
+        ) as answer:
+            response = web.StreamResponse(status=answer.status)
+            response.content_type = answer.content_type
+            await response.prepare(request)
+            try:
+                async for piece in answer.content.iter_any():
+                    await response.write(piece)
+                await response.write_eof()
+            except ConnectionResetError:  # the client ended the stream (a window closed): nothing left to pass on
+                pass
+            return response
+
+    async def serve() -> None:
+        state["session"] = ClientSession()
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        app.router.add_route("*", "/{tail:.*}", forward)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        state["runner"] = runner
+        ready.set()
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(serve(), loop)
+    ready.wait(10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+
+        async def stop() -> None:
+            runner, session = state["runner"], state["session"]
+            assert isinstance(runner, web.AppRunner) and isinstance(session, ClientSession)
+            await session.close()
+            await runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
