@@ -35,9 +35,19 @@ def probe(rows: list[dict], precision: float = 0.1) -> float | None:
 
 
 def test_the_probe_is_the_bracket_midpoint_until_narrow_enough() -> None:
-    assert probe(steps((1, True), (2, True), (4, False), (8, False))) == 3.0
-    assert probe(steps((1, True), (2, True), (2.15, False))) is None  # within 10 % of 2
-    assert probe(steps((1, True), (2, True), (2.15, False)), 0.05) == pytest.approx(2.075)
+    assert probe(steps((1, True), (2, True), (2, True), (4, False), (8, False))) == 3.0
+    assert probe(steps((1, True), (2, True), (2, True), (2.15, False))) is None  # within 10 % of 2
+    assert probe(steps((1, True), (2, True), (2, True), (2.15, False)), 0.05) == pytest.approx(2.075)
+
+
+def test_the_highest_rate_meeting_below_a_failure_is_run_again_before_it_ends_the_bracket() -> None:
+    """One step that met the level can be one without a burst (benchmarks/slo_search.py): a second, pooled with
+    it, must meet too before the rate is the bracket's lower end."""
+    once = steps((1, True), (2, True), (4, False))
+    assert probe(once) == 2 and search_result(once, 0.99)["bracket"] == [None, 4]
+    burst = once + steps((2, 0.9))  # the second step at 2 had a burst: pooled (0.95), 2 fails
+    assert probe(burst) == 1 and search_result(burst, 0.99)["bracket"] == [None, 2]
+    assert search_result(burst + steps((1, True)), 0.99)["bracket"] == [1, 2]
 
 
 def test_no_probe_without_a_bracket() -> None:
@@ -47,15 +57,15 @@ def test_no_probe_without_a_bracket() -> None:
 
 def test_a_pass_above_a_failure_does_not_widen_the_bracket() -> None:
     """A noisy pass above the first failing rate is not trusted: the bracket stays below the failure."""
-    assert probe(steps((1, True), (2, False), (4, True))) == 1.5
-    assert search_result(steps((1, True), (2, False), (4, True)), 0.99) == {
+    assert probe(steps((1, True), (1, True), (2, False), (4, True))) == 1.5
+    assert search_result(steps((1, True), (1, True), (2, False), (4, True)), 0.99) == {
         "highest_rate": 1, "bracket": [1, 2], "undecided": []}  # fmt: skip
 
 
 def test_a_point_fraction_is_not_a_verdict_and_an_undecided_rate_is_run_again() -> None:
     """60 of 60 meeting the level show at least 0.94, not 0.99: undecided. Inside the bracket such a rate is
     probed again (pooled), up to `repeats` more times; then the search bisects around it and reports it."""
-    few = steps((1, True), (4, False), requests=400) + steps((2, True), requests=60)
+    few = steps((1, True), (1, True), (4, False), requests=400) + steps((2, True), requests=60)
     assert probe(few) == 2  # the same rate again
     assert next_probe(few + steps((2, True), requests=60), 0.1, 0.99, repeats=1) == 3.0  # the widest gap: 2..4
     pooled = few + steps((2, True), requests=400)  # 460 of 460 meet: low end 0.992
@@ -65,7 +75,7 @@ def test_a_point_fraction_is_not_a_verdict_and_an_undecided_rate_is_run_again() 
 
 
 def test_an_inf_upper_end_is_bisected_below_what_the_flood_achieved() -> None:
-    rows = steps((2, True), (math.inf, False), served=10.0)
+    rows = steps((2, True), (2, True), (math.inf, False), served=10.0)
     assert finite_upper(math.inf, rows, 2.0) == 10.0 and probe(rows) == 6.0
     assert finite_upper(math.inf, steps((2, True), (math.inf, False), served=1.0), 2.0) == 4.0
     assert search_result(rows, 0.99) == {"highest_rate": 2, "bracket": [2, "inf"], "undecided": []}

@@ -2,64 +2,85 @@
 
 Each rate is judged by the 95 % interval of the fraction of its requests meeting the level, pooled over every
 step run at that rate (the wider of Clopper–Pearson and the steps' batch means, toolkit.method.goodput): it
-*meets* when even the interval's low end reaches the target, *fails* when even the high end stays below, and
-is *undecided* otherwise (60 of 60 requests meeting the level have a low end of 0.94: too few to show 0.99).
-The bracket is the highest rate that meets below every rate that fails, and the lowest rate that fails; the
-true highest rate lies inside it unless one of those verdicts is wrong. An undecided rate inside the bracket
-is run again, up to `repeats` more steps, each pooled with the earlier ones; one still undecided after them
-stays inside the bracket, and the search bisects the widest gap between the bracket's ends and the undecided
-rates. It ends when that gap is within `precision` of its lower end, or after `max_probes`. An upper end of
-`inf` (only the all-at-once step failed) is replaced for bisection by the request throughput that step
-achieved, or twice the lower end. Measured against a simulated server whose true highest rate is known
-(`benchmarks/slo_search.py`, 100 seeded searches), the bracket held it in 0.70 of them and came within 1 % of it in
-0.94; decided by point fractions, 0.24. The misses: a step near or past capacity in which no burst happened
-shows a high fraction with a narrow interval; more steps per rate would see the bursts.
+*meets* when even the interval's low end reaches the target and each of its steps met it on its own, *fails*
+when even the high end stays below, and is *undecided* otherwise (60 of 60 requests meeting the level have a
+low end of 0.94: too few to show 0.99). The bracket is the highest rate that meets on CONFIRM_STEPS steps below
+every rate that fails, and the lowest rate that fails: a rate that met once is run again before it may end the
+bracket below, since one step in which no burst happened can meet the level above capacity. The true highest
+rate lies inside the bracket unless one of those verdicts is wrong. An undecided rate inside the bracket is run
+again, up to `repeats` more steps, each pooled with the earlier ones; one still undecided after them stays
+inside the bracket, and the search bisects the widest gap between the bracket's ends and the undecided rates.
+It ends when that gap is within `precision` of its lower end, or after `max_probes`. An upper end of `inf`
+(only the all-at-once step failed) is replaced for bisection by the request throughput that step achieved, or
+twice the lower end. Measured against a simulated server whose true highest rate is known
+(`benchmarks/slo_search.py`, 100 seeded searches), the bracket held it in 0.96 of them and came within 1 % of it
+in all (0.70 and 0.94 without the confirming step); decided by point fractions, 0.54.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from toolkit.method.goodput import fraction_bounds, verdict
-from toolkit.method.spread import welch_dof
+from toolkit.method.goodput import fraction_bounds, fraction_interval, verdict
 from toolkit.rates.params import rate_text
 
 
 def rate_verdicts(steps: Sequence[dict[str, Any]], target: float) -> dict[float, tuple[str, int]]:
-    """Per offered rate: its verdict over the pooled requests of its steps (and their batches; with two steps or
-    more, also the spread between the steps' fractions), and how many steps it had."""
+    """Per offered rate: its verdict over the pooled requests of its steps (and their batches), and how many steps
+    it had. A rate *meets* only when each of its steps met the level on its own as well (`_step_meets`): a step
+    without a burst can meet it above capacity, and two steps are too few to estimate the spread between steps."""
     pooled: dict[float, list[Any]] = {}
     for s in steps:
         entry = pooled.setdefault(float(s["offered_rate"]), [0, 0, [], []])
         counted = int(s.get("steady_requests") or s["requests"])  # the fraction's own count
-        entry[0] += round(float(s["slo_fraction"]) * counted)
+        met = round(float(s["slo_fraction"]) * counted)
+        entry[0] += met
         entry[1] += counted
         se, dof = s.get("slo_fraction_se"), s.get("slo_fraction_dof")
-        if isinstance(se, int | float) and isinstance(dof, int | float):
-            entry[2].append((float(se), float(dof)))
-        entry[3].append(float(s["slo_fraction"]))
+        own = [(float(se), float(dof))] if isinstance(se, int | float) and isinstance(dof, int | float) else []
+        entry[2] += own
+        entry[3].append(_step_meets(met, counted, own, target))
     verdicts = {}
-    for rate, (k, n, spread, fractions) in pooled.items():
-        m = len(fractions)
-        if m >= 2 and len(spread) == m:  # steps at one rate can differ by more than their batches show
-            within = math.sqrt(math.fsum(se * se for se, _ in spread)) / m, welch_dof(
-                [(se * se / m**2, dof) for se, dof in spread])  # fmt: skip
-            between = statistics.stdev(fractions) / math.sqrt(m), float(m - 1)
-            spread = [max(within, between)]
-        verdicts[rate] = (verdict(*fraction_bounds(k, n, spread), target), len(fractions))
+    for rate, (k, n, spread, each) in pooled.items():
+        whole = verdict(*fraction_bounds(k, n, spread), target)
+        verdicts[rate] = ("undecided" if whole == "meets" and not all(each) else whole, len(each))
     return verdicts
 
 
+def _step_meets(met: int, counted: int, spread: list[tuple[float, float]], target: float) -> bool:
+    """One step's own verdict is "meets"; for a step too short for any verdict to reach the target (all of 60
+    requests meeting show 0.94 at least, not 0.99), its point fraction reaching it, and the pooled steps decide."""
+    if fraction_interval(counted, counted)[0] < target:
+        return met >= target * counted
+    return verdict(*fraction_bounds(met, counted, spread), target) == "meets"
+
+
+CONFIRM_STEPS = 2  # steps pooled at a rate before its "meets" may end the bracket below
+
+
+def _meeting(verdicts: dict[float, tuple[str, int]], below: float | None) -> list[float]:
+    return sorted(r for r, (v, _) in verdicts.items() if v == "meets" and (below is None or r < below))
+
+
 def bracket(verdicts: dict[float, tuple[str, int]]) -> tuple[float | None, float | None]:
-    """(highest rate that meets below every failing one, lowest failing rate); None where there is none."""
+    """(highest rate that meets below every failing one, confirmed by CONFIRM_STEPS steps when one fails; lowest
+    failing rate); None where there is none."""
     failing = sorted(rate for rate, (v, _) in verdicts.items() if v == "fails")
     first_fail = failing[0] if failing else None
-    meeting = [rate for rate, (v, _) in verdicts.items() if v == "meets" and (first_fail is None or rate < first_fail)]
-    return (max(meeting) if meeting else None), first_fail
+    meeting = _meeting(verdicts, first_fail)
+    if first_fail is not None:
+        meeting = [r for r in meeting if verdicts[r][1] >= CONFIRM_STEPS]
+    return (meeting[-1] if meeting else None), first_fail
+
+
+def _unconfirmed(verdicts: dict[float, tuple[str, int]]) -> float | None:
+    """The highest rate that meets below every failing one on fewer than CONFIRM_STEPS steps: run it again."""
+    failing = sorted(rate for rate, (v, _) in verdicts.items() if v == "fails")
+    meeting = _meeting(verdicts, failing[0] if failing else None)
+    return meeting[-1] if meeting and verdicts[meeting[-1]][1] < CONFIRM_STEPS else None
 
 
 def finite_upper(high: float, steps: Sequence[dict[str, Any]], low: float) -> float:
@@ -75,6 +96,8 @@ def next_probe(steps: Sequence[dict[str, Any]], precision: float, target: float,
     """The next rate to run, or None when the bracket is narrow enough or there is none to narrow."""
     verdicts = rate_verdicts(steps, target)
     low, high = bracket(verdicts)
+    if high is not None and (again := _unconfirmed(verdicts)) is not None:
+        return again
     if low is None or high is None:
         return None
     top = finite_upper(high, steps, low)
