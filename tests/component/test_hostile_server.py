@@ -160,38 +160,57 @@ def inert_markdown(*paths: Path, shown: bool = True) -> None:
         assert not shown or "&lt;img src=x onerror=alert(1)&gt;" in text, path
 
 
-def test_run_with_a_1000_character_key_behind_a_gateway(tmp_path: Path) -> None:
+def launch_command(key: str) -> str:
+    """A published launch command holding the key under every secret spelling (shown redacted in reports)."""
+    return f"HF_TOKEN={key} VLLM_API_KEY={key} vllm serve m --api_key {key} --api-ke={key} --hf-token {key}"
+
+
+LAUNCH_SHOWN = ("HF_TOKEN=<redacted> VLLM_API_KEY=<redacted> vllm serve m --api_key <redacted> "
+                "--api-ke=<redacted> --hf-token <redacted>")  # fmt: skip
+
+
+def test_run_with_a_1000_character_key_ending_in_cr_behind_a_gateway(tmp_path: Path) -> None:
+    """The key as a CRLF `.env` file leaves it (stripped and used); the launch command names it five ways."""
     key, out = KEYS[1000], tmp_path / "out"
     with FaultServer(api_key=key, model=MODEL) as srv:
         srv.set_metrics_fault("gateway")
         srv.set_fault("echo-500", times=1)  # the prefill's request
-        done = toolkit({KEY_ENV: key}, "run", params_file(tmp_path, srv), "--out", out)
+        path = params_file(tmp_path, srv, launch_command=launch_command(key))
+        done = toolkit({KEY_ENV: key + "\r"}, "run", path, "--out", out)
     assert done.returncode == 0, done.stderr[-3000:]
     assert {(r["phase"], r["status"]) for r in records(out)} == {("prefill", "Error"), ("decode", "Valid")}
     assert "prefill 64 ×1: HTTP 500: " in done.stdout + done.stderr
     report = (out / "report.md").read_text()
     assert "Server-side figures were not available" in report and "gateway_requests_total" in report
+    assert LAUNCH_SHOWN in report
+    assert {"run.json", "report.md", "report.html", "prefill.ipynb", "decode_matrix.ipynb"} <= {
+        p.name for p in out.iterdir()
+    }
     inert_markdown(out / "report.md")
     assert leaks(key, done, out) == []
     no_escapes(done, out)
 
 
 def test_batch_and_compare_with_keys_of_12_and_64_characters(tmp_path: Path) -> None:
-    """Two variants, each with its own key (the server checks none and echoes the one presented), then the index,
-    the batch's comparison and `toolkit compare`."""
-    out, keys = tmp_path / "batch", {KEY_ENV: KEYS[12], f"{KEY_ENV}_LONG": KEYS[64]}
+    """Two variants, each with its own key, one ending in a space (`echo` into a secret), one in a CR; the server
+    checks none and echoes the one presented. Then the index, the batch's comparison and `toolkit compare`."""
+    out = tmp_path / "batch"
+    keys = {KEY_ENV: KEYS[12] + " ", f"{KEY_ENV}_LONG": KEYS[64] + "\r"}
     with FaultServer(model=MODEL) as srv:
         srv.set_metrics_fault("gateway")
         srv.set_fault("echo-500", after=1)  # every request after short's prefill
         variants = [{"label": "short", "api_key_env": KEY_ENV}, {"label": "long", "api_key_env": f"{KEY_ENV}_LONG"}]
-        done = toolkit(keys, "batch", params_file(tmp_path, srv, variants=variants), "--out", out)
+        path = params_file(tmp_path, srv, variants=variants, launch_command=launch_command(KEYS[64]))
+        done = toolkit(keys, "batch", path, "--out", out)
         compared = toolkit(keys, "compare", out / "short", out / "long", "--out", tmp_path / "cmp")
     assert done.returncode == 0, done.stderr[-3000:]
     assert compared.returncode == 0, compared.stderr[-3000:]
+    assert {p.name for p in out.iterdir()} >= {"batch.json", "index.html", "index.md", "short", "long", "compare"}
     assert {(r["phase"], r["status"]) for r in records(out / "long")} == {("prefill", "Error"), ("decode", "Error")}
+    assert all("HTTP 500: " in (out / label / "results.jsonl").read_text() for label in ("short", "long"))
     # The index and the comparisons name the variants, not the model (hostile labels: test_markdown_inert.py)
     inert_markdown(out / "index.md", out / "compare" / "compare.md", tmp_path / "cmp" / "compare.md", shown=False)
     inert_markdown(out / "short" / "report.md", out / "long" / "report.md")
-    for key in keys.values():
+    for key in (KEYS[12], KEYS[64]):
         assert leaks(key, done, out) == [] and leaks(key, compared, tmp_path / "cmp") == []
     no_escapes(done, out)

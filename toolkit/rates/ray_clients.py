@@ -21,7 +21,7 @@ from toolkit.loadgen.arrivals import split
 from toolkit.loadgen.client import StreamClient
 from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
 
-LEAD_S = 1.0  # the senders' common start is this far ahead of the driver's call
+LEAD_S = 2.0  # the senders' common start is this far ahead of the driver's call (1 s was too little under load)
 
 
 def client_task(
@@ -48,6 +48,10 @@ class _Sender:
     """A client process on the cluster (a Ray actor), started once per sweep so that a step finds it warm."""
 
     def ready(self) -> bool:
+        """Answers once the sending path is imported: a first step's import (seconds on a loaded machine) would
+        otherwise eat the lead to the common start, and its first requests would go out late, at once."""
+        import toolkit.matrix.runner  # noqa: F401
+
         return True
 
     def send(self, *args: Any) -> list[dict[str, Any]]:
