@@ -138,6 +138,8 @@ def test_rates_lose_only_the_requests_a_misbehaviour_hit(length: int, tmp_path: 
     steps = [json.loads(line) for line in (out / "rates" / "steps.jsonl").read_text().splitlines()]
     assert [s["offered_rate"] for s in steps] == [4, 8] and sum(s["failed"] for s in steps) == 2, steps
     assert all(s["completed"] > 0 for s in steps), steps
+    said = [line for line in (done.stdout + done.stderr).splitlines() if " failed; the first: HTTP 500: " in line]
+    assert said and all("bad gateway for <redacted>" in line for line in said), done.stderr
     assert took < 40, took
     assert leaks(key, done, out) == []
     no_escapes(done, out)

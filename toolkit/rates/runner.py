@@ -42,7 +42,7 @@ from toolkit.rates.files import (
 from toolkit.rates.params import Lengths, RateParams
 from toolkit.rates.ray_clients import ray_senders
 from toolkit.rates.search import next_probe, search_result
-from toolkit.rates.step import StepPlan, StepTools, progress_text, run_step
+from toolkit.rates.step import StepPlan, StepTools, failure_text, progress_text, run_step
 from toolkit.rates.workload import Workload, check_lengths
 from toolkit.results.rate_runs import has_rates
 from toolkit.results.run_document import RunDocument
@@ -194,6 +194,8 @@ class _Sweep:
         write_step(self.out, index, frame, row)
         self.rows.append(row)
         self.say(progress_text(row, self.slo))
+        if (failed := failure_text(row, frame)) is not None:
+            self.say(failed)
 
     async def search(self) -> None:
         params = self.tools.params

@@ -126,6 +126,17 @@ def _ms(value: Any) -> str:
     return "-" if value is None else f"{value:.0f} ms" if value >= 10 else f"{value:.1f} ms"
 
 
+def failure_text(row: dict[str, Any], frame: pd.DataFrame) -> str | None:
+    """One line when requests of the step failed: how many, and what the server did to the first of them (its
+    error, as the client cut it)."""
+    errors = frame["error"].dropna()
+    errors = errors[errors != ""]
+    if not len(errors):
+        return None
+    first = " ".join(str(errors.iloc[0]).split())
+    return f"step {row['step']}: {len(errors)} of {row['requests']} requests failed; the first: {first}"
+
+
 def progress_text(row: dict[str, Any], slo: bool) -> str:
     """One line per finished step."""
     rate = row["offered_rate"]
