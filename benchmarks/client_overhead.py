@@ -7,7 +7,7 @@ Starts `synthetic_server.py` (pinned to core 1), then drives it with, side by si
   `toolkit-aiohttp`: the toolkit's previous aiohttp client (for the record);
 - `aiohttp`: a plain aiohttp reader like vLLM's benchmark client (`iter_any()`, split on b"\\n\\n",
   `json.loads`), on the default asyncio loop as `vllm bench serve` runs it; `aiohttp+uvloop`: the same on uvloop;
-- `guidellm`: GuideLLM 0.8.1 (`guidellm run`, concurrent profile), from /work/main/.venv-bench.
+- `guidellm`: GuideLLM 0.8.1 (`guidellm run`, concurrent profile), from .venv-bench at the checkout's root.
 Every client runs in its own process pinned to core 0. Each load is run by every client in turn, rounds
 repeated, medians reported.
 
