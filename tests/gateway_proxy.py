@@ -79,3 +79,4 @@ def gateway(upstream: str) -> Iterator[str]:
         asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+        loop.close()  # its self-pipe sockets too: left open, a later test's gc.collect() reports them
