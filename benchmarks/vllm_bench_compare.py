@@ -11,10 +11,10 @@ Starts the embedded vLLM (tiny model, CPU) unless `--base-url` is given, then fo
 - `cli`: `python -m toolkit rates` with one Poisson step of N requests at R, 128 in / 64 out, `completions`;
 - `notebook`: notebooks/rate_sweep.ipynb executed by papermill with the same parameters.
 Both tools rescale their drawn gaps so that the schedule holds R exactly. Per round and side it prints output
-throughput, median TTFT and TPOT; then, per rate and toolkit path, each ratio toolkit / vllm bench as the
+throughput, median TTFT, TPOT and ITL; then, per rate and toolkit path, each ratio toolkit / vllm bench as the
 geometric mean of the rounds' ratios with its 95 % t interval over the rounds
 (`toolkit.method.paired.paired_ratio`). One line per rate and path: `vllm_bench_compare: rate=… path=…
-output_tok_s=<ratio>±<half width> ttft_p50=… tpot_p50=… rounds=…`.
+output_tok_s=<ratio>±<half width> ttft_p50=… tpot_p50=… itl_p50=… rounds=…`.
 
 Usage: flock /tmp/vllm.lock .venv/bin/python benchmarks/vllm_bench_compare.py [--rates 2,4] [--requests 40]
     [--rounds 5] [--paths cli,notebook]
@@ -45,7 +45,7 @@ BENCH = (
     "add_cli_args(parser)\n"
     "main(parser.parse_args(sys.argv[1:]))\n"
 )
-KEYS = ("output_tok_s", "ttft_p50_ms", "tpot_p50_ms")
+KEYS = ("output_tok_s", "ttft_p50_ms", "tpot_p50_ms", "itl_p50_ms")
 
 
 def vllm_bench(base_url: str, model: str, args: argparse.Namespace, rate: float, seed: int, folder: Path
@@ -65,7 +65,8 @@ def vllm_bench(base_url: str, model: str, args: argparse.Namespace, rate: float,
     if data["completed"] != args.requests:
         raise RuntimeError(f"vllm bench serve completed {data['completed']} of {args.requests} requests")
     return {"output_tok_s": data["output_throughput"], "ttft_p50_ms": data["median_ttft_ms"],
-            "tpot_p50_ms": data["median_tpot_ms"], "completed": data["completed"]}  # fmt: skip
+            "tpot_p50_ms": data["median_tpot_ms"], "itl_p50_ms": data["median_itl_ms"],
+            "completed": data["completed"]}  # fmt: skip
 
 
 def toolkit_values(base_url: str, args: argparse.Namespace, rate: float, seed: int) -> dict[str, object]:
@@ -102,7 +103,8 @@ def step_figures(out: Path) -> dict[str, float]:
 
     (row,) = read_steps(out)
     return {"output_tok_s": row["output_tok_s"], "ttft_p50_ms": row["ttft_p50_ms"],
-            "tpot_p50_ms": row["tpot_p50_ms"], "completed": row["completed"]}  # fmt: skip
+            "tpot_p50_ms": row["tpot_p50_ms"], "itl_p50_ms": row["itl_p50_ms"],
+            "completed": row["completed"]}  # fmt: skip
 
 
 SIDES = {"vllm": None, "cli": toolkit_cli, "notebook": toolkit_notebook}
@@ -122,7 +124,8 @@ def rounds(base_url: str, model: str, args: argparse.Namespace, rate: float, fol
         results.append(row)
         print(f"rate {rate:g} round {k + 1}: " + "; ".join(
             f"{who} out {row[who]['output_tok_s']:.1f} tok/s, TTFT p50 {row[who]['ttft_p50_ms']:.1f} ms, "
-            f"TPOT p50 {row[who]['tpot_p50_ms']:.2f} ms, {row[who]['completed']:.0f} ok" for who in sides),
+            f"TPOT p50 {row[who]['tpot_p50_ms']:.2f} ms, ITL p50 {row[who]['itl_p50_ms']:.2f} ms, "
+            f"{row[who]['completed']:.0f} ok" for who in sides),
             flush=True)  # fmt: skip
     return results
 
