@@ -50,7 +50,7 @@ def test_events_without_tokens_end_at_the_deadline_and_an_absurd_count_is_refuse
         error, took = run_sync(lambda: one_stream(server.base_url))
     assert error is not None and re.search(said, error), error
     deadline = reply_deadline_s(0.5, 1)
-    assert took < deadline + 1 and (kind != "trickle" or took >= deadline), took
+    assert took < deadline + 5 and (kind != "trickle" or took >= deadline), took  # the trickle runs for an hour
 
 
 @pytest.mark.parametrize(
