@@ -61,6 +61,10 @@ def _step_meets(met: int, counted: int, spread: list[tuple[float, float]], targe
 CONFIRM_STEPS = 2  # steps pooled at a rate before its "meets" may end the bracket below
 
 
+def _first_fail(verdicts: dict[float, tuple[str, int]]) -> float | None:
+    return min((rate for rate, (v, _) in verdicts.items() if v == "fails"), default=None)
+
+
 def _meeting(verdicts: dict[float, tuple[str, int]], below: float | None) -> list[float]:
     return sorted(r for r, (v, _) in verdicts.items() if v == "meets" and (below is None or r < below))
 
@@ -68,8 +72,7 @@ def _meeting(verdicts: dict[float, tuple[str, int]], below: float | None) -> lis
 def bracket(verdicts: dict[float, tuple[str, int]]) -> tuple[float | None, float | None]:
     """(highest rate that meets below every failing one, confirmed by CONFIRM_STEPS steps when one fails; lowest
     failing rate); None where there is none."""
-    failing = sorted(rate for rate, (v, _) in verdicts.items() if v == "fails")
-    first_fail = failing[0] if failing else None
+    first_fail = _first_fail(verdicts)
     meeting = _meeting(verdicts, first_fail)
     if first_fail is not None:
         meeting = [r for r in meeting if verdicts[r][1] >= CONFIRM_STEPS]
@@ -78,8 +81,7 @@ def bracket(verdicts: dict[float, tuple[str, int]]) -> tuple[float | None, float
 
 def _unconfirmed(verdicts: dict[float, tuple[str, int]]) -> float | None:
     """The highest rate that meets below every failing one on fewer than CONFIRM_STEPS steps: run it again."""
-    failing = sorted(rate for rate, (v, _) in verdicts.items() if v == "fails")
-    meeting = _meeting(verdicts, failing[0] if failing else None)
+    meeting = _meeting(verdicts, _first_fail(verdicts))
     return meeting[-1] if meeting and verdicts[meeting[-1]][1] < CONFIRM_STEPS else None
 
 
