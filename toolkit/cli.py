@@ -1,4 +1,5 @@
-"""Command line: `python -m toolkit serve|matrix|run|import-report|compare|batch|demo|rates`."""
+"""Command line, `vllm-speedtest` or `python -m toolkit`: serve, matrix, run, import-report, compare, interleave,
+batch, rates, notebooks, demo."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from toolkit.base.api_keys import api_key_from_env, redact
 from toolkit.base.errors import ParamsError, ReportFormatError, RunRefused, ToolkitError
 from toolkit.base.text import printable
 from toolkit.rates.cli import add_parser as add_rates_parser
+
+CONSOLE_SCRIPT = "vllm-speedtest"  # pyproject.toml's [project.scripts]
 
 if TYPE_CHECKING:
     from toolkit.jupyter.pipeline import RunResult
@@ -189,6 +192,15 @@ def _batch(args: argparse.Namespace) -> int:
     return run_batch(args.sweep, out=args.out, outputs=args.outputs, resume=args.resume, jobs=args.jobs, ray=args.ray)
 
 
+def _notebooks(args: argparse.Namespace) -> int:
+    from toolkit.jupyter.shipped import copy_notebooks
+
+    copies = copy_notebooks(args.folder, overwrite=args.force)
+    print(f"copied {len(copies)} notebooks into {args.folder}: {', '.join(c.name for c in copies)}")
+    print(f"open them with: jupyter lab {args.folder}")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from toolkit.jupyter.execute import new_run_dir
     from toolkit.jupyter.pipeline import run_one
@@ -298,6 +310,13 @@ def _add_batch(sub: argparse._SubParsersAction) -> None:
     batch.set_defaults(func=_batch)
 
 
+def _add_notebooks(sub: argparse._SubParsersAction) -> None:
+    copy = sub.add_parser("notebooks", help="copy the notebooks into a folder, to open in JupyterLab")
+    copy.add_argument("folder", help="where to copy them (made when missing)")
+    copy.add_argument("--force", action="store_true", help="replace notebooks already there with other content")
+    copy.set_defaults(func=_notebooks)
+
+
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="start the embedded vLLM, run params/demo.yaml, stop, print the report")
     demo.add_argument("--params", default="params/demo.yaml")
@@ -305,8 +324,14 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=_demo)
 
 
+def _program_name() -> str:
+    """How this command was called: the console script by its name, else `python -m toolkit`."""
+    name = Path(sys.argv[0]).name if sys.argv else ""
+    return CONSOLE_SCRIPT if name == CONSOLE_SCRIPT else "python -m toolkit"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m toolkit", description=__doc__)
+    parser = _Parser(prog=_program_name(), description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (
         _add_serve,
@@ -317,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_interleave,
         _add_batch,
         add_rates_parser,
+        _add_notebooks,
         _add_demo,
     ):
         add(sub)

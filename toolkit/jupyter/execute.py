@@ -20,6 +20,7 @@ from traitlets.config import Config
 from toolkit.base.api_keys import DEFAULT_KEY_ENV, RedactingWriter, env_secret, redact, redact_file
 from toolkit.jupyter.kernels import SameSessionKernelManager
 from toolkit.jupyter.rate_notebook import run_sweep_parameters
+from toolkit.jupyter.shipped import NOTEBOOKS
 from toolkit.params import RunParams
 from toolkit.reports import compare, rate_tables
 from toolkit.reports import tables as report_tables
@@ -27,7 +28,6 @@ from toolkit.results import rate_runs, runs
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NOTEBOOK_ONLY = "notebook-only"  # cell tag: explanation and exploration shown in Jupyter, left out of the reports
 FIGURE_TAG = "figure-"  # cell tag `figure-<key>`: the images the cell drew are the markdown report's <key>.png

@@ -10,7 +10,9 @@ import os
 import re
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+_ABOVE_PACKAGE = Path(__file__).resolve().parents[2]
+# The repository when the toolkit runs from its checkout; None when installed from a wheel (site-packages' parent).
+REPO_ROOT: Path | None = _ABOVE_PACKAGE if (_ABOVE_PACKAGE / "pyproject.toml").is_file() else None
 _BEFORE = r"(?<![^\s'\"=:])"  # a path starts the text or follows a space, a quote, `NAME=` or a `:` list separator
 _END = r"/?(?=[\s'\":]|$)"  # the root itself ends there (a trailing slash allowed)
 
@@ -29,11 +31,13 @@ def _shown_under(text: str, root: Path, inside: str, itself: str) -> str:
     return text
 
 
-def public_paths(text: str, *, repo: Path = REPO_ROOT, home: Path | None = None) -> str:
+def public_paths(text: str, *, repo: Path | None = REPO_ROOT, home: Path | None = None) -> str:
     """``text`` (a command line) with paths inside ``repo`` made relative to it and ``home`` shown as ``~``.
 
     ``/repo/.venv-vllm/bin/python`` becomes ``.venv-vllm/bin/python``, ``/repo`` itself ``.``, ``/home/me/models/x``
-    ``~/models/x``; ``home`` defaults to this user's home directory.
+    ``~/models/x``; ``home`` defaults to this user's home directory. Without a checkout (``repo`` None) only the
+    home directory is shortened.
     """
     home = Path.home() if home is None else home
-    return _shown_under(_shown_under(text, repo, "", "."), home, "~/", "~")
+    inside = text if repo is None else _shown_under(text, repo, "", ".")
+    return _shown_under(inside, home, "~/", "~")

