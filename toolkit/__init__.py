@@ -5,7 +5,7 @@ imports inside functions included, and that no import cycle exists at any depth;
 
     toolkit.cli                        the command line; nothing imports it
     toolkit.batch                      sweeps, variants, local and Ray runners
-    toolkit.jupyter                    kernels, executed notebooks, what notebooks call
+    toolkit.jupyter | .folder_check    kernels, executed notebooks, what notebooks call | a run folder checked whole
     toolkit.rates                      open-loop request-rate sweeps (uses the matrix's server API and prompts)
     toolkit.reports | toolkit.matrix   independent of each other: reports read results, matrix measures
     toolkit.servers                    launched and embedded servers, the machine, GPUs

@@ -1,5 +1,5 @@
 """Command line, `vllm-speedtest` or `python -m toolkit`: serve, matrix, run, import-report, compare, interleave,
-batch, rates, notebooks, demo."""
+batch, rates, check, notebooks, demo."""
 
 from __future__ import annotations
 
@@ -192,6 +192,20 @@ def _batch(args: argparse.Namespace) -> int:
     return run_batch(args.sweep, out=args.out, outputs=args.outputs, resume=args.resume, jobs=args.jobs, ray=args.ray)
 
 
+def _check(args: argparse.Namespace) -> int:
+    from toolkit.folder_check import check_folder
+
+    key = api_key_from_env(args.api_key_env) if args.api_key_env else None
+    problems = [problem for folder in args.folders for problem in check_folder(folder, key)]
+    for problem in problems:
+        print(printable(redact(problem)))
+    if problems:
+        print(f"{len(problems)} problem{'s' if len(problems) > 1 else ''}", file=sys.stderr)
+        return 2
+    print(f"clean: {', '.join(args.folders)}")
+    return 0
+
+
 def _notebooks(args: argparse.Namespace) -> int:
     from toolkit.jupyter.shipped import copy_notebooks
 
@@ -310,6 +324,13 @@ def _add_batch(sub: argparse._SubParsersAction) -> None:
     batch.set_defaults(func=_batch)
 
 
+def _add_check(sub: argparse._SubParsersAction) -> None:
+    check = sub.add_parser("check", help="check run or batch folders whole: one line per problem, exit 2 if any")
+    check.add_argument("folders", nargs="+", metavar="FOLDER")
+    check.add_argument("--api-key-env", help="also look for this variable's key in every file")
+    check.set_defaults(func=_check)
+
+
 def _add_notebooks(sub: argparse._SubParsersAction) -> None:
     copy = sub.add_parser("notebooks", help="copy the notebooks into a folder, to open in JupyterLab")
     copy.add_argument("folder", help="where to copy them (made when missing)")
@@ -342,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_interleave,
         _add_batch,
         add_rates_parser,
+        _add_check,
         _add_notebooks,
         _add_demo,
     ):

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.faultserver import FaultServer
+from toolkit.folder_check import check_folder
 from toolkit.results.store import RESULTS_FILE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,6 +148,7 @@ def test_jobs_2_measures_two_servers_at_once(servers: tuple[FaultServer, FaultSe
     (a0, a1), (b0, b1) = completion_span(one, since), completion_span(two, since)
     overlap = min(a1, b1) - max(a0, b0)
     assert overlap > 0.5 * min(a1 - a0, b1 - b0), ((a0, a1), (b0, b1))  # both servers were measured at once
+    assert check_folder(out) == []  # batch.json and both variants' folders, whole
 
 
 def test_kill_9_mid_second_variant_then_resume(servers: tuple[FaultServer, FaultServer], tmp_path: Path) -> None:

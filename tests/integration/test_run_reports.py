@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import TEST_API_KEY
+from toolkit.cli import main
 from toolkit.method.contexts import format_context
 from toolkit.method.number_format import format_ms, format_tok_s
 from toolkit.rates.files import read_steps
@@ -112,6 +113,15 @@ def test_outputs_never_contain_the_api_key(run_dir: Path) -> None:
     assert "--api-key <redacted>" in (run_dir / "report.md").read_text()
     log = (run_dir.parent / "run.log").read_text()
     assert TEST_API_KEY not in log
+
+
+def test_the_run_folder_checks_clean(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`check`: every document parses, the records are the plan's cells, the traces are there, no key anywhere."""
+    monkeypatch.setenv("VLLM_API_KEY", TEST_API_KEY)
+    assert main(["check", str(run_dir), "--api-key-env", "VLLM_API_KEY"]) == 0
+    assert capsys.readouterr().out == f"clean: {run_dir}\n"
 
 
 def test_html_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:

@@ -56,20 +56,21 @@ def test_a_measured_run_stores_facts_and_shows_the_run_block_as_before(
     assert launched.run_block()["Server"] == "launched by the toolkit"
 
 
-def test_an_earlier_run_json_loads_shows_and_saves_back_unchanged(tmp_path: Path) -> None:
+def test_an_earlier_run_json_loads_shows_and_saves_back_with_every_field_as_version_1(tmp_path: Path) -> None:
     (tmp_path / RUN_FILE).write_text(json.dumps(EARLIER))
     document = RunDocument.load(tmp_path)
     assert document.run_block() == EARLIER["run"] and document.overhead == {"cells": 3}
     assert load_run(tmp_path)[1] == EARLIER
     document.save(tmp_path / "again")
-    assert json.loads((tmp_path / "again" / RUN_FILE).read_text()) == EARLIER
+    assert "schema_version" not in EARLIER  # written before documents were stamped: read as version 1
+    assert json.loads((tmp_path / "again" / RUN_FILE).read_text()) == {"schema_version": 1, **EARLIER}
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in REPORTS.glob("*.txt")))
 def test_an_imported_report_keeps_its_blocks_as_printed(name: str, tmp_path: Path) -> None:
     info = {**import_report_file(REPORTS / name).run_info, "source_file": name}
     RunDocument.model_validate(info).save(tmp_path)
-    assert json.loads((tmp_path / RUN_FILE).read_text()) == info
+    assert json.loads((tmp_path / RUN_FILE).read_text()) == {"schema_version": 1, **info}
     assert RunDocument.load(tmp_path).shown() == info
 
 

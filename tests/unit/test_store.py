@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.base.errors import ResultsError
 from toolkit.base.schema import Measurement
 from toolkit.results.store import (
     RESULTS_FILE,
@@ -137,7 +138,7 @@ def test_write_json_atomic(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "run.json"
     write_json_atomic(path, {"a": 1, "when": Path("x")})
     write_json_atomic(path, {"a": 2})
-    assert read_json(path) == {"a": 2}
+    assert read_json(path) == {"schema_version": 1, "a": 2}
     assert [p.name for p in path.parent.iterdir()] == ["run.json"]  # no temporary file left
 
 
@@ -184,7 +185,7 @@ def test_write_json_atomic_on_a_full_disk_keeps_the_old_file_and_no_temporary(tm
     write_json_atomic(path, {"a": 1})
     with file_size_limit(20), pytest.raises(StoreError, match=r"^out: cannot write .*run\.json: File too large$"):
         write_json_atomic(path, {"a": 2, "b": "x" * 100})
-    assert read_json(path) == {"a": 1}
+    assert read_json(path) == {"schema_version": 1, "a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
 
 
@@ -197,7 +198,7 @@ def test_write_json_atomic_uses_a_unique_temporary_and_fsyncs_file_and_folder(
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
     write_json_atomic(path, {"a": 1})
-    assert read_json(path) == {"a": 1}
+    assert read_json(path) == {"schema_version": 1, "a": 1}
     assert synced[-1] == str(tmp_path) and synced[-2].startswith(str(tmp_path / ".run.json."))
 
 
@@ -207,3 +208,30 @@ def test_check_writable_is_one_line(tmp_path: Path) -> None:
         check_writable(tmp_path / "file" / "out")
     check_writable(tmp_path / "new" / "out")
     assert list((tmp_path / "new" / "out").iterdir()) == []  # the probe is gone
+
+
+@pytest.mark.parametrize(
+    ("version", "problem"),
+    [
+        (2, r"schema_version 2 is newer than this toolkit reads \(up to 1\); upgrade vllm-speedtest to read it$"),
+        ("1", r"schema_version '1' is not a version this toolkit knows \(1 to 1\)$"),
+        (0, r"schema_version 0 is not a version"),
+        (True, r"schema_version True is not a version"),
+    ],
+)
+def test_a_document_of_a_newer_or_unknown_version_is_refused_in_one_line(
+    tmp_path: Path, version: object, problem: str
+) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"schema_version": version, "run_id": "x"}))
+    with pytest.raises(ResultsError, match=rf"^{re.escape(str(path))}: {problem}"):
+        read_json(path)
+
+
+def test_a_document_without_a_version_reads_as_version_1_and_a_list_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text('{"run_id": "x"}')
+    assert read_json(path) == {"run_id": "x"}
+    path.write_text("[1, 2]")
+    with pytest.raises(ResultsError, match=r"not a JSON object but list; not a toolkit document$"):
+        read_json(path)

@@ -130,6 +130,20 @@ def redact(text: str, *secrets: str | None) -> str:
     return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
 
 
+# Tokens by their well-known shapes (OpenAI-style `sk-…`, Hugging Face `hf_…`) and bearer credentials.
+_TOKEN_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,})|\bBearer\s+(?!<redacted>)[A-Za-z0-9._~+/=-]{8,}"
+)
+
+
+def holds_secret(text: str, *secrets: str | None) -> bool:
+    """Whether `text` holds a key-shaped string: a token of a well-known shape, or a value `redact` would hide.
+
+    Text redacted already holds none: redacting it again may reword its quoting (`--api-key <redacted>",` in JSON)
+    but adds no `<redacted>`."""
+    return _TOKEN_SHAPES.search(text) is not None or redact(text, *secrets).count(REDACTED) > text.count(REDACTED)
+
+
 def _secret_parameter(name: str) -> bool:
     return looks_secret(re.sub(r"[.-]", "_", name))
 

@@ -248,8 +248,8 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
 def _check_same_sweep(out: Path, before: dict[str, Any], now: dict[str, Any]) -> None:
     """A resumed sweep continues only with the parameters and the model it began with: RunRefused naming the
     fields that differ (where the files go, the key's variable and how the load is sent may change)."""
-    free = {"results_dir", "run_id", "run_label", "api_key_env", "ray_address", "clients", "read_timeout_s",
-            "drain_timeout_s"}  # fmt: skip
+    free = {"schema_version", "results_dir", "run_id", "run_label", "api_key_env", "ray_address", "clients",
+            "read_timeout_s", "drain_timeout_s"}  # fmt: skip
     # the parameter, or the search's result once it ran; a sweep from before rescaling kept its draws as they fell
     before = {"rescale_schedule": False, **before, "search": bool(before.get("search"))}
     differ = [k for k in sorted(set(before) | set(now)) if k not in free and before.get(k) != now.get(k)]

@@ -47,10 +47,11 @@ class RunDocument(BaseModel):
     overhead: dict[str, Any] | None = None  # toolkit.method.overhead.matrix_overhead
     max_model_len: int | None = None  # an imported report's, from its launch command
     source_file: str | None = None  # the imported report's file name
+    schema_version: int | None = None  # stamped on save (results.store); None: a file written before stamping
 
     @classmethod
     def load(cls, folder: str | Path) -> RunDocument:
-        """`folder`/run.json (OSError when missing, ValueError when not a JSON object)."""
+        """`folder`/run.json (OSError when missing; ResultsError, one line, when damaged or of a newer layout)."""
         return cls.model_validate(read_json(Path(folder) / RUN_FILE))
 
     def save(self, folder: str | Path) -> None:
@@ -87,8 +88,10 @@ class RunDocument(BaseModel):
         return {k: str(v) for k, v in block.items() if v not in (None, "")}
 
     def shown(self) -> dict[str, Any]:
-        """run.json as the reports and notebooks read it: its fields, with the "Run" block when there is one."""
+        """run.json as the reports and notebooks read it: its fields (not the file's schema version), with the "Run"
+        block when there is one."""
         data = self.to_json()
+        data.pop("schema_version", None)
         if block := self.run_block():
             data["run"] = block
         return data

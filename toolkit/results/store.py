@@ -15,10 +15,13 @@ from typing import Any
 import pandas as pd
 
 from toolkit.base.errors import ResultsError, StoreError
-from toolkit.base.schema import COLUMNS, Measurement
+from toolkit.base.schema import COLUMNS, SCHEMA_VERSION, Measurement
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
+# SCHEMA_VERSION (base.schema) is stamped in every result record and in every JSON document of a run folder (run.json,
+# server.json, batch.json, rates/sweep.json); sweep.json's covers steps.jsonl and the request records. A document
+# without it was written before documents were stamped: version 1, the layout of today.
 
 
 class ResultStore:
@@ -167,12 +170,14 @@ def to_dataframe(measurements: list[Measurement]) -> pd.DataFrame:
 
 
 def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
-    """Write `data` to a unique temporary file beside `path`, fsync it, rename it over `path`, fsync the folder.
+    """Write the document `data`, stamped with this toolkit's `schema_version`, to a unique temporary file beside
+    `path`, fsync it, rename it over `path`, fsync the folder.
 
     StoreError (one line) when it cannot be written; the old file is then untouched and no temporary file is left.
     """
     path = Path(path)
-    text = (json.dumps(data, indent=2, default=str) + "\n").encode("utf-8")
+    stamped = {"schema_version": SCHEMA_VERSION, **{k: v for k, v in data.items() if k != "schema_version"}}
+    text = (json.dumps(stamped, indent=2, default=str) + "\n").encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -198,8 +203,25 @@ def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
-    """A JSON file of the toolkit (run.json, server.json); `ResultsError` in one line when it is damaged."""
+    """A JSON document of the toolkit (run.json, server.json, batch.json, sweep.json); `ResultsError` in one line
+    when it is damaged, not an object, or of a newer or unknown schema version."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{path}: not a JSON document ({exc}); the file is damaged") from None
+    if not isinstance(document, dict):
+        raise ResultsError(f"{path}: not a JSON object but {type(document).__name__}; not a toolkit document")
+    if problem := schema_problem(document):
+        raise ResultsError(f"{path}: {problem}")
+    return document
+
+
+def schema_problem(document: dict[str, Any]) -> str | None:
+    """Why this toolkit cannot read `document`'s layout (a newer or unknown `schema_version`), else None."""
+    version = document.get("schema_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        return f"schema_version {version!r} is not a version this toolkit knows (1 to {SCHEMA_VERSION})"
+    if version > SCHEMA_VERSION:
+        return (f"schema_version {version} is newer than this toolkit reads (up to {SCHEMA_VERSION}); "
+                "upgrade vllm-speedtest to read it")  # fmt: skip
+    return None
