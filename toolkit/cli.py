@@ -9,7 +9,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from toolkit.base.api_keys import api_key_from_env, redact
+from toolkit.base.api_keys import ApiKey, api_key_from_env, redact
 from toolkit.base.errors import ParamsError, ReportFormatError, RunRefused, ToolkitError
 from toolkit.base.text import printable
 from toolkit.rates.cli import add_parser as add_rates_parser
@@ -47,7 +47,7 @@ def _matrix(args: argparse.Namespace) -> int:
 
     values = {**_matrix_values(args), "base_url": args.base_url, "run_label": args.label, "repeats": args.repeats}
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
-    api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
+    api_key = ApiKey.from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.matrix.run_folder import hold
     from toolkit.matrix.runner import run_matrix
     from toolkit.reports.tables import decode_matrix, error_lines, prefill_table, summary_line
@@ -55,7 +55,7 @@ def _matrix(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     with hold(out):
-        measurements = run_matrix(params, out, resume=args.resume)
+        measurements = run_matrix(params, out, resume=args.resume, api_key=api_key)
         frame = to_dataframe(measurements)
         frame.to_csv(out / "results.csv", index=False)
     print(prefill_table(frame).to_string(index=False))
@@ -91,20 +91,12 @@ def _interleave(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from toolkit.jupyter.rate_notebook import check_rate_sweep
+    from toolkit.jupyter.pipeline import prepare_run
     from toolkit.matrix.run_folder import hold
-    from toolkit.matrix.runner import preflight
     from toolkit.params import load_run_file
-    from toolkit.servers.launch import check_command
 
     params, spec = load_run_file(args.params, base_url=args.base_url)
-    api_key = api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
-    check_rate_sweep(params)
-    found = None
-    if spec is None:
-        found = preflight(params)  # bad input fails here, before any load is sent or a folder made
-    else:
-        check_command(spec, api_key)
+    run = prepare_run(params, spec, preflight=True)  # bad input fails here, before any load is sent or a folder made
     if args.out:
         out, resume = Path(args.out), args.resume
     else:
@@ -114,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
     from toolkit.jupyter.pipeline import run_one  # papermill and nbconvert: a second to load
 
     with hold(out):  # one run at a time writes into a folder: the lock is held until the reports are written
-        result = run_one(params, out, server=spec, resume=resume, found=found)
+        result = run_one(run, out, resume=resume)
     _print_errors(out)
     return _reported(result)
 
@@ -217,17 +209,17 @@ def _notebooks(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from toolkit.jupyter.execute import new_run_dir
-    from toolkit.jupyter.pipeline import run_one
+    from toolkit.jupyter.pipeline import prepare_run, run_one
     from toolkit.matrix.run_folder import hold
     from toolkit.params import load_params
     from toolkit.servers.embedded.server import embedded_launch
 
     params = load_params(args.params)
+    run = prepare_run(*embedded_launch(params))  # launched, recorded and stopped as a server: block would be
     print("starting the embedded vLLM (about a minute) ...", flush=True)
-    params, spec = embedded_launch(params)  # launched, recorded and stopped as a server: block would be
     out = new_run_dir(args.outputs, params.run_label)
     with hold(out):
-        result = run_one(params, out, server=spec)
+        result = run_one(run, out)
     return _reported(result, heading="report")
 
 

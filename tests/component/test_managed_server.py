@@ -334,7 +334,7 @@ from pathlib import Path
 from toolkit.servers.launch import launched_server
 from toolkit.params import load_run_file
 params, spec = load_run_file(sys.argv[1])
-with launched_server(spec, params, Path(sys.argv[2])) as server:
+with launched_server(spec, params, Path(sys.argv[2]), None) as server:
     print(server.pid, flush=True)
     time.sleep(300)
 """

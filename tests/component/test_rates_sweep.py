@@ -78,6 +78,7 @@ def test_the_run_folder_holds_exactly_the_documented_files(tmp_path: Path, monke
     assert not [p for p in out.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
     run = json.loads((out / "run.json").read_text())
     assert run["kind"] == "rates" and run["server"]["model"] == "fault-model" and "environment" in run
+    assert run["schema_version"] == sweep_json.pop("schema_version") == 1  # each document stamped
     assert run["params"] == sweep_json
 
 

@@ -244,7 +244,7 @@ def test_a_variant_failure_carrying_the_key_is_stored_redacted(tmp_path: Path, m
     monkeypatch.setattr(secrets, "_KNOWN", set())
     monkeypatch.setenv("BATCH_TEST_KEY", KEY + "\r")
 
-    def fails(params: Any) -> None:
+    def fails(params: Any, api_key: str | None) -> None:
         raise RuntimeError(f"Illegal header value {('Bearer ' + KEY + chr(13)).encode()!r} at /x?k={KEY}%0D")
 
     monkeypatch.setattr(toolkit.matrix.runner, "preflight", fails)

@@ -89,6 +89,32 @@ def api_key_from_env(variable: str) -> str | None:
     return key
 
 
+class ApiKey:
+    """The key of a run, read once from its environment variable and checked (`api_key_from_env`); it never prints:
+    `repr` and `str` show the variable and `<redacted>`. `value` is the key itself, for the request headers."""
+
+    __slots__ = ("_value", "variable")
+
+    def __init__(self, variable: str, value: str | None) -> None:
+        self.variable, self._value = variable, value
+
+    @classmethod
+    def from_env(cls, variable: str) -> ApiKey:
+        return cls(variable, api_key_from_env(variable))
+
+    @property
+    def value(self) -> str | None:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"ApiKey({self.variable}: {REDACTED if self._value else 'unset'})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (a Ray task) as its variable: read again where it runs
+        return ApiKey.from_env, (self.variable,)
+
+
 def env_secret(variable: str) -> str | None:
     """The raw value of `variable`, for redaction only (never raises, never checked)."""
     return os.environ.get(variable) or None

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.base.api_keys import SecretError, api_key_from_env, env_secret, redact
+from toolkit.base.api_keys import SecretError, env_secret, redact
 from toolkit.base.errors import ParamsError, RunRefused
 from toolkit.batch.progress import BatchProgress
 from toolkit.batch.state import DONE, FAILED, INTERRUPTED, RUNNING, STATE_FILE, BatchState, now
@@ -182,15 +182,11 @@ def _has_results(folder: Path) -> bool:
 def _check_variants(variants: Sequence[Variant]) -> None:
     """Each variant's key must be usable, its rate sweep block valid and a launched server's program must exist
     here, before anything runs."""
-    from toolkit.jupyter.rate_notebook import check_rate_sweep
-    from toolkit.servers.launch import check_command
+    from toolkit.jupyter.pipeline import prepare_run
 
     for variant in variants:
         try:
-            key = api_key_from_env(variant.params.api_key_env)
-            check_rate_sweep(variant.params)
-            if variant.server is not None:
-                check_command(variant.server, key)
+            prepare_run(variant.params, variant.server)  # again where the variant runs: a process of its own
         except (ParamsError, SecretError) as exc:
             raise ParamsError(f"variant {variant.label}: {exc}") from None
 

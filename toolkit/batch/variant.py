@@ -42,7 +42,7 @@ def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
 
     Returns the outcome (state, error, pid, host, times); a failure is an outcome, not an exception.
     """
-    from toolkit.jupyter.pipeline import run_one
+    from toolkit.jupyter.pipeline import prepare_run, run_one
     from toolkit.matrix.run_folder import hold
 
     started, clock = now(), time.monotonic()
@@ -51,7 +51,7 @@ def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
     (out / ERROR_FILE).unlink(missing_ok=True)
     try:
         with hold(out):
-            error = run_one(variant.params, out, server=variant.server, resume=resume).server_died
+            error = run_one(prepare_run(variant.params, variant.server), out, resume=resume).server_died
     except Exception as exc:
         error = one_line_error(exc, secret)
         out.mkdir(parents=True, exist_ok=True)

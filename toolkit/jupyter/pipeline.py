@@ -1,8 +1,9 @@
 """One run of a params file: the sequence `toolkit run`, `toolkit demo` and every batch variant (here or on Ray) call.
 
-    check the key (and the server command) → refuse a folder holding another run, or check the one resumed →
-    launch the server (a `server:` block) → preflight → the notebooks and reports (papermill, nbconvert) →
-    whether the launched server died during the run → stop it.
+    prepare_run, once, at the entry: read the key, check the rate-sweep block and the server command →
+    run_one: refuse a folder holding another run, or check the one resumed → launch the server (a `server:`
+    block) → preflight → the notebooks and reports (papermill, nbconvert) → whether the launched server died
+    during the run → stop it.
 
 The caller holds the results folder's lock (toolkit.matrix.run_folder.hold). A failure raises, after a line
 saying that the launched server had died, if it had; an interrupt (KeyboardInterrupt) stops the server and
@@ -18,12 +19,39 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.base.api_keys import api_key_from_env, redact
+from toolkit.base.api_keys import ApiKey, redact
 
 if TYPE_CHECKING:
     from toolkit.matrix.discovery import ServerInfo
     from toolkit.params import RunParams, ServerSpec
     from toolkit.servers.managed import ManagedServer
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run validated once, where it enters: its parameters (the `rate_sweep:` block checked), its `server:`
+    block (the program found), its key (read from the environment, never printed), and the server's facts when
+    it was preflighted already (a running server). The steps below trust it."""
+
+    params: RunParams
+    server: ServerSpec | None
+    api_key: ApiKey
+    found: ServerInfo | None = None
+
+
+def prepare_run(params: RunParams, server: ServerSpec | None = None, *, preflight: bool = False) -> PreparedRun:
+    """Every check a run makes before anything is written, launched or sent; ParamsError or SecretError in one
+    line. `preflight`: a running server (no `server` block) is asked for its facts now."""
+    from toolkit.jupyter.rate_notebook import check_rate_sweep
+    from toolkit.matrix import runner  # looked up at call time: tests stand in for its preflight
+    from toolkit.servers.launch import check_command
+
+    api_key = ApiKey.from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
+    check_rate_sweep(params)  # a bad `rate_sweep:` block fails before any launch or load
+    if server is not None:
+        check_command(server, api_key.value)
+    found = runner.preflight(params, api_key.value) if preflight and server is None else None
+    return PreparedRun(params, server, api_key, found)
 
 
 @dataclass(frozen=True)
@@ -34,41 +62,30 @@ class RunResult:
     server_died: str | None = None
 
 
-def run_one(
-    params: RunParams,
-    out: Path,
-    *,
-    server: ServerSpec | None = None,
-    resume: bool = False,
-    found: ServerInfo | None = None,
-) -> RunResult:
-    """Run `params` into `out`, launching `server` for the run when given; the reports' paths.
+def run_one(run: PreparedRun, out: Path, *, resume: bool = False) -> RunResult:
+    """Run the prepared run into `out`, launching its server for the run when it has a `server:` block; the
+    reports' paths.
 
-    `found`: the server's facts when the caller preflighted it already (no `server` block). With `resume`, the run
-    in `out` must be the same (parameters, launch command, then the server found): refused in one line otherwise.
+    With `resume`, the run in `out` must be the same (parameters, launch command, then the server found): refused
+    in one line otherwise.
     """
     from toolkit.jupyter.execute import run_notebooks
-    from toolkit.jupyter.rate_notebook import check_rate_sweep
     from toolkit.matrix import runner  # looked up at call time: tests stand in for its preflight
     from toolkit.matrix.run_folder import check_resume, open_run
     from toolkit.results.store import check_writable
-    from toolkit.servers.launch import check_command
 
-    api_key = api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
-    check_rate_sweep(params)  # a bad `rate_sweep:` block fails before any launch or load
-    if server is not None:
-        check_command(server, api_key)
+    params, server, key, found = run.params, run.server, run.api_key.value, run.found
     if resume:  # before a launch: the parameters and the command; without one: the server found too
-        check_resume(out, params, server, found)
+        check_resume(out, params, server, key, found)
     else:
         open_run(out, params, resume=False)  # refuses a folder that holds a run
     check_writable(out)  # before any load: a folder we cannot write would lose every measurement
-    with _launched(server, params, out) as managed:
+    with _launched(server, params, out, key) as managed:
         try:
             if found is None or managed is not None:
-                found = runner.preflight(params)  # bad input fails here, before any load is sent
+                found = runner.preflight(params, key)  # bad input fails here, before any load is sent
                 if resume:
-                    check_resume(out, params, server, found)
+                    check_resume(out, params, server, key, found)
             paths = run_notebooks(params, out, resume=resume)
         except Exception:
             if died := server_died(managed):  # said before the error it caused
@@ -79,7 +96,9 @@ def run_one(
 
 
 @contextmanager
-def _launched(server: ServerSpec | None, params: RunParams, out: Path) -> Iterator[ManagedServer | None]:
+def _launched(
+    server: ServerSpec | None, params: RunParams, out: Path, api_key: str | None
+) -> Iterator[ManagedServer | None]:
     """The `server:` block's server, launched for the block and stopped after it (on errors and interrupts too)."""
     if server is None:
         yield None
@@ -87,7 +106,7 @@ def _launched(server: ServerSpec | None, params: RunParams, out: Path) -> Iterat
     from toolkit.servers.launch import launched_server, log_path
 
     print(f"server: launching {server.command[0]} (log: {log_path(server, out)}) ...", flush=True)
-    with launched_server(server, params, out) as managed:
+    with launched_server(server, params, out, api_key) as managed:
         print(f"server: {managed.base_url} healthy", flush=True)
         yield managed
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from toolkit.base.api_keys import api_key_from_env, redact
+from toolkit.base.api_keys import redact
 from toolkit.base.errors import RunRefused
 from toolkit.base.text import printable
 from toolkit.matrix.discovery import ServerInfo
@@ -141,12 +141,13 @@ def open_run(
     return existing
 
 
-def check_resume(out_dir: Path, params: RunParams, spec: ServerSpec | None, server: ServerInfo | None = None) -> None:
+def check_resume(
+    out_dir: Path, params: RunParams, spec: ServerSpec | None, api_key: str | None, server: ServerInfo | None = None
+) -> None:
     """Refuse, in one line, a --resume that would not continue the run in `out_dir` (no run there: nothing to do).
 
     Before a launch (`server` None) the parameters and the launch command are compared; with a server, its facts.
     """
-    api_key = api_key_from_env(params.api_key_env)
     launch = {"launched_by_toolkit": True, "command": shown_command(spec.command, spec.env, api_key)} if spec else {}
     open_run(out_dir, params, resume=True, server=server, command=launch_command(params, launch, api_key))
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from toolkit.base.api_keys import api_key_from_env, env_secret, redact
+from toolkit.base.api_keys import ApiKey, env_secret, redact
 from toolkit.base.errors import CellFailure
 from toolkit.base.schema import Measurement
 from toolkit.loadgen.client import StreamClient, build_request
@@ -58,17 +58,27 @@ async def run_matrix_async(
     resume: bool = False,
     attach: bool = False,
     progress: bool = True,
+    api_key: ApiKey | None = None,
 ) -> list[Measurement]:
-    """Run (or continue) the matrix; every finished measurement is appended to results.jsonl at once."""
+    """Run (or continue) the matrix; every finished measurement is appended to results.jsonl at once.
+
+    `api_key`: the key the caller read already; None: read here (a notebook's kernel, where the run enters)."""
     out = Path(out_dir)
+    key = (api_key or ApiKey.from_env(params.api_key_env)).value
     with hold(out):  # under `toolkit run`, the lock its process holds
-        return await _run_matrix(params, out, phases=phases, resume=resume, attach=attach, progress=progress)
+        return await _run_matrix(params, out, key, phases=phases, resume=resume, attach=attach, progress=progress)
 
 
 async def _run_matrix(
-    params: RunParams, out: Path, *, phases: Sequence[Phase], resume: bool, attach: bool, progress: bool
+    params: RunParams,
+    out: Path,
+    api_key: str | None,
+    *,
+    phases: Sequence[Phase],
+    resume: bool,
+    attach: bool,
+    progress: bool,
 ) -> list[Measurement]:
-    api_key = api_key_from_env(params.api_key_env)
     store = ResultStore(out)
     async with ServerAPI(params.base_url, api_key=api_key) as api:
         server = await discover_for(api, params)
@@ -299,17 +309,17 @@ async def discover_for(api: ServerAPI, params: RunParams) -> ServerInfo:
     )
 
 
-async def preflight_async(params: RunParams) -> ServerInfo:
+async def preflight_async(params: RunParams, api_key: str | None) -> ServerInfo:
     """Check parameters against the server before any load: reachability, model, key, contexts."""
-    api_key = api_key_from_env(params.api_key_env)
     async with ServerAPI(params.base_url, api_key=api_key) as api:
         server = await discover_for(api, params)
     make_plan(params, server.max_model_len)
     return server
 
 
-def preflight(params: RunParams) -> ServerInfo:
-    return run_sync(lambda: preflight_async(params))
+def preflight(params: RunParams, api_key: str | None) -> ServerInfo:
+    """`preflight_async`, with the key the run read (toolkit.jupyter.pipeline.prepare_run)."""
+    return run_sync(lambda: preflight_async(params, api_key))
 
 
 def run_matrix(params: RunParams, out_dir: str | Path, **kwargs: Any) -> list[Measurement]:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.base.api_keys import REDACTED, api_key_from_env, redact, redact_and_cut
+from toolkit.base.api_keys import REDACTED, redact, redact_and_cut
 from toolkit.base.errors import HealthTimeout, ParamsError, PortTaken, ServerError
 from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import public_paths
@@ -92,14 +92,15 @@ def _update_record(results_dir: Path, **fields: Any) -> None:
 
 
 @contextmanager
-def launched_server(spec: ServerSpec, params: RunParams, results_dir: Path) -> Iterator[ManagedServer]:
-    """Launch the block's server, wait for `/health` on base_url, record it; stop it on exit, error or Ctrl-C.
+def launched_server(
+    spec: ServerSpec, params: RunParams, results_dir: Path, api_key: str | None
+) -> Iterator[ManagedServer]:
+    """Launch the block's server (its command checked by the caller: `check_command`), wait for `/health` on
+    base_url, record it; stop it on exit, error or Ctrl-C. `api_key`: the run's, read once where it began.
 
     SIGTERM or SIGHUP to this process stops the server too (turned into KeyboardInterrupt while the server runs).
     Refused before anything is written when base_url's port is taken already.
     """
-    api_key = api_key_from_env(params.api_key_env)
-    check_command(spec, api_key)
     if taken := port_taken(params.base_url):
         raise ServerError(f"base_url: {taken}: another server runs there; stop it or choose another port")
     env = server_env(spec, api_key)

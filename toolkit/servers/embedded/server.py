@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.base.api_keys import api_key_from_env
 from toolkit.base.errors import ParamsError, ServerError
 from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import REPO_ROOT
@@ -184,7 +185,7 @@ def launched_embedded(params: RunParams, results_dir: Path, config: ServerConfig
 
     params, spec = embedded_launch(params, config)
     results_dir.mkdir(parents=True, exist_ok=True)
-    with launched_server(spec, params, results_dir):
+    with launched_server(spec, params, results_dir, api_key_from_env(params.api_key_env)):
         yield params
 
 
