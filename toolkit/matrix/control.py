@@ -14,8 +14,9 @@ from toolkit.base.schema import Measurement
 from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
 from toolkit.matrix.failures import EXPECTED_FAILURES
 from toolkit.method.contexts import format_context
-from toolkit.method.drift import CONTROL_KEY, control_summary
-from toolkit.results.store import RUN_FILE, ResultStore, read_json, write_json_atomic
+from toolkit.method.drift import control_summary
+from toolkit.results.run_document import RunDocument
+from toolkit.results.store import ResultStore
 
 if TYPE_CHECKING:
     from toolkit.matrix.runner import _Runner
@@ -78,9 +79,10 @@ class Control:
         return m
 
     def _summarize(self) -> None:
-        info = read_json(self.out / RUN_FILE)
-        info[CONTROL_KEY] = control_summary(self.store.load(), self.window_s)
-        write_json_atomic(self.out / RUN_FILE, info)
+        """run.json's `control` block, rewritten through the document's one owner (RunDocument)."""
+        document = RunDocument.load(self.out)
+        document.control = control_summary(self.store.load(), self.window_s)
+        document.save(self.out)
 
 
 def make_control(out: Path, decode_contexts: tuple[int, ...], duration_s: float, window_s: float) -> Control | None:
