@@ -30,6 +30,7 @@ from toolkit.servers.launch import LAUNCH_FILE
 BATCH_FILE = "batch.json"  # toolkit.batch.state.STATE_FILE (a layer above)
 TEXT_SUFFIXES = {".json", ".jsonl", ".md", ".html", ".ipynb", ".csv", ".txt", ".log", ".yaml", ".yml"}
 Key = tuple[str, int, int]
+NOT_RUN = ("Over capacity", "Error")  # decided by the capacity rule without a window; failed before its trace
 
 
 def check_folder(folder: str | Path, *secrets: str | None) -> list[str]:
@@ -66,7 +67,7 @@ def _run_problems(folder: Path) -> list[str]:
     if document.source == "toolkit" and records:  # a rate sweep's run.json holds its own params, and no cells
         problems += _plan_problems(folder, document, records)
     if (folder / TRACES_DIR).is_dir():
-        ran = [(c, n) for (phase, c, n), m in records.items() if phase == "decode" and m.status != "Error"]
+        ran = [(c, n) for (phase, c, n), m in records.items() if phase == "decode" and m.status not in NOT_RUN]
         problems += [f"{trace_path(folder, c, n)}: missing: decode {c} ×{n} ran but its trace is not there"
                      for c, n in ran if not trace_path(folder, c, n).exists()]  # fmt: skip
     if (folder / RATES_DIR).is_dir():

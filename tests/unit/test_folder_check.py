@@ -111,6 +111,15 @@ def test_a_record_outside_the_plan_and_a_sweep_of_a_newer_version(
     ]
 
 
+def test_a_cell_over_capacity_has_no_window_and_needs_no_trace(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = run / "results.jsonl"
+    lines = results.read_text().splitlines()
+    over = {**json.loads(lines[-1]), "status": "Over capacity", "total_tok_s": None, "cell_wall_s": None}
+    results.write_text("\n".join([*lines[:-1], json.dumps(over)]) + "\n")
+    (run / "traces" / f"decode-{over['context_tokens']}x{over['concurrency']}.parquet").unlink()
+    assert check(capsys, run) == (0, [f"clean: {run}"])
+
+
 def test_not_a_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert check(capsys, tmp_path) == (
         2,
