@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.rate_folders import write_rate_sweep
+from toolkit.base.errors import RateSweepError
 from toolkit.cli import main
 from toolkit.results.rate_runs import load_rate_sweep
 from toolkit.results.runs import load_run
@@ -109,6 +110,8 @@ def test_a_record_outside_the_plan_and_a_sweep_of_a_newer_version(
         f"{run / 'traces' / 'decode-512x2.parquet'}: missing: decode 512 ×2 ran but its trace is not there",
         f"{sweep}: schema_version 7 is newer than this toolkit reads (up to 1); upgrade vllm-speedtest to read it",
     ]
+    with pytest.raises(RateSweepError, match="schema_version 7 is newer"):  # and so does every reader
+        load_rate_sweep(rates)
 
 
 def test_a_cell_over_capacity_has_no_window_and_needs_no_trace(run: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,7 @@ import pandas as pd
 from toolkit.base.errors import RateSweepError
 from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel
 from toolkit.results.runs import default_label, unique_labels
-from toolkit.results.store import RUN_FILE, read_json
+from toolkit.results.store import RUN_FILE, read_json, schema_problem
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -108,6 +108,8 @@ def _read_sweep(path: Path) -> dict[str, Any]:
         raise RateSweepError(f"{path}: not readable JSON ({exc})") from None
     if not isinstance(data, dict):
         raise RateSweepError(f"{path}: not a JSON object")
+    if problem := schema_problem(data):
+        raise RateSweepError(f"{path}: {problem}")
     return data
 
 
