@@ -1,5 +1,5 @@
-"""Command line, `vllm-speedtest` or `python -m toolkit`: serve, matrix, run, import-report, compare, interleave,
-batch, rates, check, notebooks, demo."""
+"""Command line, `vllm-speedtest` or `python -m toolkit`: serve, matrix, run, import-report, import-results,
+compare, reconcile, interleave, batch, rates, capacity, check, notebooks, demo."""
 
 from __future__ import annotations
 
@@ -178,10 +178,57 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reconcile(args: argparse.Namespace) -> int:
+    from toolkit.jupyter.execute import write_reconcile
+    from toolkit.matrix.run_folder import hold
+
+    if len(args.run_dirs) < 2:
+        raise ParamsError("reconcile: give at least two run folders (ours first, then the imported ones)")
+    labels = [label.strip() for label in args.labels.split(",")] if args.labels else None
+    run_dirs, out = [Path(d).resolve() for d in args.run_dirs], Path(args.out)
+    with hold(out):
+        paths = write_reconcile(run_dirs, out, labels)
+    print(paths["reconcile.md"].read_text(encoding="utf-8"))
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    return 0
+
+
 def _batch(args: argparse.Namespace) -> int:
     from toolkit.batch.runner import main as run_batch
 
     return run_batch(args.sweep, out=args.out, outputs=args.outputs, resume=args.resume, jobs=args.jobs, ray=args.ray)
+
+
+def _import_results(args: argparse.Namespace) -> int:
+    from toolkit.matrix.run_folder import hold
+    from toolkit.rates.imported import comparison_lines, import_results
+
+    out = Path(args.out)
+    with hold(out):
+        rows = import_results(args.files, out)
+    for line in comparison_lines(rows):
+        print(line)
+    print(f"run folder: {out} ({len(rows)} steps; compare, report and rate_sweep.ipynb read it)")
+    return 0
+
+
+def _capacity(args: argparse.Namespace) -> int:
+    from toolkit.method.capacity_plan import CapacityTarget
+    from toolkit.reports.capacity_views import capacity_plan, capacity_table
+    from toolkit.results.rate_runs import has_rates, load_rate_sweep
+
+    if not has_rates(args.run_dir):
+        raise ParamsError(f"run_dir: {args.run_dir} holds no rate sweep (no rates/ folder); run `rates` first")
+    if args.target_rps <= 0 or not 0 <= args.headroom < 1 or args.gpus_per_server < 1:
+        raise ParamsError("target-rps must be above 0, headroom in [0, 1), gpus-per-server 1 or more")
+    target = CapacityTarget(args.target_rps, args.price_per_gpu_hour, args.gpus_per_server, args.headroom)
+    try:
+        plan, sources = capacity_plan(load_rate_sweep(args.run_dir), target)
+    except ValueError as exc:
+        raise RunRefused(f"{args.run_dir}: {exc}") from None
+    print(capacity_table(plan, target, sources).to_string(index=False))
+    return 0
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -316,6 +363,33 @@ def _add_batch(sub: argparse._SubParsersAction) -> None:
     batch.set_defaults(func=_batch)
 
 
+def _add_reconcile(sub: argparse._SubParsersAction) -> None:
+    rec = sub.add_parser("reconcile", help="one workload measured by several tools: each quantity's ratio, interval")
+    rec.add_argument(
+        "run_dirs", nargs="+", metavar="RUN_DIR", help="run folders with rate steps; the first is the reference"
+    )
+    rec.add_argument("--out", required=True, help="folder for reconcile.ipynb, reconcile.html, reconcile.md")
+    rec.add_argument("--labels", help="comma-separated, one per run folder (default: run label + folder)")
+    rec.set_defaults(func=_reconcile)
+
+
+def _add_import_results(sub: argparse._SubParsersAction) -> None:
+    peers = sub.add_parser("import-results", help="import vllm bench serve, GuideLLM or AIPerf results as a run folder")
+    peers.add_argument("files", nargs="+", metavar="FILE", help="one tool's result files, one per rate")
+    peers.add_argument("--out", required=True, help="the new run folder")
+    peers.set_defaults(func=_import_results)
+
+
+def _add_capacity(sub: argparse._SubParsersAction) -> None:
+    plan = sub.add_parser("capacity", help="servers, GPUs and cost for a target traffic, from a run's rate sweep")
+    plan.add_argument("run_dir", metavar="RUN_DIR", help="a run folder holding a rate sweep (ours or imported)")
+    plan.add_argument("--target-rps", type=float, required=True, help="the traffic to plan for, requests/s")
+    plan.add_argument("--price-per-gpu-hour", type=float, help="for the cost per million output tokens")
+    plan.add_argument("--gpus-per-server", type=int, default=1)
+    plan.add_argument("--headroom", type=float, default=0.2, help="share of each server's highest rate kept free")
+    plan.set_defaults(func=_capacity)
+
+
 def _add_check(sub: argparse._SubParsersAction) -> None:
     check = sub.add_parser("check", help="check run or batch folders whole: one line per problem, exit 2 if any")
     check.add_argument("folders", nargs="+", metavar="FOLDER")
@@ -351,10 +425,13 @@ def build_parser() -> argparse.ArgumentParser:
         _add_matrix,
         _add_run,
         _add_import_report,
+        _add_import_results,
         _add_compare,
+        _add_reconcile,
         _add_interleave,
         _add_batch,
         add_rates_parser,
+        _add_capacity,
         _add_check,
         _add_notebooks,
         _add_demo,

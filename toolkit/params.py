@@ -36,6 +36,17 @@ _FLAG_HINTS = {
 }
 
 
+class CapacityParams(BaseModel):
+    """A params file's `capacity:` block: the traffic to plan for from the run's rate sweep (docs/METHOD.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    target_rps: float = Field(gt=0)  # requests per second, of the sweep's lengths
+    price_per_gpu_hour: float | None = Field(None, ge=0)  # None: no cost figure
+    gpus_per_server: int = Field(1, ge=1)
+    headroom: float = Field(0.2, ge=0, lt=1)  # the share of each server's highest rate kept free
+
+
 class RunParams(BaseModel):
     """Everything a matrix run needs; the API key is not here (read from `api_key_env`)."""
 
@@ -62,6 +73,7 @@ class RunParams(BaseModel):
     # An open-loop rate sweep measured after the matrix, into the same folder (RateParams fields, checked when
     # the run starts: toolkit.rates.params.run_sweep_values); None: none.
     rate_sweep: dict[str, Any] | None = None
+    capacity: CapacityParams | None = None  # a capacity plan from the rate sweep, in the report
     # Descriptive fields of the report.
     title: str | None = None
     hardware_type: str | None = None
@@ -213,11 +225,15 @@ class ServerSpec(BaseModel):
         return env
 
 
+NESTED: dict[str, type[BaseModel]] = {"capacity": CapacityParams}  # RunParams' blocks with fields of their own
+
+
 def _one_line(exc: ValidationError, model: type[BaseModel] = RunParams, prefix: str = "") -> str:
     err = exc.errors()[0]
     where = prefix + (".".join(str(x) for x in err["loc"]) or "params")
     if err["type"] == "extra_forbidden":
-        allowed = ", ".join(model.model_fields)
+        nested = NESTED.get(str(err["loc"][0])) if len(err["loc"]) > 1 else None  # a block's own fields
+        allowed = ", ".join((nested or model).model_fields)
         return f"{where}: unknown parameter; allowed: {allowed}"
     if err["type"] == "missing":
         return f"{where}: required"

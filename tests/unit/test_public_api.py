@@ -43,6 +43,13 @@ EXPORTED: dict[str, list[str]] = {
         "QUEUED_MARK", "WIDE_MARK", "WIDE_SPREAD_PCT", "decode_heatmaps", "metric_title", "note_figure",
         "prefill_figure", "scaling_figure", "wide_spread",
     ],
+    "toolkit.reports.capacity_views": [
+        "capacity_markdown", "capacity_plan", "capacity_section", "capacity_table", "target_from",
+    ],
+    "toolkit.reports.reconcile": [
+        "BATCHES", "NO_MATCH", "QUANTITIES", "SAME_RATE", "ratio_figure", "reconciliation", "reconciliation_markdown",
+        "reconciliation_text", "sources_text", "step_intervals", "throughput_interval",
+    ],
     "toolkit.reports.service_level": ["COLUMNS", "highest_concurrency", "limits_text", "meets"],
     "toolkit.reports.views": [
         "all_measurements", "decode_matrix", "extras", "frontier", "header", "notes", "pair_heading", "prefill",

@@ -18,11 +18,12 @@ from nbconvert.preprocessors import Preprocessor
 from traitlets.config import Config
 
 from toolkit.base.api_keys import DEFAULT_KEY_ENV, RedactingWriter, env_secret, redact, redact_file
+from toolkit.base.errors import ParamsError
 from toolkit.jupyter.kernels import SameSessionKernelManager
 from toolkit.jupyter.rate_notebook import run_sweep_parameters
 from toolkit.jupyter.shipped import NOTEBOOKS
 from toolkit.params import RunParams
-from toolkit.reports import compare, rate_tables
+from toolkit.reports import capacity_views, compare, rate_tables, reconcile
 from toolkit.reports import tables as report_tables
 from toolkit.results import rate_runs, runs
 from toolkit.results.run_document import RunDocument
@@ -177,7 +178,9 @@ def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
         sweep.sweep.get("search_precision"),
         images=save_images(figures, results_dir),
     )
-    return report.rstrip("\n") + "\n\n" + section
+    target = capacity_views.target_from(run_info)
+    plan = "" if target is None else "\n\n" + capacity_views.capacity_markdown(sweep, target)
+    return report.rstrip("\n") + "\n\n" + section.rstrip("\n") + plan
 
 
 def compare_images(frame: pd.DataFrame, executed: nbformat.NotebookNode) -> dict[str, bytes]:
@@ -213,6 +216,23 @@ def write_compare(run_dirs: Sequence[Path], out: Path, labels: Sequence[str] | N
     images = save_images(compare_images(frame, notebook), out)
     (out / "compare.md").write_text(compare.compare_markdown(frame, images), encoding="utf-8")
     return {name: out / name for name in ("compare.html", "compare.md", executed.name)}
+
+
+def write_reconcile(run_dirs: Sequence[Path], out: Path, labels: Sequence[str] | None = None) -> dict[str, Path]:
+    """The reconciliation notebook over run folders holding rate steps (the first is the reference):
+    reconcile.ipynb, reconcile.html, reconcile.md."""
+    sweeps = rate_runs.load_rate_sweeps(run_dirs, labels)  # bad folders fail here, before the notebook
+    if missing := [str(d) for d in run_dirs if not rate_runs.has_rates(d)]:
+        raise ParamsError(f"reconcile: {', '.join(missing)} holds no rate steps (no rates/ folder)")
+    out.mkdir(parents=True, exist_ok=True)
+    parameters = {
+        "RUN_DIRS": [str(Path(d).resolve()) for d in run_dirs],
+        "LABELS": None if labels is None else list(labels),
+    }
+    executed = execute("reconcile", out, parameters)
+    (out / "reconcile.html").write_text(html_report(nbformat.read(executed, as_version=4)), encoding="utf-8")
+    (out / "reconcile.md").write_text(reconcile.reconciliation_markdown(sweeps), encoding="utf-8")
+    return {name: out / name for name in ("reconcile.html", "reconcile.md", executed.name)}
 
 
 def run_notebooks(params: RunParams, out_dir: Path, *, resume: bool = False) -> dict[str, Path]:

@@ -54,7 +54,7 @@ def _vllm_bench(path: Path, data: dict[str, Any]) -> PeerStep:
     rate = data.get("request_rate")
     offered = math.inf if rate in (None, "inf", float("inf")) else number(rate)
     if offered is None:
-        raise ResultsError(f"{path}: request_rate {rate!r} is not a rate; expected a number or \"inf\"")
+        raise ResultsError(f'{path}: request_rate {rate!r} is not a rate; expected a number or "inf"')
     version = data.get("vllm_version") or data.get("version")
     records = _vllm_records(path, data) if all(key in data for key in VLLM_DETAILED) else None
     return PeerStep(

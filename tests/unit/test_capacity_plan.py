@@ -1,0 +1,82 @@
+"""The capacity plan against hand computations, and its section from a rate sweep."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.rate_folders import write_rate_sweep
+from toolkit.cli import main
+from toolkit.method.capacity_plan import CapacityTarget, plan_capacity
+from toolkit.params import make_params
+from toolkit.reports.capacity_views import capacity_markdown, capacity_plan, target_from
+from toolkit.results.rate_runs import load_rate_sweep
+
+PEERS = Path(__file__).resolve().parents[1] / "fixtures" / "peers"
+
+
+def test_replicas_gpus_and_cost_by_hand() -> None:
+    # 3.0 req/s meets, 4.0 fails; 20 % headroom: 2.4 req/s per server. 50 req/s: 50 / 2.4 = 20.83 -> 21 servers
+    # (50 / (4.0 * 0.8) = 15.6 -> 16 if the true rate were 4.0). 8 GPUs each: 168 GPUs. 100 output tokens per
+    # request: 5,000 tok/s, 29.76 tok/s per GPU. At 3.0 per GPU-hour: 504 per hour for 18 M tokens: 28.0 per M.
+    plan = plan_capacity(3.0, 4.0, 100.0, CapacityTarget(50.0, 3.0, gpus_per_server=8, headroom=0.2))
+    assert plan.usable_rate == pytest.approx(2.4)
+    assert (plan.replicas, plan.replicas_fewest) == (21, 16)
+    assert plan.output_tok_s_per_gpu == pytest.approx(5000 / 168)
+    assert plan.cost_per_million_output_tokens == pytest.approx(168 * 3.0 / (5000 * 3600) * 1e6)
+    assert plan.cost_per_million_output_tokens == pytest.approx(28.0)
+
+
+def test_an_exact_multiple_is_not_rounded_up_and_no_failure_leaves_the_range_open() -> None:
+    plan = plan_capacity(2.5, None, 10.0, CapacityTarget(20.0, None, headroom=0.2))  # 20 / 2.0 = 10 exactly
+    assert (plan.replicas, plan.replicas_fewest, plan.cost_per_million_output_tokens) == (10, None, None)
+
+
+@pytest.mark.parametrize(
+    ("low", "target", "error"),
+    [(0.0, CapacityTarget(1.0), "no rate was shown to meet"), (2.0, CapacityTarget(1.0, headroom=1.0), "headroom")],
+)
+def test_a_plan_that_cannot_be_made_says_why(low: float, target: CapacityTarget, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        plan_capacity(low, None, 10.0, target)
+
+
+def test_the_section_from_a_sweep_traces_its_figures(tmp_path: Path) -> None:
+    folder = write_rate_sweep(tmp_path / "run", rates=(1.0, 2.0, 4.0, 8.0), capacity=5.0)
+    sweep = load_rate_sweep(folder)
+    target = CapacityTarget(40.0, 2.0, gpus_per_server=4)
+    plan, sources = capacity_plan(sweep, target)
+    met = [(r, m) for r, m in zip(sweep.steps["offered_rate"], sweep.steps["slo_met"], strict=True)]
+    passing = max(r for r, m in met if m and all(mm for rr, mm in met if rr <= r))
+    assert plan.rate_low == passing
+    done = sweep.records[sweep.records["error"].isna() & (sweep.records["output_tokens"] > 0)]
+    assert plan.output_tokens_per_request == pytest.approx(done["output_tokens"].mean())
+    assert plan.replicas == math.ceil(40.0 / (passing * 0.8))
+    text = capacity_markdown(sweep, target)
+    assert text.startswith("## Capacity plan\n") and "rates/steps.jsonl" in text and "rates/step-*.parquet" in text
+    assert "steps.jsonl" in sources["bracket"]
+
+
+def test_the_params_block_is_typed_and_read_back_from_run_json() -> None:
+    params = make_params({"capacity": {"target_rps": 10, "price_per_gpu_hour": 2.5, "gpus_per_server": 8}})
+    assert target_from({"params": params.model_dump()}) == CapacityTarget(10.0, 2.5, 8, 0.2)
+    assert target_from({"params": {}}) is None
+
+
+def test_the_command_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    # the toolkit's own step at 4 req/s met (no limits): 40 req/s at 3.2 usable -> 13 servers of 8 GPUs
+    assert main(["capacity", str(PEERS / "toolkit-4rps"), "--target-rps", "40", "--price-per-gpu-hour", "3",
+                 "--gpus-per-server", "8"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "13 (13 or fewer" in out and "104" in out
+    assert f"{104 * 3 / (40 * 16 * 3600) * 1e6:,.4g} at 3 per GPU-hour" in out  # 16 output tokens per request
+
+
+def test_a_folder_without_a_sweep_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capacity", str(tmp_path), "--target-rps", "1"]) == 2
+    assert (
+        capsys.readouterr().err.strip() == f"error: run_dir: {tmp_path} holds no rate sweep (no rates/ folder); "
+        "run `rates` first"
+    )

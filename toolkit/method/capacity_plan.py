@@ -1,0 +1,69 @@
+"""How many servers a target traffic needs, and what its output tokens cost (pure; docs/METHOD.md, Capacity plan).
+
+A rate sweep gives, per server, the highest request rate meeting the service level as a bracket: the highest rate
+shown to meet it (`low`) and the lowest shown to fail (`high`, None when none failed); the true highest rate lies
+between. The plan counts on `low` less the headroom, so the replicas it names carry the target; a server as fast
+as `high` would need fewer, and the plan gives that range too. Output tokens per request are the sweep's own mean.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class CapacityTarget:
+    """The traffic to plan for and the price of the hardware."""
+
+    target_rps: float  # requests per second, the sweep's mix of lengths
+    price_per_gpu_hour: float | None = None  # currency per GPU-hour; None: no cost figure
+    gpus_per_server: int = 1
+    headroom: float = 0.2  # the share of each server's highest rate kept free
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """The replicas a target needs, with the range the bracket allows, throughput per GPU and cost."""
+
+    rate_low: float  # per server: the highest rate shown to meet the service level
+    rate_high: float | None  # per server: the lowest rate shown to fail it (None: none failed)
+    usable_rate: float  # rate_low less the headroom: what the plan loads each server with at most
+    replicas: int  # servers the target needs at usable_rate
+    replicas_fewest: int | None  # servers it would need if each were as fast as rate_high (None: unbounded)
+    output_tokens_per_request: float
+    output_tok_s_per_gpu: float  # at the target, spread over the planned replicas
+    cost_per_million_output_tokens: float | None
+
+
+def plan_capacity(
+    rate_low: float, rate_high: float | None, output_tokens_per_request: float, target: CapacityTarget
+) -> CapacityPlan:
+    """The plan for `target` from one server's bracket; ValueError for a bracket or target that cannot plan."""
+    if not rate_low > 0:
+        raise ValueError(f"no rate was shown to meet the service level (highest {rate_low!r}); nothing to plan from")
+    if not 0 <= target.headroom < 1 or not target.target_rps > 0 or target.gpus_per_server < 1:
+        raise ValueError("target_rps must be above 0, headroom in [0, 1), gpus_per_server 1 or more")
+    keep = 1 - target.headroom
+    usable = rate_low * keep
+    replicas = math.ceil(target.target_rps / usable - 1e-9)
+    fewest = None if rate_high is None else max(1, math.ceil(target.target_rps / (rate_high * keep) - 1e-9))
+    gpus = replicas * target.gpus_per_server
+    tokens_per_second = target.target_rps * output_tokens_per_request
+    cost = (
+        None
+        if target.price_per_gpu_hour is None or tokens_per_second <= 0
+        else gpus * target.price_per_gpu_hour / (tokens_per_second * SECONDS_PER_HOUR) * 1e6
+    )
+    return CapacityPlan(
+        rate_low=rate_low,
+        rate_high=rate_high,
+        usable_rate=usable,
+        replicas=replicas,
+        replicas_fewest=fewest,
+        output_tokens_per_request=output_tokens_per_request,
+        output_tok_s_per_gpu=tokens_per_second / gpus,
+        cost_per_million_output_tokens=cost,
+    )

@@ -1,0 +1,94 @@
+"""The capacity plan of a rate sweep, every figure named with where it came from (toolkit.method.capacity_plan)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+from IPython.display import Markdown
+
+from toolkit.method.capacity_plan import CapacityPlan, CapacityTarget, plan_capacity
+from toolkit.method.goodput import highest_rate_meeting
+from toolkit.method.number_format import as_number
+from toolkit.reports.tables import markdown_table
+from toolkit.results.rate_runs import RateSweep
+
+__all__ = ["capacity_markdown", "capacity_plan", "capacity_section", "capacity_table", "target_from"]
+
+
+def target_from(run_info: Mapping[str, Any] | None) -> CapacityTarget | None:
+    """The `capacity:` block of the run's params (run.json), or None when it has none."""
+    block = ((run_info or {}).get("params") or {}).get("capacity")
+    return CapacityTarget(**block) if isinstance(block, dict) else None
+
+
+def _bracket(sweep: RateSweep) -> tuple[float | None, float | None, str]:
+    """The highest rate meeting the service level (low, high) and where it was read."""
+    if sweep.search:
+        low, high = [*list(sweep.search.get("bracket") or []), None, None][:2]
+        return as_number(low), as_number(high), "rates/sweep.json: the search's bracket, each end judged at 95 %"
+    steps = sweep.steps
+    low, high = highest_rate_meeting(list(zip(steps["offered_rate"], steps["slo_met"], strict=True)))
+    return low, high, "rates/steps.jsonl: the highest step meeting the service level and the lowest failing above it"
+
+
+def capacity_plan(sweep: RateSweep, target: CapacityTarget) -> tuple[CapacityPlan, dict[str, str]]:
+    """The plan for `target` from the sweep, and for each input figure where it came from; ValueError when the
+    sweep shows no rate meeting its service level."""
+    low, high, bracket_source = _bracket(sweep)
+    records = sweep.records
+    done = records[records["error"].isna() & (records["output_tokens"] > 0)]
+    tokens = float(done["output_tokens"].mean()) if len(done) else math.nan
+    plan = plan_capacity(low or 0.0, high, tokens, target)
+    sources = {
+        "bracket": bracket_source,
+        "tokens": f"rates/step-*.parquet: the mean output tokens of the sweep's {len(done)} completed requests",
+    }
+    return plan, sources
+
+
+def capacity_table(plan: CapacityPlan, target: CapacityTarget, sources: Mapping[str, str]) -> pd.DataFrame:
+    """The plan as rows: figure, value, how it was reached."""
+    high = "no rate tried failed it" if plan.rate_high is None else f"fails at {plan.rate_high:,.3g} req/s"
+    between = (
+        f"{plan.replicas} or fewer: no rate tried failed, so the true highest rate may be higher"
+        if plan.replicas_fewest is None
+        else f"{plan.replicas_fewest} to {plan.replicas} for the true highest rate, which lies in the bracket"
+    )
+    cost = plan.cost_per_million_output_tokens
+    rows = [
+        ("Target traffic", f"{target.target_rps:,.4g} req/s", "the target given"),
+        ("Highest rate per server meeting the service level", f"{plan.rate_low:,.3g} req/s ({high})",
+         sources["bracket"]),
+        ("Usable rate per server", f"{plan.usable_rate:,.3g} req/s", f"the highest rate less {target.headroom:.0%} "
+         "headroom"),
+        ("Replicas", f"{plan.replicas} ({between})",
+         "target ÷ usable rate, rounded up; the range: the same at the bracket's other end"),
+        ("GPUs", f"{plan.replicas * target.gpus_per_server}", f"replicas × {target.gpus_per_server} GPUs per server"),
+        ("Output tokens per request", f"{plan.output_tokens_per_request:,.1f}", sources["tokens"]),
+        ("Output tok/s per GPU at the target", f"{plan.output_tok_s_per_gpu:,.1f}",
+         "target × output tokens per request ÷ GPUs"),
+        ("Cost per million output tokens", "-" if cost is None else f"{cost:,.4g} at {target.price_per_gpu_hour:g} "
+         "per GPU-hour", "GPUs × price per hour ÷ (output tok/s × 3,600) × 10⁶"),
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["Figure", "Value", "From"])
+
+
+def capacity_section(sweep: RateSweep | None, run_info: Mapping[str, Any] | None) -> Markdown | None:
+    """The report's "Capacity plan" (markdown), when the run has a sweep and its params a `capacity:` block."""
+    target = target_from(run_info)
+    if sweep is None or target is None:
+        return None
+    return Markdown(capacity_markdown(sweep, target))
+
+
+def capacity_markdown(sweep: RateSweep, target: CapacityTarget) -> str:
+    """The section's text: a heading and the plan's table, or why there is no plan."""
+    heading = "## Capacity plan\n\n"
+    try:
+        plan, sources = capacity_plan(sweep, target)
+    except ValueError as exc:
+        return heading + f"No plan: {exc}.\n"
+    return heading + markdown_table(capacity_table(plan, target, sources)) + "\n"
