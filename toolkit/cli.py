@@ -220,9 +220,10 @@ def _capacity(args: argparse.Namespace) -> int:
 
     if not has_rates(args.run_dir):
         raise ParamsError(f"run_dir: {args.run_dir} holds no rate sweep (no rates/ folder); run `rates` first")
-    if args.target_rps <= 0 or not 0 <= args.headroom < 1 or args.gpus_per_server < 1:
-        raise ParamsError("target-rps must be above 0, headroom in [0, 1), gpus-per-server 1 or more")
-    target = CapacityTarget(args.target_rps, args.price_per_gpu_hour, args.gpus_per_server, args.headroom)
+    if (args.target_rps or args.target_multiple or 0) <= 0 or not 0 <= args.headroom < 1 or args.gpus_per_server < 1:
+        raise ParamsError("target-rps or target-multiple above 0, headroom in [0, 1), gpus-per-server 1 or more")
+    target = CapacityTarget(args.target_rps, args.price_per_gpu_hour, args.gpus_per_server, args.headroom,
+                            args.target_multiple)  # fmt: skip
     try:
         plan, sources = capacity_plan(load_rate_sweep(args.run_dir), target)
     except ValueError as exc:
@@ -383,7 +384,9 @@ def _add_import_results(sub: argparse._SubParsersAction) -> None:
 def _add_capacity(sub: argparse._SubParsersAction) -> None:
     plan = sub.add_parser("capacity", help="servers, GPUs and cost for a target traffic, from a run's rate sweep")
     plan.add_argument("run_dir", metavar="RUN_DIR", help="a run folder holding a rate sweep (ours or imported)")
-    plan.add_argument("--target-rps", type=float, required=True, help="the traffic to plan for, requests/s")
+    target = plan.add_mutually_exclusive_group(required=True)
+    target.add_argument("--target-rps", type=float, help="the traffic to plan for, requests/s")
+    target.add_argument("--target-multiple", type=float, help="or: this many times the highest rate measured")
     plan.add_argument("--price-per-gpu-hour", type=float, help="for the cost per million output tokens")
     plan.add_argument("--gpus-per-server", type=int, default=1)
     plan.add_argument("--headroom", type=float, default=0.2, help="share of each server's highest rate kept free")

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from toolkit.base.api_keys import (
     DEFAULT_KEY_ENV,
@@ -41,10 +41,17 @@ class CapacityParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    target_rps: float = Field(gt=0)  # requests per second, of the sweep's lengths
+    target_rps: float | None = Field(None, gt=0)  # requests per second, of the sweep's lengths
+    target_multiple: float | None = Field(None, gt=0)  # or: this many times the highest rate the sweep measured
     price_per_gpu_hour: float | None = Field(None, ge=0)  # None: no cost figure
     gpus_per_server: int = Field(1, ge=1)
     headroom: float = Field(0.2, ge=0, lt=1)  # the share of each server's highest rate kept free
+
+    @model_validator(mode="after")
+    def _one_target(self) -> CapacityParams:
+        if (self.target_rps is None) == (self.target_multiple is None):
+            raise ValueError("give one of target_rps (req/s) and target_multiple (× the highest rate measured)")
+        return self
 
 
 class RunParams(BaseModel):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.rate_folders import write_rate_sweep
+from toolkit.base.errors import ParamsError
 from toolkit.cli import main
 from toolkit.method.capacity_plan import CapacityTarget, plan_capacity
 from toolkit.params import make_params
@@ -27,6 +28,18 @@ def test_replicas_gpus_and_cost_by_hand() -> None:
     assert plan.output_tok_s_per_gpu == pytest.approx(5000 / 168)
     assert plan.cost_per_million_output_tokens == pytest.approx(168 * 3.0 / (5000 * 3600) * 1e6)
     assert plan.cost_per_million_output_tokens == pytest.approx(28.0)
+
+
+def test_the_demo_plan_for_ten_times_its_highest_rate_by_hand() -> None:
+    # make demo (this session): the search's bracket 12 req/s meets, 48 fails; 16 output tokens a request.
+    # 10 × 12 = 120 req/s; 20 % headroom: 9.6 req/s a server -> 120 / 9.6 = 12.5 -> 13 servers (at 48: 120 / 38.4
+    # = 3.1 -> 4); 1,920 output tok/s over 13 GPUs = 147.7 each; 13 GPUs at 2.0 an hour for 1,920 tok/s × 3,600 s =
+    # 6.912 M tokens an hour: 26 / 6.912 = 3.762 per million output tokens.
+    target = CapacityTarget(None, 2.0, gpus_per_server=1, headroom=0.2, target_multiple=10)
+    plan = plan_capacity(12.0, 48.0, 16.0, target)
+    assert plan.target_rps == 120.0 and (plan.replicas, plan.replicas_fewest) == (13, 4)
+    assert plan.output_tok_s_per_gpu == pytest.approx(1920 / 13)
+    assert plan.cost_per_million_output_tokens == pytest.approx(3.762, abs=5e-4)
 
 
 def test_an_exact_multiple_is_not_rounded_up_and_no_failure_leaves_the_range_open() -> None:
@@ -61,8 +74,11 @@ def test_the_section_from_a_sweep_traces_its_figures(tmp_path: Path) -> None:
 
 def test_the_params_block_is_typed_and_read_back_from_run_json() -> None:
     params = make_params({"capacity": {"target_rps": 10, "price_per_gpu_hour": 2.5, "gpus_per_server": 8}})
-    assert target_from({"params": params.model_dump()}) == CapacityTarget(10.0, 2.5, 8, 0.2)
+    assert params.capacity is not None
+    assert target_from({"capacity": params.capacity.model_dump()}) == CapacityTarget(10.0, 2.5, 8, 0.2)
     assert target_from({"params": {}}) is None
+    with pytest.raises(ParamsError, match=r"^capacity: .*give one of target_rps \(req/s\) and target_multiple"):
+        make_params({"capacity": {"target_rps": 10, "target_multiple": 2}})
 
 
 def test_the_command_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:

@@ -243,6 +243,10 @@ def run_notebooks(params: RunParams, out_dir: Path, *, resume: bool = False) -> 
         execute(notebook, out_dir, parameters_for(notebook, parameters))
     if params.rate_sweep is not None:
         execute("rate_sweep", out_dir, run_sweep_parameters(params, out_dir, resume=resume))
+    if params.capacity is not None:  # the report's capacity plan reads its target from run.json
+        document = RunDocument.load(out_dir)
+        document.capacity = params.capacity.model_dump()
+        document.save(out_dir)
     paths = write_reports(out_dir)
     RunDocument.load(out_dir)  # fail loudly if the run left no run.json
     return paths

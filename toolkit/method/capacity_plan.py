@@ -18,16 +18,22 @@ SECONDS_PER_HOUR = 3600.0
 class CapacityTarget:
     """The traffic to plan for and the price of the hardware."""
 
-    target_rps: float  # requests per second, the sweep's mix of lengths
+    target_rps: float | None  # requests per second, the sweep's mix of lengths; None: target_multiple
     price_per_gpu_hour: float | None = None  # currency per GPU-hour; None: no cost figure
     gpus_per_server: int = 1
     headroom: float = 0.2  # the share of each server's highest rate kept free
+    target_multiple: float | None = None  # instead of target_rps: this many times the highest rate measured
+
+    def rps(self, rate_low: float) -> float:
+        """The target in requests per second, given one server's highest rate meeting the service level."""
+        return self.target_rps if self.target_rps is not None else (self.target_multiple or 0.0) * rate_low
 
 
 @dataclass(frozen=True)
 class CapacityPlan:
     """The replicas a target needs, with the range the bracket allows, throughput per GPU and cost."""
 
+    target_rps: float  # the traffic planned for
     rate_low: float  # per server: the highest rate shown to meet the service level
     rate_high: float | None  # per server: the lowest rate shown to fail it (None: none failed)
     usable_rate: float  # rate_low less the headroom: what the plan loads each server with at most
@@ -44,20 +50,22 @@ def plan_capacity(
     """The plan for `target` from one server's bracket; ValueError for a bracket or target that cannot plan."""
     if not rate_low > 0:
         raise ValueError(f"no rate was shown to meet the service level (highest {rate_low!r}); nothing to plan from")
-    if not 0 <= target.headroom < 1 or not target.target_rps > 0 or target.gpus_per_server < 1:
-        raise ValueError("target_rps must be above 0, headroom in [0, 1), gpus_per_server 1 or more")
+    rps = target.rps(rate_low)
+    if not 0 <= target.headroom < 1 or not rps > 0 or target.gpus_per_server < 1:
+        raise ValueError("the target must be above 0 req/s, headroom in [0, 1), gpus_per_server 1 or more")
     keep = 1 - target.headroom
     usable = rate_low * keep
-    replicas = math.ceil(target.target_rps / usable - 1e-9)
-    fewest = None if rate_high is None else max(1, math.ceil(target.target_rps / (rate_high * keep) - 1e-9))
+    replicas = math.ceil(rps / usable - 1e-9)
+    fewest = None if rate_high is None else max(1, math.ceil(rps / (rate_high * keep) - 1e-9))
     gpus = replicas * target.gpus_per_server
-    tokens_per_second = target.target_rps * output_tokens_per_request
+    tokens_per_second = rps * output_tokens_per_request
     cost = (
         None
         if target.price_per_gpu_hour is None or tokens_per_second <= 0
         else gpus * target.price_per_gpu_hour / (tokens_per_second * SECONDS_PER_HOUR) * 1e6
     )
     return CapacityPlan(
+        target_rps=rps,
         rate_low=rate_low,
         rate_high=rate_high,
         usable_rate=usable,

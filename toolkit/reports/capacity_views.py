@@ -19,8 +19,8 @@ __all__ = ["capacity_markdown", "capacity_plan", "capacity_section", "capacity_t
 
 
 def target_from(run_info: Mapping[str, Any] | None) -> CapacityTarget | None:
-    """The `capacity:` block of the run's params (run.json), or None when it has none."""
-    block = ((run_info or {}).get("params") or {}).get("capacity")
+    """The capacity block run.json holds (the params' `capacity:`), or None when it has none."""
+    block = (run_info or {}).get("capacity")
     return CapacityTarget(**block) if isinstance(block, dict) else None
 
 
@@ -59,7 +59,8 @@ def capacity_table(plan: CapacityPlan, target: CapacityTarget, sources: Mapping[
     )
     cost = plan.cost_per_million_output_tokens
     rows = [
-        ("Target traffic", f"{target.target_rps:,.4g} req/s", "the target given"),
+        ("Target traffic", f"{plan.target_rps:,.4g} req/s", "the target given" if target.target_multiple is None
+         else f"{target.target_multiple:g} × the highest rate meeting the service level"),
         ("Highest rate per server meeting the service level", f"{plan.rate_low:,.3g} req/s ({high})",
          sources["bracket"]),
         ("Usable rate per server", f"{plan.usable_rate:,.3g} req/s", f"the highest rate less {target.headroom:.0%} "

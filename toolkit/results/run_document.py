@@ -46,6 +46,7 @@ class RunDocument(BaseModel):
     source: str = "toolkit"
     overhead: dict[str, Any] | None = None  # toolkit.method.overhead.matrix_overhead
     control: dict[str, Any] | None = None  # toolkit.method.drift.control_summary (CONTROL_KEY)
+    capacity: dict[str, Any] | None = None  # the params' capacity block (toolkit.params.CapacityParams)
     max_model_len: int | None = None  # an imported report's, from its launch command
     source_file: str | None = None  # the imported report's file name
     schema_version: int | None = None  # stamped on save (results.store); None: a file written before stamping
