@@ -8,13 +8,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from toolkit.jupyter.execute import declared_parameters, notebook_parameters, parameters_for
+from toolkit.jupyter.execute import RUN_ONLY, declared_parameters, notebook_parameters, parameters_for
 from toolkit.jupyter.notebook import params_from
 from toolkit.params import RunParams, make_params
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-# The `rate_sweep:` block is rate_sweep.ipynb's (toolkit.jupyter.rate_notebook.run_sweep_parameters), not theirs.
-RUN_PARAMETERS = {name.upper() for name in RunParams.model_fields if name != "rate_sweep"}
+# The `rate_sweep:` block is rate_sweep.ipynb's (toolkit.jupyter.rate_notebook.run_sweep_parameters), the
+# `capacity:` block the report's (through run.json): not theirs.
+RUN_PARAMETERS = {name.upper() for name in RunParams.model_fields if name not in RUN_ONLY}
 SLO = {"SLO_TTFT_MS", "SLO_PER_REQUEST_TOK_S"}
 
 
@@ -30,7 +31,7 @@ def _parameter_cell(name: str) -> dict[str, object]:
 def test_measuring_notebooks_take_every_run_parameter_with_its_default(name: str) -> None:
     declared = _parameter_cell(name)
     assert RUN_PARAMETERS | {"RESULTS_DIR", "MEASURE"} <= set(declared)
-    defaults = RunParams().model_dump(exclude={"rate_sweep"})
+    defaults = RunParams().model_dump(exclude=RUN_ONLY)
     for field, default in defaults.items():
         if declared[field.upper()] is not None:  # None: the toolkit's default
             assert declared[field.upper()] == default, field

@@ -2,7 +2,8 @@
 
 tests/fixtures/peers/vllm-bench-4rps.json: `vllm bench serve --save-result --save-detailed` at 4 req/s (Poisson),
 24 requests of 64 prompt and 16 output tokens; toolkit-4rps/: `toolkit rates` at the same rate, lengths and count
-against the same server (scripts/peer_fixtures.py made both).
+against the same server (scripts/peer_fixtures.py made both); guidellm-4rps.json and aiperf-4rps/: the same
+workload by GuideLLM and AIPerf (scripts/peer_fixtures_tools.py; tests/fixtures/peers/README.md).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.rate_folders import write_rate_sweep
-from toolkit.base.errors import ResultsError
+from toolkit.base.errors import ParamsError, ResultsError
 from toolkit.cli import main
 from toolkit.folder_check import check_folder
 from toolkit.method.goodput import summarize_step
+from toolkit.method.multiplicity import adjusted_p_values
 from toolkit.rates.imported import NO_LIMITS, import_results
 from toolkit.reports.reconcile import NO_MATCH, reconciliation, reconciliation_markdown
 from toolkit.results.peers.read import read_peer_result
@@ -118,3 +120,30 @@ def test_the_same_records_reconcile_to_one_and_other_rates_do_not_match(tmp_path
     c = write_rate_sweep(tmp_path / "c", rates=(3.0,), requests=30)
     sweeps = load_rate_sweeps([a, c], ["a", "c"])
     assert reconciliation(sweeps).empty and NO_MATCH in reconciliation_markdown(sweeps)
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [("guidellm-4rps.json", "GuideLLM 0.8.1"), ("aiperf-4rps/profile_export.jsonl", "AIPerf 0.13.0")],
+)
+def test_guidellm_and_aiperf_import_as_run_folders_our_readers_accept(name: str, source: str, tmp_path: Path) -> None:
+    (row,) = import_results([PEERS / name], tmp_path / "out")
+    assert check_folder(tmp_path / "out") == []
+    assert row["source"] == source and row["figures_by"] == "toolkit" and row["completed"] == 24
+    assert row["ttft_p50_ms_reproduced"] == pytest.approx(row["ttft_p50_ms_as_reported"], rel=0.01)
+    assert len(load_rate_sweep(tmp_path / "out").records) == 24
+
+
+def test_one_folder_holds_one_tool(tmp_path: Path) -> None:
+    with pytest.raises(ParamsError, match=r"^files: from GuideLLM 0.8.1 and vllm bench serve .*; import one tool's"):
+        import_results([VLLM, PEERS / "guidellm-4rps.json"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_table_is_one_family_of_tests(tmp_path: Path) -> None:
+    for name, folder in (("vllm-bench-4rps.json", "vllm"), ("guidellm-4rps.json", "guidellm")):
+        import_results([PEERS / name], tmp_path / folder)
+    sweeps = load_rate_sweeps([PEERS / "toolkit-4rps", tmp_path / "vllm", tmp_path / "guidellm"])
+    table = reconciliation(sweeps).dropna(subset=["p_value"])
+    expected = adjusted_p_values(list(table["p_value"]))
+    assert list(table["q_value"]) == pytest.approx(expected) and (table["q_value"] >= table["p_value"]).all()

@@ -30,6 +30,7 @@ from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+RUN_ONLY = {"rate_sweep", "capacity"}  # blocks of the run, not parameters of the matrix notebooks
 NOTEBOOK_ONLY = "notebook-only"  # cell tag: explanation and exploration shown in Jupyter, left out of the reports
 FIGURE_TAG = "figure-"  # cell tag `figure-<key>`: the images the cell drew are the markdown report's <key>.png
 
@@ -45,7 +46,7 @@ def new_run_dir(outputs: str | Path, run_label: str) -> Path:
 def notebook_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
     """The matrix notebooks' UPPER_CASE parameters (plain values; never the API key; the `rate_sweep:` block is
     rate_sweep.ipynb's: `run_sweep_parameters`)."""
-    values = params.model_dump(exclude={"rate_sweep"})
+    values = params.model_dump(exclude=RUN_ONLY)
     if values.get("launch_command"):  # papermill records parameters in the executed notebooks
         values["launch_command"] = redact(values["launch_command"], env_secret(params.api_key_env))
     out = {k.upper(): v for k, v in values.items()}

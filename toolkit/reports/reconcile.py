@@ -6,6 +6,8 @@ under our definitions (toolkit.method.goodput) over the step's steady part, as t
 interval: medians (TTFT, TPOT, end-to-end, ITL) by order statistics, output throughput from five consecutive
 batches of the step's requests. The ratio other / first gets its interval from both (toolkit.method.spread).
 ITL pools the gaps of every request, which are not independent: its interval is too narrow, and is marked so.
+The table's ratios are tested together: each p-value adjusted by Benjamini–Hochberg over the whole table (q), and
+a ratio marked `*` when its q is below 0.05.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from toolkit.method.goodput import inter_token_ms, request_latencies, steady_mask
-from toolkit.method.spread import Interval, batch_means, median_interval, ratio_test
+from toolkit.method.multiplicity import adjusted_p_values, marked
+from toolkit.method.spread import Interval, batch_means, median_interval, ratio_test, t_quantile, welch_dof
 from toolkit.reports.tables import markdown_table
 from toolkit.results.rate_runs import RateSweep
 
@@ -104,16 +107,27 @@ def reconciliation(sweeps: Mapping[str, RateSweep]) -> pd.DataFrame:
             for name, shown in QUANTITIES.items():
                 a, b = ours[name], theirs[name]
                 ratio = ratio_test(a, b) if a is not None and b is not None and a.value > 0 else None
+                low, high = _log_bounds(a, b) if ratio is not None and a is not None and b is not None else (None, None)
                 rows.append({
                     "offered_rate": float(rate), "run": label, "quantity": shown,
                     base_label: None if a is None else a.value, "value": None if b is None else b.value,
                     "as_reported": _reported(other, matched, name),
                     "ratio": None if ratio is None else ratio.interval.value,
-                    "low": None if ratio is None else ratio.interval.value - ratio.interval.half_width,
-                    "high": None if ratio is None else ratio.interval.value + ratio.interval.half_width,
+                    "low": low, "high": high,
                     "p_value": None if ratio is None else ratio.p_value,
                 })  # fmt: skip
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if not table.empty:  # every ratio of the table is one family: Benjamini–Hochberg over all of them
+        table["q_value"] = adjusted_p_values([None if pd.isna(p) else float(p) for p in table["p_value"]])
+    return table
+
+
+def _log_bounds(base: Interval, other: Interval) -> tuple[float, float]:
+    """other / base's 95 % interval, on the log scale where `ratio_test` computes it (not symmetric)."""
+    ratio = other.value / base.value
+    se = math.sqrt(base.relative_se**2 + other.relative_se**2)
+    spread = t_quantile(welch_dof([(base.relative_se**2, base.dof), (other.relative_se**2, other.dof)])) * se
+    return ratio * math.exp(-spread), ratio * math.exp(spread)
 
 
 def reconciliation_text(table: pd.DataFrame, base_label: str) -> pd.DataFrame:
@@ -130,7 +144,9 @@ def reconciliation_text(table: pd.DataFrame, base_label: str) -> pd.DataFrame:
             "-" if pd.isna(r) else f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
             for r, lo, hi in zip(table["ratio"], table["low"], table["high"], strict=True)
         ],
-        "p": table["p_value"].map(lambda p: "-" if pd.isna(p) else f"{p:.3f}"),
+        "q (the table's tests together)": table["q_value"].map(
+            lambda q: "-" if q is None or pd.isna(q) else f"{q:.3f}" + (" *" if marked(q) else "")
+        ),
     })  # fmt: skip
 
 
@@ -138,7 +154,8 @@ def sources_text(sweeps: Mapping[str, RateSweep]) -> str:
     """Which tool measured each run, the first named as the reference (markdown)."""
     labels = list(sweeps)
     lines = [f"Each quantity as a ratio to **{labels[0]}**, computed from every run's request records under the "
-             "toolkit's definitions over each step's steady part; the tool's own figure beside it.", ""]  # fmt: skip
+             "toolkit's definitions over each step's steady part; the tool's own figure beside it. q: the ratio's "
+             "p-value adjusted over all of the table's tests (Benjamini–Hochberg); *: q below 0.05.", ""]  # fmt: skip
     return "\n".join(lines + [f"- **{label}**: {_source(sweep)}" for label, sweep in sweeps.items()])
 
 

@@ -63,14 +63,15 @@ def read(path: Path, document: Any) -> PeerStep | None:
     """The run in `document` (either export file, the other found beside it), when it is AIPerf's; else None."""
     if _is_aggregate(document):
         records_path = _beside(path, ".jsonl", AGGREGATE_FILE, RECORDS_FILE)
-        lines = _json_lines(records_path) if records_path else None
-        return _step(path, document, records_path, lines)
+        records = _records(records_path, _json_lines(records_path)) if records_path else None
+        return _step(path, records, path, document)
     lines = [document] if _is_record(document) else document  # a one-request JSONL parses as one JSON value
     if not (isinstance(lines, list) and lines and _is_record(lines[0])):
         return None
     aggregate_path = _beside(path, ".json", RECORDS_FILE, AGGREGATE_FILE)
-    aggregate = _aggregate(aggregate_path) if aggregate_path else None
-    return _step(path, aggregate, path, list(enumerate(lines, 1)))
+    aggregate = _aggregate(aggregate_path) if aggregate_path else {}
+    # numbered as AIPerf writes the file, without blank lines
+    return _step(path, _records(path, list(enumerate(lines, 1))), aggregate_path or path, aggregate)
 
 
 def _is_aggregate(document: Any) -> bool:
@@ -126,9 +127,8 @@ def _json_lines(path: Path) -> list[tuple[int, Any]]:
     return lines
 
 
-def _step(path: Path, aggregate: dict[str, Any] | None, records_path: Path | None, lines: Any) -> PeerStep:
-    records = _records(records_path, lines) if records_path is not None and lines else None
-    aggregate = aggregate or {}
+def _step(path: Path, records: pd.DataFrame | None, aggregate_path: Path, aggregate: dict[str, Any]) -> PeerStep:
+    """The run from its records (None: no JSONL found) and its aggregate ({}: none found) at `aggregate_path`."""
     version = aggregate.get("aiperf_version")
     config = _dict(aggregate.get("input_config"))
     return PeerStep(
@@ -136,10 +136,10 @@ def _step(path: Path, aggregate: dict[str, Any] | None, records_path: Path | Non
         file=path,
         offered_rate=_offered(config),
         records=records,
-        reported=_reported(path, aggregate),
+        reported=_reported(aggregate_path, aggregate),
         reproduced=_reproduced(records, _window_s(aggregate)) if records is not None and len(records) else {},
         model=_model(config),
-        duration_s=_figure(path, aggregate, "benchmark_duration", "avg", "sec"),
+        duration_s=_figure(aggregate_path, aggregate, "benchmark_duration", "avg", "sec"),
     )
 
 

@@ -121,8 +121,8 @@ def _reported(metrics: dict[str, Any]) -> dict[str, float | None]:
 
 def _statistic(metrics: dict[str, Any], name: str, status: str, statistic: str, factor: float) -> float | None:
     summary = _dict(_dict(metrics.get(name)).get(status))
-    value = summary.get("mean") if statistic == "mean" else _dict(summary.get("percentiles")).get(statistic)
-    value = number(value)
+    saved = summary.get("mean") if statistic == "mean" else _dict(summary.get("percentiles")).get(statistic)
+    value = number(saved)
     return None if value is None else value * factor
 
 
@@ -148,7 +148,8 @@ def _request(path: Path, where: str, status: str, raw: Any) -> Request:
     start = _either(number(timings.get("request_start")), number(timings.get("resolve_start")))
     if start is None:
         raise ResultsError(f"{path}: benchmarks[0].requests.{where} has no request_start time; the file is damaged")
-    error = None if status == "successful" else " ".join(f"{status}: {info.get('error') or 'no error text'}".split())
+    text = info.get("error") or ("cancelled before it finished" if status == "incomplete" else "no error text")
+    error = None if status == "successful" else " ".join(f"{status}: {text}".split())
     return Request(
         status=status, start=start, targeted=number(timings.get("targeted_start")),
         first=number(timings.get("first_token_iteration")), last=number(timings.get("last_token_iteration")),
@@ -197,7 +198,7 @@ def _records(requests: list[Request]) -> pd.DataFrame:
 
 def _reproduced(requests: list[Request], window: tuple[float, float]) -> dict[str, float | None]:
     """GuideLLM's figures from its requests, by its definitions (GenerativeMetrics.compile): a request counts when
-    its span meets the window; TTFT over its send to first token; ITL (our TPOT) weighted by output tokens - 1;
+    its span meets the window; TTFT from its send to its first token; ITL (our TPOT) weighted by output tokens - 1;
     percentiles from the weighted distribution (the first value whose cumulative share reaches q); throughput
     over the window, each request's first token at its arrival and the rest spread evenly to its last."""
     low, high = window

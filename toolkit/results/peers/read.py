@@ -7,10 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.base.errors import ResultsError
-from toolkit.results.peers import vllm_bench
+from toolkit.results.peers import aiperf, guidellm, vllm_bench
 from toolkit.results.peers.step import PeerStep
 
-FORMATS = (vllm_bench,)  # each: FORMAT (what it reads, for the error line) and read(path, document) -> PeerStep | None
+FORMATS = (
+    vllm_bench,
+    guidellm,
+    aiperf,
+)  # each: FORMAT (what it reads, for the error line) and read(path, document) -> PeerStep | None
 
 
 def expected() -> str:
