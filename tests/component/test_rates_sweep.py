@@ -405,3 +405,34 @@ def test_an_interrupt_under_a_running_loop_stops_the_sweep_thread(server: FaultS
     assert seen["raised"], seen
     assert 1 <= seen["written"] == seen["later"] < 4 and seen["said"] == seen["written"], seen
     assert not seen["lock"] and seen["threads"] == []
+
+
+def test_a_replayed_step_sends_the_peers_schedule_and_lengths(server: FaultServer, tmp_path: Path) -> None:
+    """vllm bench serve's own run (24 requests at 4 req/s), replayed: the same arrival times and lengths, one step."""
+    from toolkit.results.peers.read import read_peer_result
+
+    peer = read_peer_result(REPO / "tests" / "fixtures" / "peers" / "vllm-bench-4rps.json").records
+    assert peer is not None
+    out = run_rates(make_rate_params({"base_url": server.base_url, "replay": str(REPO / "tests" / "fixtures" / "peers"
+                                       / "vllm-bench-4rps.json"), "results_dir": str(tmp_path / "run")}),
+                    say=lambda line: None)  # fmt: skip
+    records = read_records(out).sort_values("request")
+    theirs = peer.sort_values("scheduled_s", kind="stable")
+    assert read_sweep(out)["rates"] == [4.0] and read_sweep(out)["replay_source"].endswith("(vllm-bench-4rps.json)")
+    assert list(records["scheduled_s"]) == pytest.approx(list(theirs["scheduled_s"] - theirs["scheduled_s"].min()))
+    assert list(records["input_tokens"]) == list(theirs["input_tokens"])
+    assert list(records["output_tokens"]) == list(theirs["output_tokens"])
+    assert (records["sent_s"] - records["scheduled_s"]).max() < 0.25  # sent on the file's schedule
+
+
+def test_replay_takes_no_dataset_or_search_and_a_file_without_requests_is_one_line(tmp_path: Path) -> None:
+    from toolkit.base.errors import ParamsError
+
+    with pytest.raises(ParamsError, match="replay: replays one file's schedule and lengths; it takes no dataset"):
+        make_rate_params({"replay": "x.json", "search": True, "slo_ttft_ms": 100})
+    aggregate = tmp_path / "aggregate.json"
+    aggregate.write_text(json.dumps({"completed": 3, "output_throughput": 1.0, "median_ttft_ms": 2.0}))
+    from toolkit.rates.replay import load_replay
+
+    with pytest.raises(ParamsError, match=rf"^replay: {aggregate}: holds no per-request data to replay"):
+        load_replay(aggregate)

@@ -24,7 +24,8 @@ def toolkit(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def test_reconcile_prints_each_ratio_and_writes_the_reports(tmp_path: Path) -> None:
     imported = toolkit("import-results", PEERS / "vllm-bench-4rps.json", "--out", tmp_path / "vllm")
     assert imported.returncode == 0, imported.stderr
-    done = toolkit("reconcile", PEERS / "toolkit-4rps", tmp_path / "vllm", "--labels", "toolkit,vllm",
+    # our sender replayed vllm bench's own requests (scripts/peer_fixtures.py): the same schedule and lengths
+    done = toolkit("reconcile", PEERS / "toolkit-replay-4rps", tmp_path / "vllm", "--labels", "toolkit,vllm",
                    "--out", tmp_path / "rec")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 4 req/s | vllm |")]

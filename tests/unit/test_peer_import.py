@@ -147,3 +147,16 @@ def test_the_table_is_one_family_of_tests(tmp_path: Path) -> None:
     table = reconciliation(sweeps).dropna(subset=["p_value"])
     expected = adjusted_p_values(list(table["p_value"]))
     assert list(table["q_value"]) == pytest.approx(expected) and (table["q_value"] >= table["p_value"]).all()
+
+
+def test_the_replayed_fixture_sent_vllm_benchs_own_requests() -> None:
+    peer = read_peer_result(VLLM).records
+    assert peer is not None
+    ours = load_rate_sweep(PEERS / "toolkit-replay-4rps").records.sort_values("request")
+    theirs = peer.sort_values("scheduled_s", kind="stable")
+    assert list(ours["scheduled_s"]) == pytest.approx(list(theirs["scheduled_s"] - theirs["scheduled_s"].min()))
+    assert list(ours["output_tokens"]) == list(theirs["output_tokens"])
+    # Input lengths as the server counted them: our cold prompts' unique prefixes (request numbers) can tokenize one
+    # token longer than the prefix the filler was sized with, as in our own steps (toolkit-4rps: 64, then 65s).
+    off = [a - b for a, b in zip(ours["input_tokens"], theirs["input_tokens"], strict=True)]
+    assert off[0] == 0 and set(off) <= {0, 1}, off

@@ -13,7 +13,7 @@ _FLAGS: dict[str, str] = {
     "base_url": "base_url", "model": "model", "api_key_env": "api_key_env", "endpoint": "endpoint",
     "rates": "rates", "arrival": "arrival", "burstiness": "burstiness", "duration": "duration_s",
     "requests": "requests_per_step", "max_in_flight": "max_in_flight", "seed": "seed",
-    "input_tokens": "input_tokens", "output_tokens": "output_tokens", "dataset": "dataset",
+    "input_tokens": "input_tokens", "output_tokens": "output_tokens", "dataset": "dataset", "replay": "replay",
     "slo_ttft_ms": "slo_ttft_ms", "slo_tpot_ms": "slo_tpot_ms", "slo_e2e_ms": "slo_e2e_ms",
     "goodput_target": "goodput_target", "search_precision": "search_precision", "out": "results_dir",
     "label": "run_label", "ray": "ray_address", "clients": "clients", "steady_trim": "steady_trim",
@@ -44,6 +44,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--input-tokens", help="128, or uniform:MIN:MAX, normal:MEAN:STD:MIN:MAX, lognormal:MEAN:SIGMA:…")
     p.add_argument("--output-tokens", help="as --input-tokens")
     p.add_argument("--dataset", help="JSONL (prompt or messages, optional output_tokens) or ShareGPT JSON file")
+    p.add_argument("--replay", metavar="FILE",
+                   help="one step replaying another tool's result file: its arrival times and lengths")  # fmt: skip
     p.add_argument("--warm-prompts", action="store_true", help="one shared prefix instead of cold prompts")
     p.add_argument("--no-drain", action="store_true", help="do not wait for an idle server between steps")
     p.add_argument("--slo-ttft-ms", type=float)

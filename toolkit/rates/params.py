@@ -135,6 +135,7 @@ class RateParams(BaseModel):
     input_tokens: int | Lengths = 128
     output_tokens: int | Lengths = 128
     dataset: str | None = None  # JSONL ("prompt" or "messages", optional "output_tokens") or ShareGPT JSON
+    replay: str | None = None  # another tool's result file: one step of its arrival times and lengths (rates.replay)
     cold_prompts: bool = True  # a unique prefix per request: nothing comes from the prefix cache
     drain: bool = True  # before each step, wait until the server runs and queues nothing
     drain_timeout_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
@@ -193,6 +194,8 @@ class RateParams(BaseModel):
             raise ValueError(f"burstiness: applies to arrival gamma only (arrival is {self.arrival})")
         if self.clients > 1 and self.ray_address is None:
             raise ValueError("clients: more than one client process needs ray_address (a Ray cluster)")
+        if self.replay is not None and (self.dataset is not None or self.search):
+            raise ValueError("replay: replays one file's schedule and lengths; it takes no dataset and no search")
         if self.search and not self.has_slo():
             raise ValueError("search: needs a service level: slo_ttft_ms, slo_tpot_ms or slo_e2e_ms")
         return self

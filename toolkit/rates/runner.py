@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.base.api_keys import api_key_from_env
+from toolkit.base.errors import ParamsError
 from toolkit.base.text import printable
 from toolkit.loadgen.arrivals import schedule
 from toolkit.loadgen.client import StreamClient
@@ -39,8 +40,9 @@ from toolkit.rates.files import (
     write_step,
     write_sweep,
 )
-from toolkit.rates.params import Lengths, RateParams
+from toolkit.rates.params import Lengths, RateParams, rate_text
 from toolkit.rates.ray_clients import ray_senders
+from toolkit.rates.replay import Replay, load_replay
 from toolkit.rates.search import next_probe, search_result
 from toolkit.rates.step import StepPlan, StepTools, failure_text, progress_text, run_step
 from toolkit.rates.workload import Workload, check_lengths
@@ -166,30 +168,38 @@ def rates_run_info(
 class _Sweep:
     """A sweep in progress: plans each step, runs it, writes it, says it."""
 
-    def __init__(self, tools: StepTools, workload: Workload, out: Path, say: Say, done: list[dict[str, Any]]) -> None:
-        self.tools, self.workload, self.out, self.say = tools, workload, out, say
+    def __init__(
+        self, tools: StepTools, workload: Workload, out: Path, say: Say, done: list[dict[str, Any]],
+        replay: Replay | None = None,
+    ) -> None:  # fmt: skip
+        self.tools, self.workload, self.out, self.say, self.replay = tools, workload, out, say, replay
         self.rows = list(done)  # the steps a resumed sweep finished before
         self.slo = tools.params.has_slo()
 
     async def listed(self) -> None:
         """The listed rates' steps that are not done yet."""
         done = sum(not row["searched"] for row in self.rows)
-        for rate in self.tools.params.rates[done:]:
+        rates = [self.replay.rate] if self.replay else self.tools.params.rates
+        for rate in rates[done:]:
             await self.step(rate, searched=False)
 
     async def step(self, rate: float, searched: bool) -> None:
         params, index = self.tools.params, len(self.rows)
         count, duration = params.requests_per_step, None if params.requests_per_step else params.duration_s
-        due = schedule(
-            rate,
-            arrival=params.arrival,
-            burstiness=params.burstiness,
-            duration_s=duration,
-            count=count,
-            seed=(params.seed, index),
-            rescale=params.rescale_schedule,
-        )
-        requests = await self.workload.requests(index, len(due))
+        if self.replay is not None:
+            due, lengths = self.replay.due, (self.replay.input_tokens, self.replay.output_tokens)
+        else:
+            due = schedule(
+                rate,
+                arrival=params.arrival,
+                burstiness=params.burstiness,
+                duration_s=duration,
+                count=count,
+                seed=(params.seed, index),
+                rescale=params.rescale_schedule,
+            )
+            lengths = None
+        requests = await self.workload.requests(index, len(due), lengths)
         frame, row = await run_step(self.tools, StepPlan(index, rate, searched, due, requests))
         write_step(self.out, index, frame, row)
         self.rows.append(row)
@@ -216,14 +226,22 @@ class _Sweep:
 async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
     api_key = api_key_from_env(params.api_key_env)
     dataset = load_dataset(params.dataset) if params.dataset else None  # a bad file fails before any load
+    replay = load_replay(params.replay) if params.replay else None
     before = read_sweep(out) if resume and has_rates(out) else None
     if before is None and (rates_dir(out) / STEPS_FILE).exists():
         raise RunRefused(f"out: {out} already holds a rate sweep; choose another folder, or resume it")
     async with ServerAPI(params.base_url, api_key=api_key) as api:
         server = await discover(api, model=params.model, api_key_env=params.api_key_env)
         check_lengths(params, server.max_model_len)
+        if replay and (longest := max(map(sum, zip(replay.input_tokens, replay.output_tokens, strict=True)))) > (
+            server.max_model_len
+        ):
+            raise ParamsError(f"replay: a request of {longest} tokens; the server's max_model_len is "
+                              f"{server.max_model_len}")  # fmt: skip
         check_writable(out)
         sweep = {**params.public(), "model": server.model, "results_dir": str(out)}
+        if replay is not None:  # one step: the file's schedule, at the rate its tool was asked for
+            sweep |= {"rates": [rate_text(replay.rate)], "replay_source": replay.source}
         if before is None:
             sweep["run_id"] = random_ids.token_hex(4)
             if not _beside_a_run(out, params, server):  # a matrix run's folder keeps its run.json: its server's facts
@@ -239,7 +257,7 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with senders as ray, protected_from_autogroups(params.base_url, say), frozen_heap():
                 tools = StepTools(params, api, client, server.metrics_available, ray)
-                sweep_run = _Sweep(tools, workload, out, say, done)
+                sweep_run = _Sweep(tools, workload, out, say, done, replay)
                 await sweep_run.listed()
                 if params.search and not isinstance((before or {}).get("search"), dict):  # its result, once it ran
                     await sweep_run.search()

@@ -70,15 +70,18 @@ class Workload:
             return f"[rate sweep {self.run_id}] "
         return f"[rate sweep {self.run_id} step {step:03d} request {request:06d}] "
 
-    async def requests(self, step: int, n: int) -> list[PlannedRequest]:
-        """The `n` requests of step `step` (the same seed and step give the same requests)."""
+    async def requests(
+        self, step: int, n: int, lengths: tuple[list[int], list[int]] | None = None
+    ) -> list[PlannedRequest]:
+        """The `n` requests of step `step` (the same seed and step give the same requests); `lengths`: each
+        request's input and output tokens as given (a replayed run's) instead of drawn."""
         rng = np.random.default_rng((self.params.seed, step, 1))
-        outputs = draw_lengths(self.params.output_tokens, n, rng)
+        outputs = lengths[1] if lengths else draw_lengths(self.params.output_tokens, n, rng)
         if self.dataset is not None:
             order = rng.permutation(len(self.dataset))
             items = [self.dataset[order[i % len(order)]] for i in range(n)]
             return [await self._from_item(step, i, item, outputs[i]) for i, item in enumerate(items)]
-        inputs = draw_lengths(self.params.input_tokens, n, rng)
+        inputs = lengths[0] if lengths else draw_lengths(self.params.input_tokens, n, rng)
         planned = []
         for i, (tokens, out) in enumerate(zip(inputs, outputs, strict=True)):
             text = self.prefix(step, i) + await self._filler(tokens)

@@ -1,0 +1,48 @@
+"""A step that replays another tool's run: its requests' arrival times and lengths, from its result file.
+
+Replaying `vllm bench serve`'s (or GuideLLM's, AIPerf's) own schedule makes our step and theirs the same workload
+request for request, so that `reconcile` compares the measurements and not two draws of a Poisson process.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+from toolkit.base.errors import ParamsError
+from toolkit.results.peers.read import read_peer_result
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The requests to send, in the file's order of arrival: when (seconds from the first), how long each is."""
+
+    due: list[float]
+    input_tokens: list[int]
+    output_tokens: list[int]
+    rate: float  # the rate the tool was asked for
+    source: str  # the tool and the file
+
+
+def load_replay(path: str | Path) -> Replay:
+    """The schedule and lengths in a peer's result file; ResultsError or ParamsError in one line naming it."""
+    step = read_peer_result(path)
+    records = step.records
+    if records is None or not len(records):
+        raise ParamsError(f"replay: {path}: holds no per-request data to replay (save it with the tool's detailed "
+                          "output, e.g. vllm bench serve --save-detailed)")  # fmt: skip
+    ordered = records.sort_values("scheduled_s", kind="stable")
+    start = float(ordered["scheduled_s"].min())
+    answered = [int(n) for n in ordered["output_tokens"] if n > 0]
+    if not answered:
+        raise ParamsError(f"replay: {path}: no request of it returned tokens; its output lengths are unknown")
+    usual = int(median(answered))  # a request that failed there asks for the usual length here
+    return Replay(
+        due=[float(t) - start for t in ordered["scheduled_s"]],
+        input_tokens=[max(1, int(n)) for n in ordered["input_tokens"]],
+        output_tokens=[int(n) if n > 0 else usual for n in ordered["output_tokens"]],
+        rate=step.offered_rate if math.isfinite(step.offered_rate) else math.inf,
+        source=f"{step.source} ({Path(path).name})",
+    )
