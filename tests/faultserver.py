@@ -39,6 +39,7 @@ import socket
 import threading
 import time
 import uuid
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,7 @@ TEMPLATE_TOKENS = 8
 FAULT_KINDS = ("500", "401", "cut", "malformed", "stall", "usage-not-object", "choices-object", "string-count",
                "unterminated", "error-event", "keepalive", "echo-500", "trickle", "absurd-usage")  # fmt: skip
 ECHO_PAD = 200  # "echo-500" puts the key this far into its message: past where a cut-then-redact client cut
+_LOG_ENTRY: ContextVar[dict[str, Any]] = ContextVar("log_entry")  # the request being handled: its log entry
 # Events of the wrong-typed stream faults, sent after two good tokens.
 WRONG_EVENTS = {
     "usage-not-object": {"choices": [{"index": 0, "delta": {"content": " x"}}], "usage": "many"},
@@ -266,6 +268,7 @@ class FaultServer:
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         entry = {"method": request.method, "path": request.path, "time": time.time(), "status": None}
         self.state.log.append(entry)
+        _LOG_ENTRY.set(entry)  # the handler adds to it (middleware and handler run in one task)
         # Like vLLM's --api-key: only the /v1 routes are protected.
         authorized = request.headers.get("Authorization") == f"Bearer {self.api_key}"
         if self.api_key and request.path.startswith("/v1") and not authorized:
@@ -349,6 +352,7 @@ class FaultServer:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        _LOG_ENTRY.get()["prompt"] = body.get("prompt", body.get("messages"))  # what was asked, for the tests
         chat = request.path.endswith("/chat/completions")
         if body.get("model") != self.model:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")

@@ -31,7 +31,8 @@ STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "sched
              *(f"{m}_p{q}_ms" for m in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag") for q in (50, 90, 99)),
              "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "lag_max_ms", "lag_flagged", "server_running_max",
              "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
-             "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens"]  # fmt: skip
+             "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens", "prefix_cache_hit_rate",
+             "expected_hit_rate"]  # fmt: skip
 
 
 @pytest.fixture
@@ -319,7 +320,8 @@ def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Pa
         "error: rate_sweep.drain: not a rate sweep parameter; allowed: endpoint, rates, arrival, burstiness, "
         "duration_s, requests_per_step, max_in_flight, rescale_schedule, steady_trim, seed, cold_prompts, "
         "input_tokens, output_tokens, dataset, slo_ttft_ms, slo_tpot_ms, slo_e2e_ms, goodput_target, search, "
-        "search_precision, search_max_probes, search_repeats, ray_address, clients"
+        "search_precision, search_max_probes, search_repeats, ray_address, clients, replay, workload, prefixes, "
+        "prefix_tokens, prefix_choice"
     ]
     assert not (tmp_path / "out").exists()
 
@@ -436,3 +438,25 @@ def test_replay_takes_no_dataset_or_search_and_a_file_without_requests_is_one_li
 
     with pytest.raises(ParamsError, match=rf"^replay: {aggregate}: holds no per-request data to replay"):
         load_replay(aggregate)
+
+
+def common_length(texts: list[str]) -> int:
+    """How many characters all of `texts` begin with."""
+    first = texts[0]
+    return next((i for i in range(len(first)) if any(len(t) <= i or t[i] != first[i] for t in texts)), len(first))
+
+
+def test_a_shared_prefix_step_starts_each_prompt_with_its_groups_prefix(server: FaultServer, tmp_path: Path) -> None:
+    out = sweep(server, tmp_path, rates=[20], input_tokens=90, workload="shared-prefix", prefixes=3,
+                prefix_tokens=60, endpoint="completions")  # fmt: skip
+    prompts = [r["prompt"] for r in server.completion_requests()]
+    assert len(prompts) == 12
+    heads = {p.split("] ", 1)[0] for p in prompts}  # "[shared prefix 0000g of step 000, run …"
+    assert 1 < len(heads) <= 3 and all(h.startswith("[shared prefix ") for h in heads)
+    for head in heads:
+        group = [p for p in prompts if p.startswith(head + "] ")]
+        shared = common_length(group)
+        assert len(group) == 1 or shared >= len(min(group, key=len)) * 0.5  # the prefix, then each its own rest
+        assert len({p[shared:] for p in group}) == len(group)
+    (row,) = read_steps(out)
+    assert row["completed"] == 12 and "expected_hit_rate" in row and "prefix_cache_hit_rate" in row

@@ -58,3 +58,21 @@ def test_sweep_holds_its_rates_queues_past_capacity_and_agrees_with_the_server_c
         assert again.goodput == pytest.approx(row["goodput"]) and again.slo_met == row["slo_met"]
     first = records.iloc[0]
     assert len(first["chunk_times_s"]) >= 32 and first["chunk_times_s"][-1] == first["last_token_s"]
+
+
+def test_a_shared_prefix_workload_hits_the_cache_as_its_construction_says(
+    constrained_server: EmbeddedServer, tmp_path: Path
+) -> None:
+    """4 prefixes of 512 tokens (4 whole blocks of 128) under prompts of 640: every request but the first of its
+    prefix should find 512 of its 640 tokens cached; the server's own counters say how many it found."""
+    params = make_rate_params({
+        "base_url": constrained_server.base_url, "endpoint": "completions", "rates": [2.0], "arrival": "constant",
+        "requests_per_step": 24, "input_tokens": 640, "output_tokens": 16, "workload": "shared-prefix",
+        "prefixes": 4, "prefix_tokens": 512, "results_dir": str(tmp_path),
+    })  # fmt: skip
+    lines: list[str] = []
+    (row,) = read_steps(run_rates(params, say=lines.append))
+    print("\n".join(lines), row["prefix_cache_hit_rate"], row["expected_hit_rate"])
+    assert row["completed"] == 24 and row["failed"] == 0
+    assert 0.5 < row["expected_hit_rate"] < 0.8  # (24 - 4 first requests) / 24 × 512 / 640 when all 4 were drawn
+    assert abs(row["prefix_cache_hit_rate"] - row["expected_hit_rate"]) <= 0.10, row

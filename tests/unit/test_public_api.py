@@ -66,8 +66,8 @@ EXPORTED: dict[str, list[str]] = {
         "LAG_LABEL", "X_AXES", "compare_figure", "goodput_figure", "knee_figure", "queue_figure",
     ],
     "toolkit.reports.rate_tables": [
-        "LAG_MARK", "LAG_NOTE", "REJUDGED_COLUMNS", "SEARCHED_MARK", "STEPS_CAPTION", "STEP_COLUMNS", "format_rate",
-        "level_text", "rate_markdown", "rejudge", "rejudge_level", "search_line", "step_notes", "steps_table",
+        "HITS_COLUMN", "LAG_MARK", "LAG_NOTE", "REJUDGED_COLUMNS", "SEARCHED_MARK", "STEPS_CAPTION", "STEP_COLUMNS",
+        "format_rate", "level_text", "rate_markdown", "rejudge", "rejudge_level", "search_line", "step_notes", "steps_table",
         "verdict_mark",
     ],
     "toolkit.reports.rate_views": [

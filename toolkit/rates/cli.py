@@ -17,6 +17,7 @@ _FLAGS: dict[str, str] = {
     "slo_ttft_ms": "slo_ttft_ms", "slo_tpot_ms": "slo_tpot_ms", "slo_e2e_ms": "slo_e2e_ms",
     "goodput_target": "goodput_target", "search_precision": "search_precision", "out": "results_dir",
     "label": "run_label", "ray": "ray_address", "clients": "clients", "steady_trim": "steady_trim",
+    "workload": "workload", "prefixes": "prefixes", "prefix_tokens": "prefix_tokens", "prefix_choice": "prefix_choice",
 }  # fmt: skip
 
 
@@ -46,6 +47,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--dataset", help="JSONL (prompt or messages, optional output_tokens) or ShareGPT JSON file")
     p.add_argument("--replay", metavar="FILE",
                    help="one step replaying another tool's result file: its arrival times and lengths")  # fmt: skip
+    p.add_argument("--workload", choices=["shared-prefix"], help="shared-prefix: prompts that start alike")
+    p.add_argument("--prefixes", type=int, help="shared-prefix: how many distinct prefixes")
+    p.add_argument("--prefix-tokens", type=int, help="shared-prefix: each prefix's length in tokens")
+    p.add_argument("--prefix-choice", choices=["uniform", "zipf"], help="shared-prefix: how requests pick one")
     p.add_argument("--warm-prompts", action="store_true", help="one shared prefix instead of cold prompts")
     p.add_argument("--no-drain", action="store_true", help="do not wait for an idle server between steps")
     p.add_argument("--slo-ttft-ms", type=float)

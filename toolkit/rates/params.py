@@ -136,6 +136,12 @@ class RateParams(BaseModel):
     output_tokens: int | Lengths = 128
     dataset: str | None = None  # JSONL ("prompt" or "messages", optional "output_tokens") or ShareGPT JSON
     replay: str | None = None  # another tool's result file: one step of its arrival times and lengths (rates.replay)
+    # shared-prefix: each prompt starts with one of `prefixes` prefixes of `prefix_tokens` tokens (each step its own),
+    # picked uniformly or by Zipf's law (the first the most), then a unique rest. None: every prompt cold.
+    workload: Literal["shared-prefix"] | None = None
+    prefixes: int | None = Field(None, ge=1, le=100_000)
+    prefix_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    prefix_choice: Literal["uniform", "zipf"] | None = None
     cold_prompts: bool = True  # a unique prefix per request: nothing comes from the prefix cache
     drain: bool = True  # before each step, wait until the server runs and queues nothing
     drain_timeout_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
@@ -194,6 +200,13 @@ class RateParams(BaseModel):
             raise ValueError(f"burstiness: applies to arrival gamma only (arrival is {self.arrival})")
         if self.clients > 1 and self.ray_address is None:
             raise ValueError("clients: more than one client process needs ray_address (a Ray cluster)")
+        shared = (self.prefixes, self.prefix_tokens, self.prefix_choice)
+        if self.workload is None and any(v is not None for v in shared):
+            raise ValueError("prefixes, prefix_tokens, prefix_choice: apply to workload shared-prefix only")
+        if self.workload == "shared-prefix" and (self.prefixes is None or self.prefix_tokens is None):
+            raise ValueError("workload: shared-prefix needs prefixes (how many) and prefix_tokens (how long)")
+        if self.workload == "shared-prefix" and (self.dataset is not None or self.replay is not None):
+            raise ValueError("workload: shared-prefix builds its own prompts; it takes no dataset and no replay")
         if self.replay is not None and (self.dataset is not None or self.search):
             raise ValueError("replay: replays one file's schedule and lengths; it takes no dataset and no search")
         if self.search and not self.has_slo():

@@ -200,7 +200,8 @@ class _Sweep:
             )
             lengths = None
         requests = await self.workload.requests(index, len(due), lengths)
-        frame, row = await run_step(self.tools, StepPlan(index, rate, searched, due, requests))
+        expected = self.workload.expected_hit_rates.get(index)
+        frame, row = await run_step(self.tools, StepPlan(index, rate, searched, due, requests, expected))
         write_step(self.out, index, frame, row)
         self.rows.append(row)
         self.say(progress_text(row, self.slo))
@@ -252,7 +253,7 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
             _check_same_sweep(out, before, as_written(sweep))
             done, prompts_id = read_steps(out), f"{before['run_id']}-{random_ids.token_hex(2)}"  # still cold prompts
             say(f"resuming the sweep in {out}; finished steps kept: {len(done)}")
-        workload = Workload(params, api, server.model, prompts_id, dataset)
+        workload = Workload(params, api, server.model, prompts_id, dataset, server.block_size)
         senders = ray_senders(params.ray_address, params.clients) if params.ray_address else contextlib.nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with senders as ray, protected_from_autogroups(params.base_url, say), frozen_heap():

@@ -18,10 +18,18 @@ import pandas as pd
 from toolkit.loadgen.client import StreamClient
 from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
 from toolkit.matrix.decode import drain
-from toolkit.matrix.prometheus import GENERATION_TOKENS, PROMPT_TOKENS, MetricsSnapshot, delta
+from toolkit.matrix.prometheus import (
+    GENERATION_TOKENS,
+    PREFIX_HITS,
+    PREFIX_QUERIES,
+    PROMPT_TOKENS,
+    MetricsSnapshot,
+    delta,
+)
 from toolkit.matrix.sampler import Sampler, Samples
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.goodput import StepSummary, summarize_step
+from toolkit.method.prefix_cache import measured_hit_rate
 from toolkit.rates.files import records_frame
 from toolkit.rates.params import RateParams
 from toolkit.rates.ray_clients import LEAD_S, RaySenders, send_on_ray
@@ -38,6 +46,7 @@ class StepPlan:
     searched: bool
     due: list[float]
     requests: list[PlannedRequest]
+    expected_hit_rate: float | None = None  # a shared-prefix step's, from its construction (method.prefix_cache)
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ def server_figures(
     waiting = [w for _, _, w in gauges]
     kv = [u for t, u in samples.kv_usage if start <= t <= end]
     prompt, generated = delta(before, after, PROMPT_TOKENS), delta(before, after, GENERATION_TOKENS)
+    hits, queries = delta(before, after, PREFIX_HITS), delta(before, after, PREFIX_QUERIES)
     return {
         "server_running_max": max(running) if running else None,
         "server_waiting_max": max(waiting) if waiting else None,
@@ -94,6 +104,7 @@ def server_figures(
         "kv_usage_max": max(kv) if kv else None,
         "server_prompt_tokens": None if prompt is None else int(prompt),
         "server_generation_tokens": None if generated is None else int(generated),
+        "prefix_cache_hit_rate": measured_hit_rate(hits, queries),
     }
 
 
@@ -119,6 +130,8 @@ def step_row(
         "server_generation_tokens": server["server_generation_tokens"],
         "client_prompt_tokens": int(frame.loc[prefilled, "input_tokens"].sum()),
         "client_generation_tokens": int(frame["output_tokens"].sum()),
+        "prefix_cache_hit_rate": server["prefix_cache_hit_rate"],
+        "expected_hit_rate": plan.expected_hit_rate,
     }
 
 

@@ -17,6 +17,7 @@ from toolkit.loadgen.client import build_request
 from toolkit.loadgen.open_loop import PlannedRequest
 from toolkit.matrix.prompts import build_prompt
 from toolkit.matrix.server_api import ServerAPI
+from toolkit.method.prefix_cache import expected_hit_rate
 from toolkit.params import ParamsError
 from toolkit.rates.dataset import DatasetError, DatasetItem
 from toolkit.rates.params import Lengths, RateParams
@@ -43,21 +44,49 @@ def longest(spec: int | Lengths) -> int:
 
 
 def check_lengths(params: RateParams, max_model_len: int) -> None:
-    """ParamsError when the longest planned request would not fit the server's context (synthetic prompts)."""
+    """ParamsError when the longest planned request would not fit the server's context (synthetic prompts), or
+    a shared prefix would leave no room for a prompt's unique rest."""
     total = longest(params.input_tokens) + longest(params.output_tokens)
     if params.dataset is None and total > max_model_len:
         raise ParamsError(
             f"input_tokens + output_tokens: up to {total:,} tokens, over the server's max_model_len {max_model_len:,}"
         )
+    shortest = params.input_tokens if isinstance(params.input_tokens, int) else params.input_tokens.min
+    if params.prefix_tokens is not None and shortest < params.prefix_tokens + MIN_UNIQUE_TOKENS:
+        raise ParamsError(
+            f"input_tokens: from {shortest:,}; a shared prefix of {params.prefix_tokens:,} tokens needs at least "
+            f"{MIN_UNIQUE_TOKENS} more for each prompt's unique rest"
+        )
+
+
+MIN_UNIQUE_TOKENS = 16  # a shared-prefix prompt's unique rest: its request marker and some filler
+
+
+def prefix_groups(rng: np.random.Generator, n: int, prefixes: int, choice: str | None) -> list[int]:
+    """Which shared prefix each of `n` requests starts with: uniform, or Zipf's law over the prefixes (1/k)."""
+    if choice == "zipf":
+        weights = 1.0 / np.arange(1, prefixes + 1)
+        return [int(g) for g in rng.choice(prefixes, size=n, p=weights / weights.sum())]
+    return [int(g) for g in rng.integers(0, prefixes, size=n)]
 
 
 class Workload:
     """Builds each step's requests; keeps what it measured with the server's tokenizer between steps."""
 
     def __init__(
-        self, params: RateParams, api: ServerAPI, model: str, run_id: str, dataset: list[DatasetItem] | None = None
+        self,
+        params: RateParams,
+        api: ServerAPI,
+        model: str,
+        run_id: str,
+        dataset: list[DatasetItem] | None = None,
+        block_size: int | None = None,
     ) -> None:
         self.params, self.api, self.model, self.run_id, self.dataset = params, api, model, run_id, dataset
+        self.block_size = block_size  # the server's KV block, for the hit rate a shared-prefix step should see
+        self.expected_hit_rates: dict[int, float | None] = {}  # step -> the hit rate its construction implies
+        self._shared: dict[tuple[int, int], str] = {}  # (step, prefix) -> its text
+        self._overhead: int | None = None  # what the server counts for an empty prompt (BOS, a chat template)
         self.chat = params.endpoint == "chat"
         self._fillers: dict[int, str] = {}  # prompt tokens -> the text after the prefix
         self._reply_tokens: dict[str, int] = {}  # a dataset item -> its reference reply's tokens
@@ -82,12 +111,41 @@ class Workload:
             items = [self.dataset[order[i % len(order)]] for i in range(n)]
             return [await self._from_item(step, i, item, outputs[i]) for i, item in enumerate(items)]
         inputs = lengths[0] if lengths else draw_lengths(self.params.input_tokens, n, rng)
+        if self.params.workload == "shared-prefix":
+            return await self._shared_prefix_requests(step, inputs, outputs, rng)
         planned = []
         for i, (tokens, out) in enumerate(zip(inputs, outputs, strict=True)):
             text = self.prefix(step, i) + await self._filler(tokens)
             path, body = build_request(self.params.endpoint, self.model, text, out)
             planned.append(PlannedRequest(path, body, tokens))
         return planned
+
+    async def _shared_prefix_requests(
+        self, step: int, inputs: list[int], outputs: list[int], rng: np.random.Generator
+    ) -> list[PlannedRequest]:
+        """Each prompt: its group's shared prefix, then its unique marker and filler up to its length."""
+        params = self.params
+        assert params.prefixes is not None and params.prefix_tokens is not None
+        groups = prefix_groups(rng, len(inputs), params.prefixes, params.prefix_choice)
+        if self._overhead is None:
+            self._overhead = await self.api.count_tokens(self.model, "", chat=self.chat)
+        planned = []
+        for i, (group, tokens, out) in enumerate(zip(groups, inputs, outputs, strict=True)):
+            rest = await self._filler(tokens - params.prefix_tokens + self._overhead)
+            text = await self._shared_prefix(step, group) + self.prefix(step, i) + rest
+            path, body = build_request(params.endpoint, self.model, text, out)
+            planned.append(PlannedRequest(path, body, tokens))
+        self.expected_hit_rates[step] = expected_hit_rate(groups, inputs, params.prefix_tokens, self.block_size)
+        return planned
+
+    async def _shared_prefix(self, step: int, group: int) -> str:
+        """Prefix `group` of step `step`: `prefix_tokens` tokens as the server counts them (a chat template too)."""
+        assert self.params.prefix_tokens is not None
+        if (step, group) not in self._shared:
+            head = f"[shared prefix {group:05d} of step {step:03d}, run {self.run_id}] "
+            built = await build_prompt(self.api, self.model, self.params.prefix_tokens, head, chat=self.chat)
+            self._shared[(step, group)] = built.text
+        return self._shared[(step, group)]
 
     async def _filler(self, tokens: int) -> str:
         if tokens not in self._fillers:

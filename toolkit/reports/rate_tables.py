@@ -25,6 +25,7 @@ from toolkit.method.number_format import (
 from toolkit.reports.tables import markdown_table
 
 __all__ = [
+    "HITS_COLUMN",
     "LAG_MARK",
     "LAG_NOTE",
     "REJUDGED_COLUMNS",
@@ -52,6 +53,7 @@ STEP_COLUMNS: tuple[str, ...] = (
     "Step", "Offered req/s", "Achieved req/s", "Completed", "Failed", "Output tok/s", "TTFT p50", "TTFT p99",
     "TPOT p50", "TPOT p99", "Goodput req/s", "Meeting SLO", "Lag p99", "Waiting mean / max", "Notes",
 )  # fmt: skip
+HITS_COLUMN = "Prefix-cache hits (expected)"
 SEARCHED_MARK = "searched"
 LAG_MARK = "lag flagged"
 LAG_NOTE = (
@@ -121,10 +123,20 @@ def _step_cells(row: Mapping[Any, Any]) -> list[str]:
     ]
 
 
+def _hits(row: Mapping[Any, Any]) -> str:
+    measured, expected = as_number(row.get("prefix_cache_hit_rate")), as_number(row.get("expected_hit_rate"))
+    shown = MISSING if measured is None else format_percent(measured)
+    return shown if expected is None else f"{shown} ({format_percent(expected)})"
+
+
 def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
-    """Display strings of every step (✓: shown to meet the service level, ?: undecided; see `verdict_mark`)."""
-    rows = [_step_cells(row) for row in steps.sort_values("step").to_dict("records")]
-    return pd.DataFrame(rows, columns=list(STEP_COLUMNS), dtype=object)
+    """Display strings of every step (✓: shown to meet the service level, ?: undecided; see `verdict_mark`); with
+    a shared-prefix workload, the server's prefix-cache hit rate and (in brackets) the one the workload implies."""
+    ordered = steps.sort_values("step").to_dict("records")
+    table = pd.DataFrame([_step_cells(row) for row in ordered], columns=list(STEP_COLUMNS), dtype=object)
+    if "expected_hit_rate" in steps and steps["expected_hit_rate"].notna().any():
+        table.insert(len(STEP_COLUMNS) - 1, HITS_COLUMN, [_hits(row) for row in ordered])
+    return table
 
 
 def step_notes(steps: pd.DataFrame) -> list[str]:
