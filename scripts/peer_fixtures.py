@@ -70,14 +70,19 @@ def toolkit_rates(base_url: str, args: argparse.Namespace, out: Path, replay: Pa
     return folder
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def workload_arguments(doc: str | None) -> argparse.Namespace:
+    """The fixtures' workload from the command line (scripts/peer_fixtures_tools.py takes the same)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rate", type=float, default=4.0)
     ap.add_argument("--requests", type=int, default=24)
     ap.add_argument("--input-tokens", type=int, default=64)
     ap.add_argument("--output-tokens", type=int, default=16)
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures" / "peers")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = workload_arguments(__doc__)
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"toolkit {metadata.version('vllm-speedtest')}; starting the embedded vLLM ...", flush=True)
     with EmbeddedServer() as server:

@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scripts.peer_fixtures import workload_arguments  # noqa: E402
 from toolkit.servers.embedded.server import MODEL_DIR, SERVED_MODEL_NAME, EmbeddedServer  # noqa: E402
 
 GUIDELLM = ROOT / ".venv-bench" / "bin" / "guidellm"
@@ -101,13 +102,7 @@ def aiperf(base_url: str, args: argparse.Namespace, out: Path) -> Path:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rate", type=float, default=4.0)
-    ap.add_argument("--requests", type=int, default=24)
-    ap.add_argument("--input-tokens", type=int, default=64)
-    ap.add_argument("--output-tokens", type=int, default=16)
-    ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures" / "peers")
-    args = ap.parse_args()
+    args = workload_arguments(__doc__)
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     print("starting the embedded vLLM ...", flush=True)

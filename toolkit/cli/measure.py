@@ -1,0 +1,223 @@
+"""The commands that measure: serve, matrix, interleave, run, batch, demo."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolkit.base.api_keys import ApiKey, api_key_from_env
+from toolkit.base.errors import ParamsError
+from toolkit.cli.output import error
+
+if TYPE_CHECKING:
+    from toolkit.jupyter.pipeline import RunResult
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from toolkit.servers.embedded.server import ServerConfig, serve_forever
+
+    config = ServerConfig(
+        port=args.port,
+        max_model_len=args.max_model_len,
+        kv_blocks=args.kv_blocks,
+        max_num_seqs=args.max_num_seqs,
+        stream_interval=args.stream_interval,
+    )
+    config.check()
+    return serve_forever(config)
+
+
+def _matrix_values(args: argparse.Namespace) -> dict[str, object]:
+    """RunParams values of the options `_add_matrix_options` adds (None where not given)."""
+    return {"model": args.model, "contexts": args.contexts, "concurrency": args.concurrency,
+            "duration_s": args.duration, "max_output": args.max_output, "endpoint": args.endpoint,
+            "api_key_env": args.api_key_env, "control_window_s": args.control_window,
+            "read_timeout_s": args.read_timeout}  # fmt: skip
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from toolkit.params import make_params
+
+    values = {**_matrix_values(args), "base_url": args.base_url, "run_label": args.label, "repeats": args.repeats}
+    params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
+    api_key = ApiKey.from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
+    from toolkit.matrix.run_folder import hold
+    from toolkit.matrix.runner import run_matrix
+    from toolkit.reports.tables import decode_matrix, error_lines, prefill_table, summary_line
+    from toolkit.results.store import to_dataframe
+
+    out = Path(args.out)
+    with hold(out):
+        measurements = run_matrix(params, out, resume=args.resume, api_key=api_key)
+        frame = to_dataframe(measurements)
+        frame.to_csv(out / "results.csv", index=False)
+    print(prefill_table(frame).to_string(index=False))
+    print()
+    print(decode_matrix(frame).to_string())
+    print(f"\n{summary_line(frame)}")  # with how many measurements stayed disturbed, if any
+    for line in error_lines(frame):
+        print(line)
+    print(f"results: {out / 'results.jsonl'}, {out / 'results.csv'}, {out / 'run.json'}")
+    return 0
+
+
+def _interleave(args: argparse.Namespace) -> int:
+    from toolkit.params import make_params
+
+    labels = [args.label_a, args.label_b]
+    if labels[0] == labels[1]:
+        raise ParamsError(f"label-b: {labels[1]!r} is also label-a; the two sides need their own labels")
+    values = _matrix_values(args)
+    params = {
+        label: make_params({**{k: v for k, v in values.items() if v is not None}, "base_url": url, "run_label": label})
+        for label, url in zip(labels, (args.a_url, args.b_url), strict=True)
+    }
+    api_key_from_env(params[labels[0]].api_key_env)
+    if args.rounds < 2:
+        raise ParamsError(f"rounds: {args.rounds}; allowed: 2 or more (one round has no spread across rounds)")
+    from toolkit.batch.interleave import run_interleaved
+
+    report = run_interleaved(params, args.rounds, Path(args.out))
+    print(report.read_text(encoding="utf-8"))
+    print(f"report: {report}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from toolkit.jupyter.pipeline import prepare_run
+    from toolkit.matrix.run_folder import hold
+    from toolkit.params import load_run_file
+
+    params, spec = load_run_file(args.params, base_url=args.base_url)
+    run = prepare_run(params, spec, preflight=True)  # bad input fails here, before any load is sent or a folder made
+    if args.out:
+        out, resume = Path(args.out), args.resume
+    else:
+        from toolkit.jupyter.execute import new_run_dir
+
+        out, resume = new_run_dir(args.outputs, params.run_label), False
+    from toolkit.jupyter.pipeline import run_one  # papermill and nbconvert: a second to load
+
+    with hold(out):  # one run at a time writes into a folder: the lock is held until the reports are written
+        result = run_one(run, out, resume=resume)
+    _print_errors(out)
+    return _reported(result)
+
+
+def _print_errors(out: Path) -> None:
+    """One line per cell of the run in `out` that ended in Error, saying what the server did."""
+    from toolkit.reports.tables import error_lines
+    from toolkit.results.store import RESULTS_FILE, latest_by_key, load_measurements, to_dataframe
+
+    if (out / RESULTS_FILE).exists():
+        for line in error_lines(to_dataframe(list(latest_by_key(load_measurements(out / RESULTS_FILE)).values()))):
+            print(line)
+
+
+def _reported(result: RunResult, heading: str | None = None) -> int:
+    """Print the reports' paths, or the line saying that the launched server died (exit status 1)."""
+    if result.server_died:
+        error(result.server_died)
+        return 1
+    if heading:
+        print(f"\n{heading}:")
+    for name, path in result.paths.items():
+        print(f"{'  ' if heading else ''}{name}: {path}")
+    return 0
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from toolkit.batch.runner import main as run_batch
+
+    return run_batch(args.sweep, out=args.out, outputs=args.outputs, resume=args.resume, jobs=args.jobs, ray=args.ray)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from toolkit.jupyter.execute import new_run_dir
+    from toolkit.jupyter.pipeline import prepare_run, run_one
+    from toolkit.matrix.run_folder import hold
+    from toolkit.params import load_params
+    from toolkit.servers.embedded.server import embedded_launch
+
+    params = load_params(args.params)
+    run = prepare_run(*embedded_launch(params))  # launched, recorded and stopped as a server: block would be
+    print("starting the embedded vLLM (about a minute) ...", flush=True)
+    out = new_run_dir(args.outputs, params.run_label)
+    with hold(out):
+        result = run_one(run, out)
+    return _reported(result, heading="report")
+
+
+def add_serve(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser("serve", help="run the embedded vLLM (tiny model) on 127.0.0.1 in the foreground")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--max-model-len", type=int, default=8192)
+    serve.add_argument("--kv-blocks", type=int, help="KV cache size in blocks of 128 tokens")
+    serve.add_argument("--max-num-seqs", type=int)
+    serve.add_argument("--stream-interval", type=int, default=1)
+    serve.set_defaults(func=_serve)
+
+
+def _add_matrix_options(parser: argparse.ArgumentParser) -> None:
+    """What a matrix measures, as `matrix` and `interleave` take it (`_matrix_values` reads it back)."""
+    parser.add_argument("--model")
+    parser.add_argument("--contexts", help="comma-separated, e.g. 1K,2K (default: rules of docs/METHOD.md)")
+    parser.add_argument("--concurrency", help="comma-separated, e.g. 1,2,4")
+    parser.add_argument("--duration", type=float, help="seconds per measurement (default 30)")
+    parser.add_argument("--max-output", type=int, help="tokens per request (default 4096)")
+    parser.add_argument("--endpoint", choices=["chat", "completions"])
+    parser.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
+    parser.add_argument("--control-window", type=float, help="drift control cell's window in s (default 5; 0: off)")
+    parser.add_argument("--read-timeout", type=float, help="s a reply may send nothing before it fails (default 300)")
+
+
+def add_matrix(sub: argparse._SubParsersAction) -> None:
+    matrix = sub.add_parser("matrix", help="measure prefill and the decode matrix of a running server")
+    matrix.add_argument("--base-url", required=True)
+    _add_matrix_options(matrix)
+    matrix.add_argument("--label", help="run label")
+    matrix.add_argument("--repeats", type=int, help="measure the whole matrix this many times, in rounds (default 1)")
+    matrix.add_argument("--out", required=True)
+    matrix.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished cells")
+    matrix.set_defaults(func=_matrix)
+
+
+def add_interleave(sub: argparse._SubParsersAction) -> None:
+    inter = sub.add_parser("interleave", help="compare two running servers measured in alternating rounds (A B B A)")
+    inter.add_argument("--a-url", required=True, help="baseline server, e.g. http://127.0.0.1:8000")
+    inter.add_argument("--b-url", required=True, help="the server compared with it")
+    inter.add_argument("--label-a", default="A")
+    inter.add_argument("--label-b", default="B")
+    inter.add_argument("--rounds", type=int, default=4, help="rounds, each one run per side (default 4; at least 2)")
+    _add_matrix_options(inter)
+    inter.add_argument("--out", required=True)
+    inter.set_defaults(func=_interleave)
+
+
+def add_run(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="execute the notebooks with a params file and write the reports")
+    run.add_argument("params", help="YAML params file, e.g. params/demo.yaml")
+    run.add_argument("--base-url", help="overrides base_url of the params file")
+    run.add_argument("--out", help="results folder (default: outputs/<run_label>/<UTC timestamp>/)")
+    run.add_argument("--outputs", default="outputs", help=argparse.SUPPRESS)
+    run.add_argument("--resume", action="store_true", help="continue the run in --out")
+    run.set_defaults(func=_run)
+
+
+def add_batch(sub: argparse._SubParsersAction) -> None:
+    batch = sub.add_parser("batch", help="run every variant of a sweep file, then index.html/.md and a comparison")
+    batch.add_argument("sweep", help="YAML sweep file, e.g. params/sweep-example.yaml")
+    batch.add_argument("--out", help="batch folder (default: outputs/<sweep name>/<UTC timestamp>/)")
+    batch.add_argument("--outputs", default="outputs", help=argparse.SUPPRESS)
+    batch.add_argument("--resume", action="store_true", help="skip finished variants, continue the others in --out")
+    batch.add_argument("--jobs", type=int, default=1, help="variants at once, each on its own server (default 1)")
+    batch.add_argument("--ray", metavar="ADDRESS", help="run each variant as a task on this Ray cluster")
+    batch.set_defaults(func=_batch)
+
+
+def add_demo(sub: argparse._SubParsersAction) -> None:
+    demo = sub.add_parser("demo", help="start the embedded vLLM, run params/demo.yaml, stop, print the report")
+    demo.add_argument("--params", default="params/demo.yaml")
+    demo.add_argument("--outputs", default="outputs")
+    demo.set_defaults(func=_demo)
