@@ -13,6 +13,7 @@ import pytest
 
 import toolkit
 from toolkit import cli
+from toolkit.cli import folders
 from toolkit.base import errors
 from toolkit.base.api_keys import api_key_from_env
 from toolkit.base.errors import ServerAPIError, ServerError, ToolkitError
@@ -65,7 +66,7 @@ def run_raising(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> int:
     def command(args: argparse.Namespace) -> int:
         raise exc
 
-    monkeypatch.setattr(cli, "_compare", command)  # the parser binds the function when main builds it
+    monkeypatch.setattr(folders, "_compare", command)  # the parser binds the function when main builds it
     return cli.main(["compare", "a", "b", "--out", "c"])
 
 
