@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.base.schema import Measurement
-from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel, highest_rate_meeting, summarize_step
+from toolkit.method.goodput import REQUIRED_RECORD_COLUMNS, ServiceLevel, highest_rate_meeting, summarize_step
 from toolkit.results.rate_runs import RATES_DIR, STEPS_FILE, SWEEP_FILE, step_file
 from toolkit.results.store import RUN_FILE, ResultStore, write_json_atomic
 
@@ -40,7 +40,7 @@ def step_records(step: int, rate: float, *, capacity: float, requests: int, seed
                      "first_token_s": np.nan if bad else chunks[0], "last_token_s": np.nan if bad else chunks[-1],
                      "chunk_times_s": [] if bad else chunks, "input_tokens": 128, "output_tokens": 0 if bad else tokens,
                      "error": "HTTP 500: overloaded" if bad else None})  # fmt: skip
-    return pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+    return pd.DataFrame(rows, columns=list(REQUIRED_RECORD_COLUMNS))  # as a sweep before turns wrote them
 
 
 def _server_samples(rate: float, capacity: float, summary: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from tests.faultserver import FaultServer
 from toolkit.loadgen.client import StreamClient, build_request
 from toolkit.loadgen.open_loop import REQUEST_FIELDS, PlannedRequest, send_open_loop
 from toolkit.matrix.runner import run_sync
-from toolkit.method.goodput import RECORD_COLUMNS
+from toolkit.method.goodput import RECORD_COLUMNS, RECORD_DEFAULTS
 
 
 def planned(n: int, tokens: int = 5) -> list[PlannedRequest]:
@@ -21,7 +21,7 @@ def planned(n: int, tokens: int = 5) -> list[PlannedRequest]:
 
 
 def test_the_record_fields_are_a_step_record_less_the_step_columns() -> None:
-    assert set(REQUEST_FIELDS) | {"step", "offered_rate"} == set(RECORD_COLUMNS)
+    assert set(REQUEST_FIELDS) | {"step", "offered_rate"} | set(RECORD_DEFAULTS) == set(RECORD_COLUMNS)
 
 
 def test_requests_leave_at_their_due_times_while_others_run() -> None:

@@ -32,7 +32,7 @@ STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "sched
              "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "lag_max_ms", "lag_flagged", "server_running_max",
              "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
              "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens", "prefix_cache_hit_rate",
-             "expected_hit_rate"]  # fmt: skip
+             "expected_hit_rate", "client_cached_tokens", "workload", "control_of", "warmup_requests"]  # fmt: skip
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ import pytest
 
 import toolkit
 from toolkit import cli
-from toolkit.cli import folders
 from toolkit.base import errors
 from toolkit.base.api_keys import api_key_from_env
 from toolkit.base.errors import ServerAPIError, ServerError, ToolkitError
+from toolkit.cli import folders
 
 KEY_ENV = "ERRORS_TEST_API_KEY"
 KEY = "sk-errors-NEEDLE-9137"

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from toolkit.method.goodput import (
-    RECORD_COLUMNS,
+    REQUIRED_RECORD_COLUMNS,
     ServiceLevel,
     highest_rate_meeting,
     inter_token_ms,
@@ -35,7 +35,7 @@ def sweep() -> pd.DataFrame:
              tokens=11), record(1, 2, sent=0.5, ttft=0.9, gap=0.02, tokens=11),
              record(1, 3, sent=0.75, ttft=0.0, gap=0.0, tokens=1, error="HTTP 500")]  # fmt: skip
     frame = pd.DataFrame(rows)
-    assert tuple(frame.columns) == RECORD_COLUMNS
+    assert tuple(frame.columns) == REQUIRED_RECORD_COLUMNS
     return frame
 
 

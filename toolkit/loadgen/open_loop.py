@@ -20,7 +20,8 @@ from typing import Any
 from toolkit.loadgen.client import StreamClient, StreamResult
 
 REQUEST_FIELDS: tuple[str, ...] = ("request", "scheduled_s", "sent_s", "first_token_s", "last_token_s",
-                                   "chunk_times_s", "input_tokens", "output_tokens", "error")  # fmt: skip
+                                   "chunk_times_s", "input_tokens", "output_tokens", "error",
+                                   "cached_tokens")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ def record(index: int, due: float, result: StreamResult, planned: PlannedRequest
         "input_tokens": int(prompt or 0),
         "output_tokens": int(result.completion_tokens),
         "error": error,
+        "cached_tokens": result.cached_tokens,
     }
 
 

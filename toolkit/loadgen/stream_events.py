@@ -39,6 +39,7 @@ class StreamResult:
     cancelled: bool = False
     error: str | None = None
     ended: float | None = None
+    text: list[str] | None = None  # given a list, the reply's text pieces are kept in it (a conversation's history)
 
     @property
     def ttft_s(self) -> float | None:
@@ -117,6 +118,13 @@ def has_text(choice: dict[str, Any]) -> bool:
     return bool(choice.get("text"))
 
 
+def reply_text(choice: dict[str, Any]) -> str:
+    """The text a chunk's choice adds to the reply (chat content, or completions text; not reasoning)."""
+    delta = choice.get("delta")
+    found = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+    return found if isinstance(found, str) else ""
+
+
 def apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
     """Update `result` from one event's data; False (with `error` set) when the stream must stop.
 
@@ -125,7 +133,7 @@ def apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
     is the key). Any other shape takes the full parse. A field of the wrong type fails the stream.
     """
     try:
-        if result.first_token_at is not None:
+        if result.first_token_at is not None and result.text is None:
             at = data.rfind(b'"usage":')
             if at > 0:
                 try:
@@ -166,6 +174,10 @@ def _apply_parsed(data: bytes, now: float, result: StreamResult) -> bool:
         raise _Malformed("choices is not a list of objects")
     if result.first_token_at is None and any([has_text(c) for c in choices]):
         result.first_token_at = now
+    if result.text is not None and choices:
+        piece = reply_text(choices[0])
+        if piece:
+            result.text.append(piece)
     usage = chunk.get("usage")
     if usage is not None:
         apply_usage(usage, now, result)

@@ -18,10 +18,15 @@ if TYPE_CHECKING:
 
 # One row per request of a step. `chunk_times_s` holds every content chunk's arrival (a list; a chunk may carry
 # more than one token); `first_token_s`/`last_token_s` are NaN and `error` a one-line text when it failed.
-RECORD_COLUMNS: tuple[str, ...] = (
+# `turn`: the request's turn in its conversation (1 for a single request), `history_tokens` the tokens of the turns
+# before it (prompt and reply, as the server counted them), `cached_tokens` the prompt tokens the server reported
+# found in its prefix cache (NaN: not reported), `warmup`: kept but left out of the step's summary.
+REQUIRED_RECORD_COLUMNS: tuple[str, ...] = (
     "step", "offered_rate", "request", "scheduled_s", "sent_s", "first_token_s", "last_token_s", "chunk_times_s",
     "input_tokens", "output_tokens", "error",
 )  # fmt: skip
+RECORD_DEFAULTS: dict[str, Any] = {"turn": 1, "history_tokens": 0, "cached_tokens": math.nan, "warmup": False}
+RECORD_COLUMNS: tuple[str, ...] = (*REQUIRED_RECORD_COLUMNS, *RECORD_DEFAULTS)  # older files lack the defaulted ones
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
 SLO_BATCHES = 5  # the fraction meeting the level, also over 5 batches of the step's requests in schedule order
 STEADY_TRIM = 0.1  # the first and last 10 % of a step's schedule are its warm-up and cool-down
@@ -45,6 +50,16 @@ class ServiceLevel:
                 raise ValueError(f"{name}: {value} is not a positive number of milliseconds")
         if not 0 < self.target <= 1:
             raise ValueError(f"target: {self.target} is not a fraction in (0, 1]")
+
+
+def complete_records(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with exactly `RECORD_COLUMNS`: a column an older file (or another tool) lacks gets its default."""
+    filled = {
+        name: default if name not in frame.columns else frame[name].astype(object).where(frame[name].notna(), default)
+        for name, default in RECORD_DEFAULTS.items()
+    }
+    types = {"turn": "int64", "history_tokens": "int64", "warmup": "bool", "cached_tokens": "float64"}
+    return frame.assign(**filled)[list(RECORD_COLUMNS)].astype(types)
 
 
 def request_latencies(records: pd.DataFrame) -> pd.DataFrame:
@@ -198,15 +213,19 @@ def _rate(times: pd.Series) -> float | None:
 
 
 def steady_mask(records: pd.DataFrame, trim: float = STEADY_TRIM) -> pd.Series:
-    """The requests due in the step's steady part: not in the first or last `trim` of its schedule's span (the
-    ramp from an idle server and the drain); every request when that leaves none (an all-at-once step)."""
+    """The requests due in the step's steady part: not a warm-up request (a conversation's first turns, a replay's
+    first seconds), and not in the first or last `trim` of the rest's schedule span (the ramp from an idle server
+    and the drain); every request past the warm-up when the trim leaves none (an all-at-once step)."""
     due = records["scheduled_s"]
     if not len(due):
         return due.astype(bool)
-    low, high = float(due.min()), float(due.max())
+    counted = records["warmup"].ne(True) if "warmup" in records else due.notna() | due.isna()
+    if not counted.any():
+        return counted
+    low, high = float(due[counted].min()), float(due[counted].max())
     margin = trim * (high - low)
-    inside = (due >= low + margin) & (due <= high - margin)
-    return inside if inside.any() else due.notna() | due.isna()
+    inside = counted & (due >= low + margin) & (due <= high - margin)
+    return inside if inside.any() else counted
 
 
 def summarize_step(records: pd.DataFrame, level: ServiceLevel, trim: float = STEADY_TRIM) -> StepSummary:

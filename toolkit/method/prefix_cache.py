@@ -35,3 +35,51 @@ def measured_hit_rate(hits: float | None, queries: float | None) -> float | None
     if hits is None or queries is None or queries <= 0:
         return None
     return hits / queries
+
+
+def whole_blocks(tokens: int, block_size: int) -> int:
+    """The tokens of `tokens` that fill whole blocks."""
+    return (tokens // block_size) * block_size
+
+
+def cacheable(prompt_tokens: int, block_size: int) -> int:
+    """The most a prompt can find cached: its whole blocks before its last token (one token is always computed)."""
+    return whole_blocks(max(0, prompt_tokens - 1), block_size)
+
+
+def expected_trace_hit_rate(
+    hash_ids: Sequence[Sequence[int]], input_tokens: Sequence[int], trace_block: int, block_size: int | None
+) -> float | None:
+    """Cached over prompt tokens for a trace's requests in order of arrival: a request finds the leading blocks of
+    its `hash_ids` that an earlier request sent (a block's id stands for the whole prefix up to it), in whole blocks
+    of the server's size; nothing is evicted. None when the block size is unknown or nothing is sent."""
+    total = sum(input_tokens)
+    if not block_size or not total:
+        return None
+    seen: set[tuple[int, ...]] = set()
+    hits = 0
+    for ids, tokens in zip(hash_ids, input_tokens, strict=True):
+        shared = 0
+        while shared < len(ids) and tuple(ids[: shared + 1]) in seen:
+            shared += 1
+        hits += min(whole_blocks(shared * trace_block, block_size), cacheable(tokens, block_size))
+        seen.update(tuple(ids[: j + 1]) for j in range(len(ids)))
+    return hits / total
+
+
+def expected_conversation_hit_rate(
+    turns: Sequence[int], history_tokens: Sequence[int], input_tokens: Sequence[int], block_size: int | None
+) -> float | None:
+    """Cached over prompt tokens for conversation turns: a later turn finds the whole blocks of its history (the
+    previous turn's prompt and reply, which its own prompt starts with); a first turn finds nothing (each
+    conversation starts with its own marker). The reply comes back as text, so it is tokenized again: where that
+    gives other tokens than were generated, less is found. None when the block size is unknown or nothing is sent."""
+    total = sum(input_tokens)
+    if not block_size or not total:
+        return None
+    hits = sum(
+        min(whole_blocks(history, block_size), cacheable(tokens, block_size))
+        for turn, history, tokens in zip(turns, history_tokens, input_tokens, strict=True)
+        if turn > 1
+    )
+    return hits / total

@@ -18,6 +18,9 @@ _FLAGS: dict[str, str] = {
     "goodput_target": "goodput_target", "search_precision": "search_precision", "out": "results_dir",
     "label": "run_label", "ray": "ray_address", "clients": "clients", "steady_trim": "steady_trim",
     "workload": "workload", "prefixes": "prefixes", "prefix_tokens": "prefix_tokens", "prefix_choice": "prefix_choice",
+    "turns": "turns", "think_time": "think_time_s", "warmup_turns": "warmup_turns", "trace": "trace",
+    "trace_format": "trace_format", "time_scale": "time_scale", "trace_start": "trace_start_s",
+    "trace_duration": "trace_duration_s", "trace_block_tokens": "trace_block_tokens", "warmup": "warmup_s",
 }  # fmt: skip
 
 
@@ -47,10 +50,23 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--dataset", help="JSONL (prompt or messages, optional output_tokens) or ShareGPT JSON file")
     p.add_argument("--replay", metavar="FILE",
                    help="one step replaying another tool's result file: its arrival times and lengths")  # fmt: skip
-    p.add_argument("--workload", choices=["shared-prefix"], help="shared-prefix: prompts that start alike")
+    p.add_argument("--workload", choices=["shared-prefix", "conversation"],
+                   help="shared-prefix: prompts that start alike; conversation: turns re-send the history")  # fmt: skip
     p.add_argument("--prefixes", type=int, help="shared-prefix: how many distinct prefixes")
     p.add_argument("--prefix-tokens", type=int, help="shared-prefix: each prefix's length in tokens")
     p.add_argument("--prefix-choice", choices=["uniform", "zipf"], help="shared-prefix: how requests pick one")
+    p.add_argument("--turns", type=int, help="conversation: turns per conversation (rates: conversations/s)")
+    p.add_argument("--think-time", type=float, help="conversation: seconds from a reply to the next turn (0)")
+    p.add_argument("--warmup-turns", type=int, help="conversation: first turns left out of the summary (1)")
+    p.add_argument("--cold-control", action="store_true",
+                   help="conversation: after each step, its prompt lengths again, cold, at the same times")  # fmt: skip
+    p.add_argument("--trace", metavar="FILE", help="one step replaying a request trace's arrivals and lengths")
+    p.add_argument("--trace-format", choices=["mooncake", "azure"], help="the trace's layout (JSONL, CSV)")
+    p.add_argument("--time-scale", type=float, help="trace: replay this many times as fast (1)")
+    p.add_argument("--trace-start", type=float, help="trace: seconds into the trace to start at (0)")
+    p.add_argument("--trace-duration", type=float, help="trace: seconds of the trace to replay (all)")
+    p.add_argument("--trace-block-tokens", type=int, help="Mooncake trace: tokens per hash_ids block (512)")
+    p.add_argument("--warmup", type=float, help="each step's first seconds: recorded, left out of its summary (0)")
     p.add_argument("--warm-prompts", action="store_true", help="one shared prefix instead of cold prompts")
     p.add_argument("--no-drain", action="store_true", help="do not wait for an idle server between steps")
     p.add_argument("--slo-ttft-ms", type=float)
@@ -80,6 +96,8 @@ def params_from_args(args: argparse.Namespace) -> Any:
         values["rescale_schedule"] = False
     if args.search:
         values["search"] = True
+    if args.cold_control:
+        values["cold_control"] = True
     if args.params:
         return load_rate_params(args.params, **values)
     if args.base_url is None:

@@ -4,8 +4,9 @@ JSONL: one object per line with `"prompt"` (text) or `"messages"` (chat messages
 `content`), and an optional `"output_tokens"` (a whole number >= 1); blank lines are skipped. ShareGPT: a JSON list
 of objects whose `"conversations"` list holds turns `{"from": "human"|"user"|..., "value": text}`; its first human
 turn is the prompt and the turn after it the reference reply, whose token count (by the server's tokenizer) is the
-output length, as `vllm bench serve --dataset-name sharegpt` takes it. Conversations with fewer than two turns are
-skipped, as there. Any other defect is a `DatasetError` naming the file and the line (or entry).
+output length, as `vllm bench serve --dataset-name sharegpt` takes it; a conversation workload sends its human turns
+one by one. Conversations with fewer than two turns are skipped, as there. Any other defect is a `DatasetError`
+naming the file and the line (or entry).
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ class DatasetItem:
     messages: tuple[dict[str, str], ...] | None = None
     output_tokens: int | None = None
     reply: str | None = None
+    user_turns: tuple[str, ...] = ()  # every user message in order: a conversation workload's turns
+
+    def __post_init__(self) -> None:
+        if not self.user_turns:
+            found = self.prompt if self.prompt is not None else ""
+            turns = [m["content"] for m in self.messages or () if m["role"] in HUMAN]
+            object.__setattr__(self, "user_turns", tuple(turns) if self.messages else (found,))
 
 
 def load_dataset(path: str | Path) -> list[DatasetItem]:
@@ -110,5 +118,7 @@ def _sharegpt(path: Path, text: str) -> list[DatasetItem]:
         first = next((i for i, t in enumerate(turns[:-1]) if t["from"] in HUMAN), None)
         if first is None or not turns[first]["value"]:
             raise DatasetError(f"dataset: {where}: no human turn with text followed by a reply")
-        items.append(DatasetItem(where, prompt=turns[first]["value"], reply=turns[first + 1]["value"]))
+        users = tuple(t["value"] for t in turns[first:] if t["from"] in HUMAN and t["value"])
+        first_text, reply = turns[first]["value"], turns[first + 1]["value"]
+        items.append(DatasetItem(where, prompt=first_text, reply=reply, user_turns=users))
     return items

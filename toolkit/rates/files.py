@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from toolkit.base.text import printable_tree
-from toolkit.method.goodput import RECORD_COLUMNS
+from toolkit.method.goodput import RECORD_COLUMNS, complete_records
 from toolkit.results.store import StoreError, append_line, read_json, read_jsonl, write_json_atomic
 
 RATES_DIR = "rates"
@@ -77,7 +77,8 @@ def records_frame(records: list[dict[str, Any]], step: int, offered_rate: float)
     """A step's records as a frame with exactly `RECORD_COLUMNS`."""
     rows = [{"step": step, "offered_rate": offered_rate, **r} for r in records]
     frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
-    return frame.astype({"step": "int64", "request": "int64", "input_tokens": "int64", "output_tokens": "int64"})
+    frame = frame.astype({"step": "int64", "request": "int64", "input_tokens": "int64", "output_tokens": "int64"})
+    return complete_records(frame)  # a field the sender did not set has its default
 
 
 def write_step(out: Path, step: int, frame: pd.DataFrame, row: dict[str, Any]) -> None:
@@ -109,5 +110,5 @@ def read_steps(out: Path) -> list[dict[str, Any]]:
 
 def read_records(out: Path) -> pd.DataFrame:
     """Every finished step's records, one frame (a step's line is written after its file: the lines decide)."""
-    frames = [pd.read_parquet(step_file(out, row["step"])) for row in read_steps(out)]
+    frames = [complete_records(pd.read_parquet(step_file(out, row["step"]))) for row in read_steps(out)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(RECORD_COLUMNS))

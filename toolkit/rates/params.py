@@ -13,6 +13,7 @@ from toolkit.base.api_keys import DEFAULT_KEY_ENV
 from toolkit.loadgen.arrivals import Arrival
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import MAX_LABEL, MAX_SECONDS, ParamsError, RunParams, _one_line, read_yaml_mapping
+from toolkit.rates.traces import TraceWindow
 
 __all__ = [
     "DEFAULT_DURATION_S",
@@ -137,11 +138,24 @@ class RateParams(BaseModel):
     dataset: str | None = None  # JSONL ("prompt" or "messages", optional "output_tokens") or ShareGPT JSON
     replay: str | None = None  # another tool's result file: one step of its arrival times and lengths (rates.replay)
     # shared-prefix: each prompt starts with one of `prefixes` prefixes of `prefix_tokens` tokens (each step its own),
-    # picked uniformly or by Zipf's law (the first the most), then a unique rest. None: every prompt cold.
-    workload: Literal["shared-prefix"] | None = None
+    # picked uniformly or by Zipf's law (the first the most), then a unique rest. conversation: each arrival is a
+    # conversation of `turns` turns (input_tokens: each new message), each re-sending the history. None: cold prompts.
+    workload: Literal["shared-prefix", "conversation"] | None = None
     prefixes: int | None = Field(None, ge=1, le=100_000)
     prefix_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     prefix_choice: Literal["uniform", "zipf"] | None = None
+    turns: int | None = Field(None, ge=1, le=1000)
+    think_time_s: float | None = Field(None, ge=0, le=MAX_SECONDS)  # after a reply, before the next turn
+    warmup_turns: int | None = Field(None, ge=0, le=1000)  # each conversation's first turns (default 1): not summed
+    cold_control: bool = False  # after each conversation step, its prompts' lengths again, cold, at the same times
+    # trace: a Mooncake JSONL or Azure CSV trace file replayed as one step (rates.traces): a window of it, faster
+    trace: str | None = None
+    trace_format: Literal["mooncake", "azure"] | None = None
+    time_scale: float | None = Field(None, gt=0, le=1000)  # 2: twice as fast as the trace
+    trace_start_s: float | None = Field(None, ge=0)
+    trace_duration_s: float | None = Field(None, gt=0)
+    trace_block_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # a hash_ids block's tokens (default 512)
+    warmup_s: float = Field(0.0, ge=0, le=MAX_SECONDS)  # a step's first seconds: kept, left out of its summary
     cold_prompts: bool = True  # a unique prefix per request: nothing comes from the prefix cache
     drain: bool = True  # before each step, wait until the server runs and queues nothing
     drain_timeout_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
@@ -209,9 +223,47 @@ class RateParams(BaseModel):
             raise ValueError("workload: shared-prefix builds its own prompts; it takes no dataset and no replay")
         if self.replay is not None and (self.dataset is not None or self.search):
             raise ValueError("replay: replays one file's schedule and lengths; it takes no dataset and no search")
+        self._consistent_conversation()
+        self._consistent_trace()
         if self.search and not self.has_slo():
             raise ValueError("search: needs a service level: slo_ttft_ms, slo_tpot_ms or slo_e2e_ms")
         return self
+
+    def _consistent_conversation(self) -> None:
+        talk = {"turns": self.turns, "think_time_s": self.think_time_s, "warmup_turns": self.warmup_turns,
+                "cold_control": self.cold_control or None}  # fmt: skip
+        if self.workload != "conversation" and (given := [k for k, v in talk.items() if v is not None]):
+            raise ValueError(f"{', '.join(given)}: apply to workload conversation only")
+        if self.workload != "conversation":
+            return
+        if self.turns is None:
+            raise ValueError("workload: conversation needs turns (how many per conversation)")
+        if self.replay is not None or self.trace is not None or self.ray_address is not None:
+            raise ValueError("workload: conversation sends its own turns from this process; it takes no replay, "
+                             "trace or ray_address")  # fmt: skip
+
+    def _consistent_trace(self) -> None:
+        window = {"time_scale": self.time_scale, "trace_start_s": self.trace_start_s,
+                  "trace_duration_s": self.trace_duration_s, "trace_block_tokens": self.trace_block_tokens}  # fmt: skip
+        if self.trace is None:
+            if given := [k for k, v in {"trace_format": self.trace_format, **window}.items() if v is not None]:
+                raise ValueError(f"{', '.join(given)}: apply to a trace only")
+            return
+        if self.trace_format is None:
+            raise ValueError("trace: needs trace_format: mooncake (JSONL) or azure (CSV)")
+        if self.dataset is not None or self.replay is not None or self.search or self.workload is not None:
+            raise ValueError("trace: replays the trace's arrivals and lengths; it takes no dataset, replay, search "
+                             "or workload")  # fmt: skip
+        if self.trace_block_tokens is not None and self.trace_format != "mooncake":
+            raise ValueError("trace_block_tokens: applies to a Mooncake trace's hash_ids only")
+
+    def trace_window(self) -> TraceWindow:
+        """The part of the trace to replay, and how fast."""
+        return TraceWindow(self.trace_start_s or 0.0, self.trace_duration_s, self.time_scale or 1.0)
+
+    def conversation_warmup(self) -> int:
+        """The first turns of each conversation left out of a step's summary."""
+        return 1 if self.warmup_turns is None else self.warmup_turns
 
     def has_slo(self) -> bool:
         return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms))

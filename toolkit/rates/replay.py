@@ -1,4 +1,5 @@
-"""A step that replays another tool's run: its requests' arrival times and lengths, from its result file.
+"""A step that replays another tool's run (its requests' arrival times and lengths, from its result file) or a
+request trace (Mooncake or Azure layout, toolkit.rates.traces).
 
 Replaying `vllm bench serve`'s (or GuideLLM's, AIPerf's) own schedule makes our step and theirs the same workload
 request for request, so that `reconcile` compares the measurements and not two draws of a Poisson process.
@@ -12,7 +13,10 @@ from pathlib import Path
 from statistics import median
 
 from toolkit.base.errors import ParamsError
+from toolkit.rates.traces import TraceFormat, TraceWindow, read_trace, window
 from toolkit.results.peers.read import read_peer_result
+
+MOONCAKE_BLOCK_TOKENS = 512  # a hash_ids block of Mooncake's published traces
 
 
 @dataclass(frozen=True)
@@ -22,8 +26,10 @@ class Replay:
     due: list[float]
     input_tokens: list[int]
     output_tokens: list[int]
-    rate: float  # the rate the tool was asked for
+    rate: float  # the rate the tool was asked for (a trace: its requests over its span)
     source: str  # the tool and the file
+    hash_ids: list[tuple[int, ...]] | None = None  # a Mooncake trace's prompt blocks, per request
+    block_tokens: int | None = None  # the tokens of each of those blocks
 
 
 def load_replay(path: str | Path) -> Replay:
@@ -45,4 +51,25 @@ def load_replay(path: str | Path) -> Replay:
         output_tokens=[int(n) if n > 0 else usual for n in ordered["output_tokens"]],
         rate=step.offered_rate if math.isfinite(step.offered_rate) else math.inf,
         source=f"{step.source} ({Path(path).name})",
+    )
+
+
+def load_trace(path: str | Path, kind: TraceFormat, chosen: TraceWindow, block_tokens: int) -> Replay:
+    """The window of a trace file as a step to replay; DatasetError (malformed) or ParamsError (an empty window)
+    in one line naming the file."""
+    requests = window(read_trace(path, kind), chosen)
+    if not requests:
+        end = "its end" if chosen.duration_s is None else f"{chosen.start_s + chosen.duration_s:g} s"
+        raise ParamsError(f"trace: {path}: no request arrives between {chosen.start_s:g} s and {end}")
+    due = [r.at_s for r in requests]
+    span = due[-1] - due[0]
+    scale = "" if chosen.time_scale == 1 else f" at {chosen.time_scale:g}x"
+    return Replay(
+        due=due,
+        input_tokens=[r.input_tokens for r in requests],
+        output_tokens=[r.output_tokens for r in requests],
+        rate=(len(due) - 1) / span if span > 0 else math.inf,
+        source=f"{kind} trace ({Path(path).name}){scale}",
+        hash_ids=[r.hash_ids for r in requests] if kind == "mooncake" else None,
+        block_tokens=block_tokens if kind == "mooncake" else None,
     )

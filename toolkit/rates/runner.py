@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit.base.api_keys import api_key_from_env
 from toolkit.base.errors import ParamsError
@@ -28,6 +28,7 @@ from toolkit.matrix.heap import frozen_heap
 from toolkit.matrix.run_folder import RunRefused, hold
 from toolkit.matrix.runner import run_sync
 from toolkit.matrix.server_api import ServerAPI
+from toolkit.method.prefix_cache import expected_trace_hit_rate
 from toolkit.params import RunParams
 from toolkit.rates.dataset import load_dataset
 from toolkit.rates.files import (
@@ -42,15 +43,18 @@ from toolkit.rates.files import (
 )
 from toolkit.rates.params import Lengths, RateParams, rate_text
 from toolkit.rates.ray_clients import ray_senders
-from toolkit.rates.replay import Replay, load_replay
+from toolkit.rates.replay import MOONCAKE_BLOCK_TOKENS, Replay, load_replay, load_trace
 from toolkit.rates.search import next_probe, search_result
 from toolkit.rates.step import StepPlan, StepTools, failure_text, progress_text, run_step
-from toolkit.rates.workload import Workload, check_lengths
+from toolkit.rates.workload import Workload, blocks_used, check_lengths
 from toolkit.results.rate_runs import has_rates
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE, check_writable
 from toolkit.servers.autogroups import protected_from_autogroups
 from toolkit.servers.launch import launch_info
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Say", "default_out", "rates_run_info", "run_rates"]
 
@@ -176,9 +180,17 @@ class _Sweep:
         self.rows = list(done)  # the steps a resumed sweep finished before
         self.slo = tools.params.has_slo()
 
+    @property
+    def measured(self) -> list[dict[str, Any]]:
+        """The steps of the sweep itself (not its cold controls): what the listed rates and the search count."""
+        return [row for row in self.rows if row.get("control_of") is None]
+
     async def listed(self) -> None:
-        """The listed rates' steps that are not done yet."""
-        done = sum(not row["searched"] for row in self.rows)
+        """The listed rates' steps that are not done yet (a step and its cold control are done together)."""
+        done = sum(not row["searched"] for row in self.measured)
+        if self.rows and self.tools.params.cold_control and self.rows[-1].get("control_of") is None:
+            self.rows.pop()  # a stop between a step and its control: measure that step again, with its control
+            done -= 1
         rates = [self.replay.rate] if self.replay else self.tools.params.rates
         for rate in rates[done:]:
             await self.step(rate, searched=False)
@@ -199,23 +211,52 @@ class _Sweep:
                 rescale=params.rescale_schedule,
             )
             lengths = None
-        requests = await self.workload.requests(index, len(due), lengths)
-        expected = self.workload.expected_hit_rates.get(index)
-        frame, row = await run_step(self.tools, StepPlan(index, rate, searched, due, requests, expected))
-        write_step(self.out, index, frame, row)
+        if params.workload == "conversation":
+            conversations = await self.workload.conversations(index, len(due))
+            plan = StepPlan(index, rate, searched, due, [], conversations=conversations)
+        else:
+            blocks = None
+            if self.replay is not None and self.replay.hash_ids is not None:
+                assert self.replay.block_tokens is not None
+                blocks = (self.replay.hash_ids, self.replay.block_tokens)
+            requests = await self.workload.requests(index, len(due), lengths, blocks)
+            expected = self.workload.expected_hit_rates.get(index)
+            if blocks is not None and lengths is not None:
+                used = [blocks_used(ids, n, blocks[1]) for ids, n in zip(blocks[0], lengths[0], strict=True)]
+                expected = expected_trace_hit_rate(used, lengths[0], blocks[1], self.tools.block_size)
+            plan = StepPlan(index, rate, searched, due, requests, expected)
+        frame = await self._run(plan)
+        if params.cold_control:
+            await self._run(await self._cold_control(plan, frame))
+
+    async def _run(self, plan: StepPlan) -> pd.DataFrame:
+        frame, row = await run_step(self.tools, plan)
+        write_step(self.out, plan.index, frame, row)
         self.rows.append(row)
         self.say(progress_text(row, self.slo))
         if (failed := failure_text(row, frame)) is not None:
             self.say(failed)
+        return frame
+
+    async def _cold_control(self, measured: StepPlan, frame: pd.DataFrame) -> StepPlan:
+        """The step's prompts again, each as long as the server counted it and at the time it was due, but cold:
+        the same work without the prefix cache, beside it in the same run."""
+        sent = frame[frame["input_tokens"] > 0].sort_values("scheduled_s", kind="stable")
+        due = [float(t) for t in sent["scheduled_s"]]
+        lengths = ([int(n) for n in sent["input_tokens"]], [max(1, int(n)) for n in sent["output_tokens"]])
+        index = len(self.rows)
+        requests = await self.workload.cold_requests(index, *lengths)
+        turns = ([int(n) for n in sent["turn"]], [int(n) for n in sent["history_tokens"]])
+        return StepPlan(index, measured.rate, False, due, requests, 0.0, control_of=measured.index, turns=turns)
 
     async def search(self) -> None:
         params = self.tools.params
-        for _ in range(params.search_max_probes - sum(row["searched"] for row in self.rows)):
-            rate = next_probe(self.rows, params.search_precision, params.goodput_target, params.search_repeats)
+        for _ in range(params.search_max_probes - sum(row["searched"] for row in self.measured)):
+            rate = next_probe(self.measured, params.search_precision, params.goodput_target, params.search_repeats)
             if rate is None:
                 break
             await self.step(rate, searched=True)
-        result = search_result(self.rows, params.goodput_target)
+        result = search_result(self.measured, params.goodput_target)
         update_sweep(self.out, search=result)
         low, high = result["bracket"]
         above = "no rate shown to fail" if high is None else f"{high:.3g} req/s shown to fail"
@@ -228,6 +269,10 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
     api_key = api_key_from_env(params.api_key_env)
     dataset = load_dataset(params.dataset) if params.dataset else None  # a bad file fails before any load
     replay = load_replay(params.replay) if params.replay else None
+    if params.trace is not None:
+        assert params.trace_format is not None
+        block = params.trace_block_tokens or MOONCAKE_BLOCK_TOKENS
+        replay = load_trace(params.trace, params.trace_format, params.trace_window(), block)
     before = read_sweep(out) if resume and has_rates(out) else None
     if before is None and (rates_dir(out) / STEPS_FILE).exists():
         raise RunRefused(f"out: {out} already holds a rate sweep; choose another folder, or resume it")
@@ -257,7 +302,7 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
         senders = ray_senders(params.ray_address, params.clients) if params.ray_address else contextlib.nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with senders as ray, protected_from_autogroups(params.base_url, say), frozen_heap():
-                tools = StepTools(params, api, client, server.metrics_available, ray)
+                tools = StepTools(params, api, client, server.metrics_available, server.model, server.block_size, ray)
                 sweep_run = _Sweep(tools, workload, out, say, done, replay)
                 await sweep_run.listed()
                 if params.search and not isinstance((before or {}).get("search"), dict):  # its result, once it ran

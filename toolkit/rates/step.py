@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 
 from toolkit.loadgen.client import StreamClient
+from toolkit.loadgen.conversations import ConversationPlan, PlannedTurn, send_conversations
 from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
 from toolkit.matrix.decode import drain
 from toolkit.matrix.prometheus import (
@@ -29,7 +30,7 @@ from toolkit.matrix.prometheus import (
 from toolkit.matrix.sampler import Sampler, Samples
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.goodput import StepSummary, summarize_step
-from toolkit.method.prefix_cache import measured_hit_rate
+from toolkit.method.prefix_cache import expected_conversation_hit_rate, measured_hit_rate
 from toolkit.rates.files import records_frame
 from toolkit.rates.params import RateParams
 from toolkit.rates.ray_clients import LEAD_S, RaySenders, send_on_ray
@@ -47,6 +48,9 @@ class StepPlan:
     due: list[float]
     requests: list[PlannedRequest]
     expected_hit_rate: float | None = None  # a shared-prefix step's, from its construction (method.prefix_cache)
+    conversations: list[list[PlannedTurn]] | None = None  # a conversation step's, one per due time (not `requests`)
+    control_of: int | None = None  # a cold control step: the step whose prompt lengths and times it repeats cold
+    turns: tuple[list[int], list[int]] | None = None  # a cold control's turn and history tokens, per request
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class StepTools:
     api: ServerAPI
     client: StreamClient
     metrics: bool  # the server answers /metrics
+    model: str  # as the server names it
+    block_size: int | None = None  # the server's KV block (tokens), for the hit rate a workload should see
     ray: RaySenders | None = None  # when the step is sent from several client processes on a Ray cluster
 
 
@@ -69,7 +75,13 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
     lead = 0.0 if tools.ray is None else LEAD_S  # Ray tasks start from a common time a little ahead
     start, start_wall = time.perf_counter() + lead, time.time() + lead
     async with Sampler(api, interval_s=SAMPLE_INTERVAL_S, use_metrics=tools.metrics) as sampler:
-        if tools.ray is None:
+        if plan.conversations is not None:
+            talk = ConversationPlan(
+                params.endpoint, tools.model, params.think_time_s or 0.0, params.conversation_warmup(),
+                params.max_in_flight,
+            )  # fmt: skip
+            records = await send_conversations(tools.client, talk, plan.conversations, plan.due, start=start)
+        elif tools.ray is None:
             records = await send_open_loop(
                 tools.client, plan.requests, plan.due, max_in_flight=params.max_in_flight, start=start
             )
@@ -82,8 +94,19 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
     await drain(api, params.drain_timeout_s, tools.metrics)
     after = await api.metrics_or_none() if tools.metrics else None
     frame = records_frame(records, plan.index, plan.rate)
+    if plan.turns is not None:  # a cold control keeps the turn and history of the request it repeats
+        frame["turn"], frame["history_tokens"] = plan.turns
+    if params.warmup_s:
+        frame["warmup"] |= frame["scheduled_s"] < frame["scheduled_s"].min() + params.warmup_s
     summary = summarize_step(frame, params.service_level(), params.steady_trim)
-    row = step_row(plan, params, summary, frame, server_figures(sampler.samples, start, end, before, after))
+    expected = plan.expected_hit_rate
+    if plan.conversations is not None:
+        sent = frame[frame["output_tokens"] > 0]
+        expected = expected_conversation_hit_rate(
+            list(sent["turn"]), list(sent["history_tokens"]), list(sent["input_tokens"]), tools.block_size
+        )
+    figures = server_figures(sampler.samples, start, end, before, after)
+    row = step_row(replace(plan, expected_hit_rate=expected), params, summary, frame, figures)
     return frame, row
 
 
@@ -132,7 +155,17 @@ def step_row(
         "client_generation_tokens": int(frame["output_tokens"].sum()),
         "prefix_cache_hit_rate": server["prefix_cache_hit_rate"],
         "expected_hit_rate": plan.expected_hit_rate,
+        "client_cached_tokens": client_cached_tokens(frame),
+        "workload": "cold-control" if plan.control_of is not None else params.workload or "cold",
+        "control_of": plan.control_of,
+        "warmup_requests": int(frame["warmup"].sum()),
     }
+
+
+def client_cached_tokens(frame: pd.DataFrame) -> int | None:
+    """The prompt tokens the server's replies reported found in its prefix cache, summed; None when none said."""
+    reported = frame["cached_tokens"].dropna()
+    return int(reported.sum()) if len(reported) else None
 
 
 def _ms(value: Any) -> str:
@@ -155,8 +188,11 @@ def progress_text(row: dict[str, Any], slo: bool) -> str:
     rate = row["offered_rate"]
     offered = "inf" if rate == float("inf") else f"{rate:g}"
     achieved = "-" if row["achieved_rate"] is None else f"{row['achieved_rate']:.2f}"
+    unit = "conversations/s" if row.get("workload") == "conversation" else "req/s"
+    kind = " (search)" if row["searched"] else ""
+    kind = f" (cold control of step {row['control_of']})" if row.get("control_of") is not None else kind
     text = (
-        f"step {row['step']}{' (search)' if row['searched'] else ''}: {offered} req/s offered, {achieved} "
+        f"step {row['step']}{kind}: {offered} {unit} offered, {achieved} req/s "
         f"sent, {row['completed']}/{row['requests']} ok, {row['output_tok_s']:.0f} tok/s out, TTFT p50 "
         f"{_ms(row['ttft_p50_ms'])} p99 {_ms(row['ttft_p99_ms'])}, waiting max "
         f"{'-' if row['server_waiting_max'] is None else row['server_waiting_max']}, lag p99 "

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.loadgen.client import build_request
+from toolkit.loadgen.conversations import PlannedTurn
 from toolkit.loadgen.open_loop import PlannedRequest
 from toolkit.matrix.prompts import build_prompt
 from toolkit.matrix.server_api import ServerAPI
@@ -21,6 +22,8 @@ from toolkit.method.prefix_cache import expected_hit_rate
 from toolkit.params import ParamsError
 from toolkit.rates.dataset import DatasetError, DatasetItem
 from toolkit.rates.params import Lengths, RateParams
+
+TraceBlocks = tuple[list[tuple[int, ...]], int]  # each request's trace block ids, and the tokens of a block
 
 
 def draw_lengths(spec: int | Lengths, n: int, rng: np.random.Generator) -> list[int]:
@@ -62,6 +65,12 @@ def check_lengths(params: RateParams, max_model_len: int) -> None:
 MIN_UNIQUE_TOKENS = 16  # a shared-prefix prompt's unique rest: its request marker and some filler
 
 
+def blocks_used(hash_ids: tuple[int, ...], input_tokens: int, block_tokens: int) -> tuple[int, ...]:
+    """The trace blocks a prompt of `input_tokens` starts with: as many of its `hash_ids` as fit whole before
+    its unique rest."""
+    return hash_ids[: max(0, input_tokens - MIN_UNIQUE_TOKENS) // block_tokens]
+
+
 def prefix_groups(rng: np.random.Generator, n: int, prefixes: int, choice: str | None) -> list[int]:
     """Which shared prefix each of `n` requests starts with: uniform, or Zipf's law over the prefixes (1/k)."""
     if choice == "zipf":
@@ -87,6 +96,9 @@ class Workload:
         self.expected_hit_rates: dict[int, float | None] = {}  # step -> the hit rate its construction implies
         self._shared: dict[tuple[int, int], str] = {}  # (step, prefix) -> its text
         self._overhead: int | None = None  # what the server counts for an empty prompt (BOS, a chat template)
+        self._bare: int | None = None  # the same for an empty text without a chat template
+        self._blocks: dict[tuple[int, ...], str] = {}  # a trace block (its id and those before it) -> its text
+        self._heads: dict[tuple[int, ...], tuple[str, int]] = {}  # a prompt's trace blocks -> text, tokens
         self.chat = params.endpoint == "chat"
         self._fillers: dict[int, str] = {}  # prompt tokens -> the text after the prefix
         self._reply_tokens: dict[str, int] = {}  # a dataset item -> its reference reply's tokens
@@ -100,10 +112,11 @@ class Workload:
         return f"[rate sweep {self.run_id} step {step:03d} request {request:06d}] "
 
     async def requests(
-        self, step: int, n: int, lengths: tuple[list[int], list[int]] | None = None
+        self, step: int, n: int, lengths: tuple[list[int], list[int]] | None = None, blocks: TraceBlocks | None = None
     ) -> list[PlannedRequest]:
         """The `n` requests of step `step` (the same seed and step give the same requests); `lengths`: each
-        request's input and output tokens as given (a replayed run's) instead of drawn."""
+        request's input and output tokens as given (a replayed run's) instead of drawn; `blocks`: each request's
+        trace blocks (a Mooncake trace's hash_ids), which its prompt starts with."""
         rng = np.random.default_rng((self.params.seed, step, 1))
         outputs = lengths[1] if lengths else draw_lengths(self.params.output_tokens, n, rng)
         if self.dataset is not None:
@@ -113,12 +126,78 @@ class Workload:
         inputs = lengths[0] if lengths else draw_lengths(self.params.input_tokens, n, rng)
         if self.params.workload == "shared-prefix":
             return await self._shared_prefix_requests(step, inputs, outputs, rng)
+        if blocks is not None:
+            return await self._trace_requests(step, inputs, outputs, blocks)
+        return await self.cold_requests(step, inputs, outputs)
+
+    async def cold_requests(self, step: int, inputs: list[int], outputs: list[int]) -> list[PlannedRequest]:
+        """Prompts of exactly these lengths (as the server counts them), each with its own prefix."""
         planned = []
         for i, (tokens, out) in enumerate(zip(inputs, outputs, strict=True)):
             text = self.prefix(step, i) + await self._filler(tokens)
             path, body = build_request(self.params.endpoint, self.model, text, out)
             planned.append(PlannedRequest(path, body, tokens))
         return planned
+
+    async def conversations(self, step: int, n: int) -> list[list[PlannedTurn]]:
+        """The `n` conversations of step `step`: `turns` messages each (a dataset item's user turns, or
+        `input_tokens` long), the first starting with the conversation's own marker (nothing shared between them)."""
+        params = self.params
+        assert params.turns is not None
+        rng = np.random.default_rng((params.seed, step, 1))
+        k = params.turns
+        outputs = draw_lengths(params.output_tokens, n * k, rng)
+        if self.dataset is not None:
+            order = rng.permutation(len(self.dataset))
+            items = [self.dataset[order[i % len(order)]] for i in range(n)]
+            return [
+                [
+                    PlannedTurn(self.prefix(step, i) * (t == 0) + text, item.output_tokens or outputs[i * k + t])
+                    for t, text in enumerate(item.user_turns[:k])
+                ]
+                for i, item in enumerate(items)
+            ]
+        inputs = draw_lengths(params.input_tokens, n * k, rng)
+        conversations = []
+        for i in range(n):
+            turns = []
+            for t in range(k):
+                tokens = inputs[i * k + t]
+                head = self.prefix(step, i) if t == 0 else f"[turn {t + 1}] "
+                turns.append(PlannedTurn(head + await self._filler(tokens), outputs[i * k + t], tokens))
+            conversations.append(turns)
+        return conversations
+
+    async def _trace_requests(
+        self, step: int, inputs: list[int], outputs: list[int], blocks: TraceBlocks
+    ) -> list[PlannedRequest]:
+        """Each prompt: its trace blocks' texts (the same id, the same text: shared), then its unique rest."""
+        hash_ids, block_tokens = blocks
+        planned = []
+        for i, (ids, tokens, out) in enumerate(zip(hash_ids, inputs, outputs, strict=True)):
+            shared, counted = await self._trace_head(blocks_used(ids, tokens, block_tokens), block_tokens)
+            rest = await self._filler(tokens - counted)
+            path, body = build_request(self.params.endpoint, self.model, shared + self.prefix(step, i) + rest, out)
+            planned.append(PlannedRequest(path, body, tokens))
+        return planned
+
+    async def _trace_head(self, used: tuple[int, ...], block_tokens: int) -> tuple[str, int]:
+        """The text of a prompt's trace blocks, and its tokens as the server counts them (blocks may join)."""
+        if used not in self._heads:
+            text = "".join([await self._trace_block(used[: j + 1], block_tokens) for j in range(len(used))])
+            counted = await self.api.count_tokens(self.model, text, chat=False) - (self._bare or 0) if used else 0
+            self._heads[used] = (text, counted)
+        return self._heads[used]
+
+    async def _trace_block(self, chain: tuple[int, ...], block_tokens: int) -> str:
+        """The text of a trace block (`chain`: its id and those before it): `block_tokens` tokens, its own words."""
+        if chain not in self._blocks:
+            if self._bare is None:  # what the server counts for an empty text (BOS): not part of a block
+                self._bare = await self.api.count_tokens(self.model, "", chat=False)
+            head = f"[trace block {chain[-1]} at {len(chain)}, run {self.run_id}] "
+            built = await build_prompt(self.api, self.model, block_tokens + self._bare, head, chat=False)
+            self._blocks[chain] = built.text + " "  # the next block's words start apart from this one's
+        return self._blocks[chain]
 
     async def _shared_prefix_requests(
         self, step: int, inputs: list[int], outputs: list[int], rng: np.random.Generator

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from toolkit.base.errors import RateSweepError
-from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel
+from toolkit.method.goodput import RECORD_COLUMNS, REQUIRED_RECORD_COLUMNS, ServiceLevel, complete_records
 from toolkit.results.runs import default_label, unique_labels
 from toolkit.results.store import RUN_FILE, read_json, schema_problem
 
@@ -152,12 +152,12 @@ def _read_records(folder: Path, steps: Sequence[int]) -> pd.DataFrame:
             frame = pd.read_parquet(path)
         except Exception as exc:  # pyarrow raises several kinds for a damaged file
             raise RateSweepError(f"{path}: not a readable Parquet file ({type(exc).__name__})") from None
-        missing = [c for c in RECORD_COLUMNS if c not in frame.columns]
+        missing = [c for c in REQUIRED_RECORD_COLUMNS if c not in frame.columns]
         if missing:
             raise RateSweepError(f"{path}: missing record columns {', '.join(missing)}")
         if len(frame) and not (frame["step"] == step).all():
             raise RateSweepError(f"{path}: holds records of another step than {step}")
-        frames.append(frame[list(RECORD_COLUMNS)])
+        frames.append(complete_records(frame))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(RECORD_COLUMNS))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.method.goodput import RECORD_COLUMNS
+from toolkit.method.goodput import REQUIRED_RECORD_COLUMNS, complete_records
 
 # The quantities compared across tools, by our names (toolkit.method.goodput.StepSummary's columns).
 QUANTITIES: tuple[str, ...] = (
@@ -38,5 +38,6 @@ def number(value: Any) -> float | None:
 
 def records_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Request rows (RECORD_COLUMNS' keys; times in seconds from the first send) as a records frame."""
-    frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
-    return frame.astype({"step": "int64", "request": "int64", "input_tokens": "int64", "output_tokens": "int64"})
+    frame = pd.DataFrame(rows, columns=list(REQUIRED_RECORD_COLUMNS))
+    frame = frame.astype({"step": "int64", "request": "int64", "input_tokens": "int64", "output_tokens": "int64"})
+    return complete_records(frame)

@@ -147,6 +147,7 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
         "bfloat16",
         "--enforce-eager",
         "--enable-prefix-caching",
+        "--enable-prompt-tokens-details",  # each reply's usage says how many prompt tokens the cache held
     ]
     if config.kv_blocks is not None:
         cmd += ["--num-gpu-blocks-override", str(config.kv_blocks)]

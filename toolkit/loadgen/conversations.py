@@ -1,0 +1,116 @@
+"""Conversations, sent open-loop: each begins at its due time; each turn re-sends the whole history.
+
+A conversation is a list of user messages. Its first turn leaves at the conversation's due time (after a free slot,
+when at most `max_in_flight` conversations may be in progress: a user holds one slot from the first turn to the
+last); each later turn is due `think_time_s` after the previous reply ended and sends the history (every earlier
+message and the reply the server actually returned) followed by its own message. A turn that fails is recorded
+with its error and ends its conversation; the others go on. Records are `open_loop.record`'s, with the turn, the
+history's tokens (the previous turn's prompt and reply as the server counted them) and whether it is a warm-up turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.loadgen.client import StreamClient, StreamResult
+from toolkit.loadgen.open_loop import PlannedRequest, record
+from toolkit.loadgen.stream_events import Endpoint, build_request
+
+
+@dataclass(frozen=True)
+class PlannedTurn:
+    """A user message of a conversation and the reply tokens it asks for."""
+
+    text: str
+    output_tokens: int
+    input_tokens: int | None = None  # the message's own tokens, when known
+
+
+@dataclass(frozen=True)
+class ConversationPlan:
+    """How every conversation of a step is sent."""
+
+    endpoint: Endpoint
+    model: str
+    think_time_s: float = 0.0
+    warmup_turns: int = 0  # the first turns of each conversation: recorded, left out of the step's summary
+    max_in_flight: int | None = None  # conversations in progress at once
+
+
+def turn_request(plan: ConversationPlan, history: list[dict[str, str]], turn: PlannedTurn) -> PlannedRequest:
+    """The turn's request: the history and the new message (chat messages, or one completions prompt)."""
+    path, body = build_request(plan.endpoint, plan.model, turn.text, turn.output_tokens)
+    if plan.endpoint == "chat":
+        body["messages"] = [*history, {"role": "user", "content": turn.text}]
+    else:
+        body["prompt"] = "".join(m["content"] for m in history) + turn.text
+    return PlannedRequest(path, body, None)
+
+
+async def send_conversations(
+    client: StreamClient,
+    plan: ConversationPlan,
+    conversations: Sequence[Sequence[PlannedTurn]],
+    due: Sequence[float],
+    *,
+    start: float | None = None,
+) -> list[dict[str, Any]]:
+    """Send every conversation from `start + due[i]`; the records of every turn sent, in conversation order.
+
+    Request numbers are `i * longest + turn - 1`. Cancelled: the conversations in progress are cancelled and the
+    cancellation propagates.
+    """
+    if len(conversations) != len(due):
+        raise ValueError(f"{len(conversations)} conversations for {len(due)} due times")
+    t0 = time.perf_counter() if start is None else start
+    longest = max((len(c) for c in conversations), default=1)
+    gate = asyncio.Semaphore(plan.max_in_flight) if plan.max_in_flight else None
+    records: list[list[dict[str, Any]]] = [[] for _ in conversations]
+
+    async def converse(i: int) -> None:
+        history: list[dict[str, str]] = []
+        scheduled, history_tokens = due[i], 0
+        for k, turn in enumerate(conversations[i], start=1):
+            while (delay := t0 + scheduled - time.perf_counter()) > 0:  # never send early
+                await asyncio.sleep(delay)
+            request = turn_request(plan, history, turn)
+            result = StreamResult(text=[])
+            await client.stream(request.path, request.body, result)
+            row = record(i * longest + k - 1, scheduled, result, request, t0)
+            row.update(turn=k, history_tokens=history_tokens, warmup=k <= plan.warmup_turns)
+            records[i].append(row)
+            if row["error"] is not None:
+                return  # the reply failed: the conversation cannot go on
+            reply = "".join(result.text or [])
+            if plan.endpoint == "chat":
+                history += [{"role": "user", "content": turn.text}, {"role": "assistant", "content": reply}]
+            else:
+                history += [{"role": "user", "content": turn.text + reply}]
+            history_tokens = row["input_tokens"] + row["output_tokens"]
+            scheduled = (result.ended or time.perf_counter()) - t0 + plan.think_time_s
+
+    async def held(i: int) -> None:
+        if gate is None:
+            await converse(i)
+            return
+        async with gate:
+            await converse(i)
+
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for i, when in enumerate(due):
+            while (delay := t0 + when - time.perf_counter()) > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(held(i)))
+        if tasks:
+            await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return [row for rows in records for row in rows]
