@@ -129,3 +129,31 @@ def test_compare_overlays_two_runs_curves_only_when_both_have_rates(sweep_dir: P
     (tmp_path / "one").mkdir()
     one, _ = execute("compare", tmp_path / "one", {"RUN_DIRS": [str(sweep_dir), str(matrix)]})
     assert [c.outputs for c in one.cells if c.id in ("rates", "rate-curves")] == [[], []]
+
+
+def test_a_conversation_sweep_shows_ttft_by_turn_beside_its_cold_control(tmp_path: Path) -> None:
+    from tests.faultserver import FaultServer
+    from toolkit.rates.params import make_rate_params
+    from toolkit.rates.runner import run_rates
+
+    with FaultServer(token_interval_s=0.002) as server:
+        folder = run_rates(make_rate_params({
+            "base_url": server.base_url, "requests_per_step": 4, "rates": [20], "input_tokens": 30,
+            "output_tokens": 5, "workload": "conversation", "turns": 3, "cold_control": True,
+            "results_dir": str(tmp_path / "run"),
+        }), say=lambda line: None)  # fmt: skip
+    executed, probe = execute("rate_sweep", tmp_path, {"RESULTS_DIR": str(folder)})
+    turns = rows(probe["workload-turns-table"]["frame"])
+    assert [(r["step"], r["turn"], r["requests"]) for r in turns] == [(0, 1, 4), (0, 2, 4), (0, 3, 4)]
+    assert all(r["cold TTFT p50 (ms)"] is not None and r["cached / cold"] > 0 for r in turns)
+    cache = rows(probe["workload-cache"]["frame"])
+    assert [(r["step"], r["workload"], r["warm-up requests"]) for r in cache] == [
+        (0, "conversation", 4), (1, "cold-control", 0)]  # fmt: skip
+    assert pngs(executed, "workload-turns-figure") == 1 and pngs(executed, "workload-cached-figure") == 1
+    knee = {line["label"]: line["xy"] for line in probe["knee"]["figure"][0]["lines"]}
+    assert len(knee["TTFT p99"]) == 1  # the cold control is not a step of the sweep's curve
+    report, _ = execute("report", tmp_path, {"RESULTS_DIR": str(folder)})
+    assert pngs(report, "rate-turns") == 1
+    markdown = markdown_report(folder, nbformat.read(tmp_path / "report.ipynb", as_version=4))
+    section = markdown[markdown.index("### The workload and the prefix cache") :]
+    assert "cold-control" in section and "![rate-turns](rate-turns.png)" in section

@@ -72,7 +72,11 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "toolkit.reports.rate_views": [
         "HEADING", "RejudgePanel", "SLIDERS_ELSEWHERE", "comparison_heading", "heading", "rejudge_panel", "rejudged",
-        "steps", "summary", "verdict",
+        "steps", "summary", "turns", "verdict", "workload",
+    ],
+    "toolkit.reports.workload_views": [
+        "CACHE_CAPTION", "CACHE_COLUMNS", "HEADING", "SHARE_COLUMNS", "TURN_COLUMNS", "cache_shown", "cache_table",
+        "cached_figure", "has_workload", "turn_figure", "turn_table", "workload_markdown",
     ],
     "toolkit.results.rate_runs": [
         "DEFAULT_TARGET", "RATES_DIR", "RateSweep", "RateSweepError", "STEPS_FILE", "STEP_FLAGS", "STEP_NUMBERS",

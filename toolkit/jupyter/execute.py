@@ -23,7 +23,7 @@ from toolkit.jupyter.kernels import SameSessionKernelManager
 from toolkit.jupyter.rate_notebook import run_sweep_parameters
 from toolkit.jupyter.shipped import NOTEBOOKS
 from toolkit.params import RunParams
-from toolkit.reports import capacity_views, compare, rate_tables, reconcile
+from toolkit.reports import capacity_views, compare, rate_tables, reconcile, workload_views
 from toolkit.reports import tables as report_tables
 from toolkit.results import rate_runs, runs
 from toolkit.results.run_document import RunDocument
@@ -162,6 +162,9 @@ def _first_drawn(
     }
 
 
+WORKLOAD_FIGURES = ("rate-turns",)  # report.ipynb's figures of the workload section
+
+
 def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
     """report.md with the figures the report notebook drew as PNG files beside it; tables from the same code as
     the HTML."""
@@ -172,6 +175,7 @@ def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
         return report
     sweep = rate_runs.load_rate_sweep(results_dir)
     figures = {key: drawn[0] for key, drawn in drawn_images(executed).items() if key.startswith("rate-") and drawn}
+    turns = {key: figures.pop(key) for key in WORKLOAD_FIGURES if key in figures}
     section = rate_tables.rate_markdown(
         sweep.steps,
         sweep.level,
@@ -179,6 +183,10 @@ def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
         sweep.sweep.get("search_precision"),
         images=save_images(figures, results_dir),
     )
+    workload = workload_views.workload_markdown(
+        sweep.steps, sweep.records, sweep.controls, save_images(turns, results_dir)
+    )
+    section = section.rstrip("\n") + ("\n\n" + workload if workload else "")
     target = capacity_views.target_from(run_info)
     plan = "" if target is None else "\n\n" + capacity_views.capacity_markdown(sweep, target)
     return report.rstrip("\n") + "\n\n" + section.rstrip("\n") + plan

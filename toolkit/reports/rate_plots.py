@@ -40,6 +40,15 @@ def _ordered(steps: pd.DataFrame, x: str) -> pd.DataFrame:
     return steps[np.isfinite(steps[x].astype(float))].sort_values([_OFFERED, "step"])  # inf (all at once) last
 
 
+def _log_if_wide(ax: Axes, values: Any, axis: str) -> None:
+    """A logarithmic `axis` ("x" or "y") when its positive values span more than a decade: below the knee the
+    steps would crowd into one corner, and one long TTFT past it would flatten every other point."""
+    positive = pd.Series(np.asarray(values, dtype=float).ravel()).replace([np.inf, -np.inf], np.nan).dropna()
+    positive = positive[positive > 0]
+    if len(positive) > 1 and positive.max() > 10 * positive.min():
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+
+
 def _mark_lag(ax: Axes, shown: pd.DataFrame, x: str, columns: list[str]) -> None:
     flagged = shown[shown["lag_flagged"].astype(bool)]
     if flagged.empty:
@@ -82,6 +91,8 @@ def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: st
         ax.set_title(title)
         ax.set_xlabel(X_AXES[x])
         ax.set_ylim(bottom=0)
+        _log_if_wide(ax, shown[x], "x")
+        _log_if_wide(ax, shown[[f"{name}_p50_ms", f"{name}_p99_ms"]], "y")
         ax.legend(fontsize=8)
         sns.despine(ax=ax)
     fig.suptitle("Latency against load: the knee")
@@ -111,7 +122,8 @@ def goodput_figure(
     fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.add_subplot()
     offered = shown[_OFFERED].to_numpy(float)
-    ends = np.array([0.0, offered.max()])
+    wide = offered.min() > 0 and offered.max() > 10 * offered.min()  # log axes, both: the target line stays straight
+    ends = np.array([offered.min() if wide else 0.0, offered.max()])
     ax.plot(ends, ends, color="0.7", label="offered")
     if level is not None:
         ax.plot(ends, ends * level.target, linestyle="--", color="0.4", label=f"target: {level.target * 100:g} %")
@@ -121,6 +133,9 @@ def goodput_figure(
     _search_marks(ax, search)
     ax.set_xlabel(X_AXES[_OFFERED])
     ax.set_ylabel("requests/s")
+    if wide:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     ax.set_title("Goodput against offered rate")
     ax.legend(fontsize=8)
     sns.despine(ax=ax)
@@ -144,6 +159,7 @@ def queue_figure(steps: pd.DataFrame) -> Figure:
     for column, label, color, style in series:
         ax.plot(shown[_OFFERED], shown[column], marker="o", linestyle=style, color=color, label=label)
     _mark_lag(ax, shown, _OFFERED, ["server_waiting_mean"])
+    _log_if_wide(ax, shown[_OFFERED], "x")
     ax.set_xlabel(X_AXES[_OFFERED])
     ax.set_ylabel("requests on the server")
     ax.set_ylim(bottom=0)

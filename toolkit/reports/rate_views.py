@@ -15,15 +15,16 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 from IPython.display import HTML, Markdown, display
+from matplotlib.figure import Figure
 
 from toolkit.base.front_end import interactive_kernel
 from toolkit.method.goodput import ServiceLevel, request_latencies
-from toolkit.reports import rate_tables, views
+from toolkit.reports import rate_tables, views, workload_views
 from toolkit.results.rate_runs import RateSweep
 
 __all__ = [
     "HEADING", "SLIDERS_ELSEWHERE", "RejudgePanel", "comparison_heading", "heading", "rejudge_panel", "rejudged",
-    "steps", "summary", "verdict",
+    "steps", "summary", "turns", "verdict", "workload",
 ]  # fmt: skip
 SLIDERS_ELSEWHERE = "Sliders that judge every step again appear when this cell runs in JupyterLab."
 
@@ -54,6 +55,23 @@ def steps(sweep: RateSweep | None) -> HTML | None:
     table = views.table(rate_tables.steps_table(sweep.steps), caption=rate_tables.STEPS_CAPTION)
     notes = "".join(f'<p class="footnote">{html.escape(n)}</p>' for n in rate_tables.step_notes(sweep.steps))
     return HTML(table.to_html() + notes)
+
+
+def workload(sweep: RateSweep | None) -> HTML | None:
+    """Each step's prefix-cache hit rate, measured and expected, and its cached share; None without a sweep or
+    when every request was cold by construction."""
+    if sweep is None or not workload_views.has_workload(sweep.steps):
+        return None
+    shown = workload_views.cache_shown(sweep.steps, sweep.records, sweep.controls)
+    table = views.table(shown, caption=workload_views.CACHE_CAPTION)
+    return HTML(f"<h3>{workload_views.HEADING}</h3>" + table.to_html())
+
+
+def turns(sweep: RateSweep | None) -> Figure | None:
+    """TTFT by conversation turn beside the cold control; None without a conversation."""
+    if sweep is None or not (sweep.records["turn"] > 1).any():
+        return None
+    return workload_views.turn_figure(sweep.records, sweep.controls)
 
 
 def comparison_heading(sweeps: Mapping[str, RateSweep]) -> HTML | None:

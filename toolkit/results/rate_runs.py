@@ -66,8 +66,9 @@ class RateSweep:
 
     folder: Path
     sweep: dict[str, Any]
-    steps: pd.DataFrame  # by step number; STEP_NUMBERS and STEP_FLAGS always present
-    records: pd.DataFrame  # RECORD_COLUMNS, every step's requests
+    steps: pd.DataFrame  # by step number; STEP_NUMBERS and STEP_FLAGS always present; no cold control
+    records: pd.DataFrame  # RECORD_COLUMNS, every step's requests (cold controls' too)
+    controls: pd.DataFrame | None = None  # the cold control steps (`control_of`: the step each repeats), if any
 
     @property
     def level(self) -> ServiceLevel:
@@ -171,7 +172,11 @@ def load_rate_sweep(folder: str | Path) -> RateSweep:
     service_level(sweep)  # a bad service level is named here, not in the first figure
     steps = _read_steps(rates / STEPS_FILE)
     records = _read_records(rates, [int(s) for s in steps["step"]])
-    return RateSweep(folder=folder, sweep=sweep, steps=steps, records=records)
+    if "control_of" not in steps or steps["control_of"].isna().all():
+        return RateSweep(folder=folder, sweep=sweep, steps=steps, records=records)
+    control = steps["control_of"].notna()
+    measured, controls = steps[~control].reset_index(drop=True), steps[control].reset_index(drop=True)
+    return RateSweep(folder=folder, sweep=sweep, steps=measured, records=records, controls=controls)
 
 
 def load_rate_sweeps(folders: Sequence[str | Path], labels: Sequence[str] | None = None) -> dict[str, RateSweep]:
