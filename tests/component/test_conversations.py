@@ -107,3 +107,17 @@ def test_old_sweeps_without_turns_read_as_single_turns(tmp_path: Path) -> None:
     pd.read_parquet(path).drop(columns=["turn", "history_tokens", "cached_tokens", "warmup"]).to_parquet(path)
     records = read_records(out)
     assert (records["turn"] == 1).all() and not records["warmup"].any() and records["cached_tokens"].isna().all()
+
+
+def test_sharegpt_conversations_are_sent_turn_by_turn(tmp_path: Path) -> None:
+    sharegpt = Path(__file__).parents[1] / "fixtures" / "rates" / "sharegpt.json"
+    with FaultServer(token_interval_s=0.002) as server:
+        out = talk(server, tmp_path, dataset=str(sharegpt), endpoint="chat", requests_per_step=2, turns=5)
+        asked = [e["prompt"] for e in server.completion_requests()]
+    records = read_records(out)
+    # entries a1 (one human turn) and a3 (two), in the seeded order; a2 has no reply and is skipped, as by vllm
+    assert sorted(records["turn"]) == [1, 1, 2] and records["error"].isna().all()
+    (second,) = [m for m in asked if len(m) == 3]
+    assert [m["role"] for m in second] == ["user", "assistant", "user"]
+    assert second[0]["content"].endswith("Name three prime numbers.") and second[2]["content"] == "And three more?"
+    assert second[1]["content"] == " tok tok tok tok tok"  # the server's reply, not the dataset's
