@@ -9,6 +9,12 @@ For each noise kind of `benchmarks/token_truth.py` (independent gaps, lockstep s
 - `ttft_ms`: the median TTFT ± its order-statistic half-width (8 requests);
 - `repeat`: the mean of 3 windows (rounds) ± its t half-width across them;
 - `ratio`: compare's ratio of two windows of the same kind ± its interval; the truth is 1.
+- `drift_ratio`: compare's ratio of one cell in two runs of the same configuration measured back to back on a
+  machine whose speed drifts (log-linearly, a N(0, `--machine-drift`) change over each run's span), widened by
+  the runs' drift as compare widens it: each run's control cell (1 stream, 2 s) read at its start, after each of
+  its 3 rounds, its trend (`toolkit.method.drift.trend`), the larger of the two runs' |change|
+  (`pair_drift`, `widened`). The cell is measured at the same point of each run (compare's runs measure cells in
+  the same order); the truth is 1. `drift_plain` is the same ratio by its window interval alone.
 
 The truth of a quantity is its mean over `--truth-trials` further windows the intervals never saw. Coverage is
 the share of trials whose interval holds it (binomial standard error about 0.011 at 400 trials); width is the
@@ -17,7 +23,7 @@ two 12-cell matrices of the same kind (3 quantities, 36 tests, Benjamini–Hochb
 `ab_detected`, the share of compares at 5 s windows where B is truly 10 % faster whose overall total tok/s ratio
 leaves out 1, with `ab_cells_marked`, the share of cells marked.
 
-    .venv/bin/python benchmarks/calibration.py [--trials 400] [--truth-trials 1000] [--seed 1]
+    .venv/bin/python benchmarks/calibration.py [--trials 400] [--truth-trials 1000] [--seed 1] [--machine-drift 0.05]
 
 Last line: `calibration: trials=… kinds=independent,ar1,drift <interval>=<cov>,<cov>,<cov>@<width %> …
 min=… max=… aa_any_marked=… ab_detected=… ab_cells_marked=…` over the three kinds the goal names.
@@ -31,20 +37,27 @@ import random
 import statistics
 import sys
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.token_truth import KINDS, Cell, Noise, window_streams  # noqa: E402
+from toolkit.base.schema import Measurement  # noqa: E402
 from toolkit.loadgen.client import StreamResult  # noqa: E402
+from toolkit.method.drift import pair_drift, trend, widened  # noqa: E402
 from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio  # noqa: E402
 from toolkit.method.paired import alternating_order, paired_ratio  # noqa: E402
 from toolkit.method.spread import Interval, ratio_test, t_quantile  # noqa: E402
 from toolkit.method.window import summarize_window, window_spread  # noqa: E402
 
 QUANTITIES = ("total_tok_s", "per_request_tok_s", "tbt_ms", "ttft_ms")
-INTERVALS = (*QUANTITIES, "repeat", "ratio")
+INTERVALS = (*QUANTITIES, "repeat", "ratio", "drift_ratio")
+SHOWN_ONLY = ("drift_plain",)  # printed in the table for contrast, not an interval the toolkit shows
+RUN_SPAN_S = 600.0  # a run's span, for the control readings' start times
+CONTROL = Cell(streams=1, window_s=2.0)
 GOAL_KINDS = ("independent", "ar1", "drift")
 ROUNDS = 3
 MATRIX_CELLS = 12
@@ -104,6 +117,45 @@ def coverage(noise: Noise, cell: Cell, trials: int, true: dict[str, float], rng:
             widths["ratio"].append(ratio.relative)
     return {k: (sum(hits[k]) / len(hits[k]) if hits[k] else math.nan, statistics.median(widths[k]) if widths[k]
                 else math.nan, len(hits[k])) for k in INTERVALS}  # fmt: skip
+
+
+def _control(noise: Noise, speed: float, at_s: float, rng: random.Random) -> Measurement | None:
+    """One control reading as run.json keeps it: the 1-stream cell's total tok/s, its interval, its start."""
+    reading = measure(window_streams(noise, replace(CONTROL, speed=speed), rng), CONTROL.window_s)["total_tok_s"]
+    if reading is None:
+        return None
+    started = datetime.fromtimestamp(at_s, UTC).isoformat()
+    return Measurement(phase="decode", context_tokens=1024, context="1K", concurrency=1, status="Valid",
+                       total_tok_s=reading.value, total_tok_s_ci=reading.half_width, sub_windows=3,
+                       started_at=started)  # fmt: skip
+
+
+def drift_compare(noise: Noise, cell: Cell, machine_drift: float, rng: random.Random) -> tuple[bool, bool, float]:
+    """One cell compared across two back-to-back runs on a drifting machine: (the drift-widened interval holds 1,
+    the plain one does, the widened relative half-width)."""
+    slope = rng.gauss(0.0, machine_drift)  # the log change of the machine's speed over one run's span
+    at = rng.random()  # where in each run the cell is measured
+    changes, cells = [], []
+    for run in (0, 1):
+        readings = [_control(noise, math.exp(slope * (run + k / ROUNDS)), (run + k / ROUNDS) * RUN_SPAN_S, rng)
+                    for k in range(ROUNDS + 1)]  # fmt: skip
+        found = trend([r for r in readings if r is not None])
+        changes.append(None if found is None else abs(found[0]))
+        cells.append(measure(window_streams(noise, replace(cell, speed=math.exp(slope * (run + at))), rng),
+                             cell.window_s)["total_tok_s"])  # fmt: skip
+    first, second = cells
+    assert first is not None and second is not None
+    ratio = ratio_test(first, second).interval
+    half = widened(ratio.value, ratio.half_width, ratio.dof, pair_drift(*changes))
+    return abs(ratio.value - 1) <= half, abs(ratio.value - 1) <= ratio.half_width, half / ratio.value
+
+
+def drift_coverage(noise: Noise, cell: Cell, trials: int, machine_drift: float, rng: random.Random) -> dict:
+    """`drift_ratio` and `drift_plain`: (coverage, median relative half-width, trials)."""
+    found = [drift_compare(noise, cell, machine_drift, rng) for _ in range(trials)]
+    widths = statistics.median(w for _, _, w in found)
+    return {"drift_ratio": (sum(h for h, _, _ in found) / trials, widths, trials),
+            "drift_plain": (sum(p for _, p, _ in found) / trials, math.nan, trials)}  # fmt: skip
 
 
 def compare_family(noise: Noise, a: Cell, b: Cell, rng: random.Random) -> tuple[bool, bool, float]:
@@ -166,10 +218,11 @@ def machine_compare(
 
 
 def _table(rows: dict[str, dict[str, tuple]]) -> str:
-    head = f"{'kind':<12}" + "".join(f"{k:>22}" for k in INTERVALS)
-    lines = [head, " " * 12 + "".join(f"{'coverage  width  n':>22}" for _ in INTERVALS)]
+    shown = (*INTERVALS, *SHOWN_ONLY)
+    head = f"{'kind':<12}" + "".join(f"{k:>22}" for k in shown)
+    lines = [head, " " * 12 + "".join(f"{'coverage  width  n':>22}" for _ in shown)]
     for kind, row in rows.items():
-        cells = "".join(f"{row[k][0]:>10.3f}{100 * row[k][1]:>6.1f}%{row[k][2]:>5d}" for k in INTERVALS)
+        cells = "".join(f"{row[k][0]:>10.3f}{100 * row[k][1]:>6.1f}%{row[k][2]:>5d}" for k in shown)
         lines.append(f"{kind:<12}{cells}")
     return "\n".join(lines)
 
@@ -180,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--truth-trials", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--machine-drift", type=float, default=0.05, help="sd of the machine's change over a run")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     cell = Cell()
@@ -188,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
         noise = Noise(kind)
         true = truth(noise, cell, args.truth_trials, rng)
         rows[kind] = coverage(noise, cell, args.trials, true, rng)
+        rows[kind] |= drift_coverage(noise, cell, args.trials, args.machine_drift, rng)
         print(f"{kind}: truth " + ", ".join(f"{q}={v:.4g}" for q, v in true.items()), flush=True)
     print(_table(rows))
     run: Callable[[Cell, Cell], list[tuple[bool, bool, float]]] = lambda a, b: [  # noqa: E731

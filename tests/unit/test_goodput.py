@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -103,3 +104,24 @@ def test_highest_rate_meeting_is_below_the_first_failure() -> None:
 def test_service_level_refuses_bad_limits(kwargs: dict) -> None:
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         ServiceLevel(**kwargs)
+
+
+def test_more_percentiles_on_request_and_only_where_the_count_supports_them() -> None:
+    def step(n: int) -> pd.DataFrame:
+        return pd.DataFrame([record(0, i, sent=0.01 * i, ttft=0.001 * (i + 1), gap=0.01, tokens=3) for i in range(n)])
+
+    few = summarize_step(step(200), ServiceLevel(), trim=0.0, percentiles=[95, 99.9]).row()
+    assert few["ttft_p95_ms"] == pytest.approx(np.percentile(np.arange(1, 201), 95)) and few["ttft_p99.9_ms"] is None
+    assert few["ttft_p50_ms"] is not None and few["ttft_p99_ms"] is not None  # the standard three stay
+    many = summarize_step(step(1000), ServiceLevel(), trim=0.0, percentiles=[99.9]).row()
+    assert many["ttft_p99.9_ms"] == pytest.approx(np.percentile(np.arange(1, 1001), 99.9))
+    assert list(many).index("ttft_p99_ms") + 1 == list(many).index("ttft_p99.9_ms")
+
+
+def test_percentiles_parameter() -> None:
+    from toolkit.params import ParamsError
+    from toolkit.rates.params import make_rate_params
+
+    assert make_rate_params({"percentiles": "95,99.9"}).percentiles == [50, 90, 95, 99, 99.9]
+    with pytest.raises(ParamsError, match=r"percentiles: '100' is not a percentile; allowed: numbers between 0 and"):
+        make_rate_params({"percentiles": "95,100"})

@@ -150,7 +150,7 @@ def supported(q: float, n: int) -> bool:
     return n >= 1 and (q <= 50 or n * (1 - q / 100) >= 1 - 1e-9)
 
 
-def _quantile(values: Sequence[float] | pd.Series, q: int, check: bool = True) -> float | None:
+def _quantile(values: Sequence[float] | pd.Series, q: float, check: bool = True) -> float | None:
     import pandas as pd
 
     series = pd.Series(values, dtype=float).dropna()
@@ -228,9 +228,21 @@ def steady_mask(records: pd.DataFrame, trim: float = STEADY_TRIM) -> pd.Series:
     return inside if inside.any() else counted
 
 
-def summarize_step(records: pd.DataFrame, level: ServiceLevel, trim: float = STEADY_TRIM) -> StepSummary:
+def percentile_name(q: float) -> str:
+    """A percentile's column part: ``p50``, ``p99``, ``p99.9``."""
+    return f"p{q:g}"
+
+
+def summarize_step(
+    records: pd.DataFrame,
+    level: ServiceLevel,
+    trim: float = STEADY_TRIM,
+    percentiles: Sequence[float] = PERCENTILES,
+) -> StepSummary:
     """The step's row from its records alone: counts, throughput and goodput over all of its requests; latency
-    percentiles and the fraction meeting the level (with its interval and verdict) over its steady part."""
+    percentiles (`PERCENTILES` and any others given) and the fraction meeting the level (with its interval and
+    verdict) over its steady part."""
+    shown = sorted({*PERCENTILES, *percentiles})
     all_latencies = request_latencies(records)
     all_met = meets(all_latencies, level)
     steady = steady_mask(records, trim)
@@ -240,14 +252,14 @@ def summarize_step(records: pd.DataFrame, level: ServiceLevel, trim: float = STE
     duration = float(end - records["sent_s"].min()) if requests else 0.0
     per_second = lambda count: count / duration if duration > 0 else 0.0  # noqa: E731
     out_tokens = int(records.loc[all_latencies["ok"], "output_tokens"].sum())
-    percentiles: dict[str, float | None] = {}
+    quantiles: dict[str, float | None] = {}
     for name in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag"):
-        for q in PERCENTILES:
-            percentiles[f"{name}_p{q}_ms"] = _quantile(latencies[f"{name}_ms"], q, check=name != "lag")
+        for q in shown:
+            quantiles[f"{name}_{percentile_name(q)}_ms"] = _quantile(latencies[f"{name}_ms"], q, check=name != "lag")
     itl = inter_token_ms(records[steady])
-    for q in PERCENTILES:
-        percentiles[f"itl_p{q}_ms"] = _quantile(itl, q)
-    percentiles["lag_max_ms"] = float(all_latencies["lag_ms"].max()) if requests else None
+    for q in shown:
+        quantiles[f"itl_{percentile_name(q)}_ms"] = _quantile(itl, q)
+    quantiles["lag_max_ms"] = float(all_latencies["lag_ms"].max()) if requests else None
     counted = len(met)
     fraction = float(met.sum()) / counted if counted else 0.0
     batches = batch_fraction([bool(x) for x in met])
@@ -275,7 +287,7 @@ def summarize_step(records: pd.DataFrame, level: ServiceLevel, trim: float = STE
         slo_verdict=verdict(low, high, level.target),
         steady_requests=counted,
         held=int((all_latencies["lag_ms"] > HELD_MS).sum()),
-        percentiles=percentiles,
+        percentiles=quantiles,
     )
 
 

@@ -21,6 +21,7 @@ _FLAGS: dict[str, str] = {
     "turns": "turns", "think_time": "think_time_s", "warmup_turns": "warmup_turns", "trace": "trace",
     "trace_format": "trace_format", "time_scale": "time_scale", "trace_start": "trace_start_s",
     "trace_duration": "trace_duration_s", "trace_block_tokens": "trace_block_tokens", "warmup": "warmup_s",
+    "percentiles": "percentiles",
 }  # fmt: skip
 
 
@@ -45,6 +46,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--keep-draw", action="store_true",
                    help="keep each step's arrivals as drawn (default: rescaled to the offered rate)")  # fmt: skip
     p.add_argument("--seed", type=int)
+    p.add_argument("--percentiles", help="latency percentiles per step besides 50, 90, 99 (e.g. 95,99.9)")
     p.add_argument("--input-tokens", help="128, or uniform:MIN:MAX, normal:MEAN:STD:MIN:MAX, lognormal:MEAN:SIGMA:…")
     p.add_argument("--output-tokens", help="as --input-tokens")
     p.add_argument("--dataset", help="JSONL (prompt or messages, optional output_tokens) or ShareGPT JSON file")

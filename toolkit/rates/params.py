@@ -132,6 +132,8 @@ class RateParams(BaseModel):
     # near capacity its points spread less across seeds than a draw kept as it falls).
     rescale_schedule: bool = True
     steady_trim: float = Field(0.1, ge=0, lt=0.5)  # the first and last share of a step: warm-up, cool-down
+    # latency percentiles each step reports, besides the median, p90 and p99 that every table shows
+    percentiles: list[float] = Field(default_factory=lambda: [50.0, 90.0, 99.0], min_length=1, max_length=20)
     seed: int = 0
     input_tokens: int | Lengths = 128
     output_tokens: int | Lengths = 128
@@ -178,6 +180,23 @@ class RateParams(BaseModel):
     @classmethod
     def _rates(cls, value: Any) -> list[float]:
         return parse_rates(value)
+
+    @field_validator("percentiles", mode="before")
+    @classmethod
+    def _percentiles(cls, value: Any) -> list[float]:
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            raise ValueError(f"{value!r} is not a list of percentiles; allowed: e.g. [50, 90, 99, 99.9]")
+        found = []
+        for item in items:
+            try:
+                q = float(item.strip() if isinstance(item, str) else item)
+            except (TypeError, ValueError):
+                q = math.nan
+            if isinstance(item, bool) or not 0 < q < 100:
+                raise ValueError(f"{item!r} is not a percentile; allowed: numbers between 0 and 100, e.g. 99.9")
+            found.append(q)
+        return sorted({50.0, 90.0, 99.0, *found})
 
     @field_validator("input_tokens", "output_tokens", mode="before")
     @classmethod

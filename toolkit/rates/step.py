@@ -98,7 +98,7 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
         frame["turn"], frame["history_tokens"] = plan.turns
     if params.warmup_s:
         frame["warmup"] |= frame["scheduled_s"] < frame["scheduled_s"].min() + params.warmup_s
-    summary = summarize_step(frame, params.service_level(), params.steady_trim)
+    summary = summarize_step(frame, params.service_level(), params.steady_trim, params.percentiles)
     expected = plan.expected_hit_rate
     if plan.conversations is not None:
         sent = frame[frame["output_tokens"] > 0]
