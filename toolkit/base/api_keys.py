@@ -67,6 +67,11 @@ def secret_assignment(word: str) -> bool:
     return bool(sep) and bool(ENV_NAME.fullmatch(name)) and looks_secret(name)
 
 
+def remember_key(key: str) -> None:
+    """Redact `key` from now on wherever this process redacts (a key given to a client directly, not read here)."""
+    _KNOWN.add(key)
+
+
 def api_key_from_env(variable: str) -> str | None:
     """The key in environment variable `variable` (surrounding whitespace stripped), or None when unset or empty.
 

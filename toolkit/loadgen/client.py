@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from toolkit import __version__
-from toolkit.base.api_keys import redact, redact_and_cut
+from toolkit.base.api_keys import redact, redact_and_cut, remember_key
 from toolkit.base.errors import ConnectError, ParamsError, ToolkitError
 from toolkit.base.text import printable
 from toolkit.loadgen.http_reply import HttpReply
@@ -91,6 +91,7 @@ class StreamClient:
         ]
         self._api_key = api_key
         if api_key:
+            remember_key(api_key)  # a stream's error event is redacted before the client sees it: whole, not by pieces
             head.append(f"Authorization: Bearer {api_key}")
         self._headers = ("\r\n".join(head) + "\r\n").encode("latin-1")
         self._connect_timeout_s = connect_timeout_s
