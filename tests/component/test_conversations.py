@@ -121,3 +121,14 @@ def test_sharegpt_conversations_are_sent_turn_by_turn(tmp_path: Path) -> None:
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert second[0]["content"].endswith("Name three prime numbers.") and second[2]["content"] == "And three more?"
     assert second[1]["content"] == " tok tok tok tok tok"  # the server's reply, not the dataset's
+
+
+def test_think_times_drawn_per_turn(tmp_path: Path) -> None:
+    with FaultServer(token_interval_s=0.002) as server:
+        out = talk(server, tmp_path, think_time_s=0.05, think_time_dist="exponential")
+    records = read_records(out).sort_values("request").reset_index(drop=True)
+    later = records[records["turn"] > 1]
+    waits = [float(later.loc[i, "scheduled_s"] - records.loc[i - 1, "last_token_s"]) for i in later.index]
+    assert all(w >= 0 for w in waits) and len({round(w, 4) for w in waits}) == len(waits)  # drawn, not one value
+    with pytest.raises(ParamsError, match="think_time_dist: exponential needs think_time_s"):
+        make_rate_params({"workload": "conversation", "turns": 2, "think_time_dist": "exponential"})

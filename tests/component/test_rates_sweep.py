@@ -321,8 +321,8 @@ def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Pa
         "duration_s, requests_per_step, max_in_flight, rescale_schedule, steady_trim, seed, cold_prompts, "
         "input_tokens, output_tokens, dataset, slo_ttft_ms, slo_tpot_ms, slo_e2e_ms, goodput_target, search, "
         "search_precision, search_max_probes, search_repeats, ray_address, clients, replay, workload, prefixes, "
-        "prefix_tokens, prefix_choice, turns, think_time_s, warmup_turns, cold_control, trace, trace_format, "
-        "time_scale, trace_start_s, trace_duration_s, trace_block_tokens, warmup_s, percentiles"
+        "prefix_tokens, prefix_choice, turns, think_time_s, think_time_dist, warmup_turns, cold_control, trace, "
+        "trace_format, time_scale, trace_start_s, trace_duration_s, trace_block_tokens, warmup_s, percentiles"
     ]
     assert not (tmp_path / "out").exists()
 

@@ -2,7 +2,8 @@
 
 A conversation is a list of user messages. Its first turn leaves at the conversation's due time (after a free slot,
 when at most `max_in_flight` conversations may be in progress: a user holds one slot from the first turn to the
-last); each later turn is due `think_time_s` after the previous reply ended and sends the history (every earlier
+last); each later turn is due a think time after the previous reply ended (its own, or `think_time_s`) and
+sends the history (every earlier
 message and the reply the server actually returned) followed by its own message. A turn that fails is recorded
 with its error and ends its conversation; the others go on. Records are `open_loop.record`'s, with the turn, the
 history's tokens (the previous turn's prompt and reply as the server counted them) and whether it is a warm-up turn.
@@ -28,6 +29,7 @@ class PlannedTurn:
     text: str
     output_tokens: int
     input_tokens: int | None = None  # the message's own tokens, when known
+    think_s: float | None = None  # the user's think time after the previous reply (None: the plan's)
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,10 @@ async def send_conversations(
             else:
                 history += [{"role": "user", "content": turn.text + reply}]
             history_tokens = row["input_tokens"] + row["output_tokens"]
-            scheduled = (result.ended or time.perf_counter()) - t0 + plan.think_time_s
+            ended = (result.ended or time.perf_counter()) - t0
+            following = conversations[i][k] if k < len(conversations[i]) else None
+            think = plan.think_time_s if following is None or following.think_s is None else following.think_s
+            scheduled = ended + think
 
     async def held(i: int) -> None:
         if gate is None:

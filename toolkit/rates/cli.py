@@ -10,15 +10,16 @@ from toolkit.base.errors import ParamsError
 
 # command-line flag -> RateParams field (flags whose value is given as is)
 _FLAGS: dict[str, str] = {
-    "base_url": "base_url", "model": "model", "api_key_env": "api_key_env", "endpoint": "endpoint",
-    "rates": "rates", "arrival": "arrival", "burstiness": "burstiness", "duration": "duration_s",
-    "requests": "requests_per_step", "max_in_flight": "max_in_flight", "seed": "seed",
-    "input_tokens": "input_tokens", "output_tokens": "output_tokens", "dataset": "dataset", "replay": "replay",
-    "slo_ttft_ms": "slo_ttft_ms", "slo_tpot_ms": "slo_tpot_ms", "slo_e2e_ms": "slo_e2e_ms",
-    "goodput_target": "goodput_target", "search_precision": "search_precision", "out": "results_dir",
-    "label": "run_label", "ray": "ray_address", "clients": "clients", "steady_trim": "steady_trim",
-    "workload": "workload", "prefixes": "prefixes", "prefix_tokens": "prefix_tokens", "prefix_choice": "prefix_choice",
-    "turns": "turns", "think_time": "think_time_s", "warmup_turns": "warmup_turns", "trace": "trace",
+    "base_url": "base_url", "model": "model", "api_key_env": "api_key_env", "endpoint": "endpoint", "rates": "rates",
+    "arrival": "arrival", "burstiness": "burstiness", "duration": "duration_s", "requests": "requests_per_step",
+    "max_in_flight": "max_in_flight", "seed": "seed", "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens", "dataset": "dataset", "replay": "replay", "slo_ttft_ms": "slo_ttft_ms",
+    "slo_tpot_ms": "slo_tpot_ms", "slo_e2e_ms": "slo_e2e_ms", "goodput_target": "goodput_target",
+    "search_precision": "search_precision",
+    "out": "results_dir", "label": "run_label", "ray": "ray_address", "clients": "clients",
+    "steady_trim": "steady_trim", "workload": "workload", "prefixes": "prefixes", "prefix_tokens": "prefix_tokens",
+    "prefix_choice": "prefix_choice", "turns": "turns", "think_time": "think_time_s",
+    "think_time_dist": "think_time_dist", "warmup_turns": "warmup_turns", "trace": "trace",
     "trace_format": "trace_format", "time_scale": "time_scale", "trace_start": "trace_start_s",
     "trace_duration": "trace_duration_s", "trace_block_tokens": "trace_block_tokens", "warmup": "warmup_s",
     "percentiles": "percentiles",
@@ -59,6 +60,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--prefix-choice", choices=["uniform", "zipf"], help="shared-prefix: how requests pick one")
     p.add_argument("--turns", type=int, help="conversation: turns per conversation (rates: conversations/s)")
     p.add_argument("--think-time", type=float, help="conversation: seconds from a reply to the next turn (0)")
+    p.add_argument("--think-time-dist", choices=["fixed", "exponential"],
+                   help="conversation: think times fixed, or drawn per turn around --think-time")  # fmt: skip
     p.add_argument("--warmup-turns", type=int, help="conversation: first turns left out of the summary (1)")
     p.add_argument("--cold-control", action="store_true",
                    help="conversation: after each step, its prompt lengths again, cold, at the same times")  # fmt: skip

@@ -148,6 +148,7 @@ class RateParams(BaseModel):
     prefix_choice: Literal["uniform", "zipf"] | None = None
     turns: int | None = Field(None, ge=1, le=1000)
     think_time_s: float | None = Field(None, ge=0, le=MAX_SECONDS)  # after a reply, before the next turn
+    think_time_dist: Literal["fixed", "exponential"] | None = None  # exponential: drawn per turn, mean think_time_s
     warmup_turns: int | None = Field(None, ge=0, le=1000)  # each conversation's first turns (default 1): not summed
     cold_control: bool = False  # after each conversation step, its prompts' lengths again, cold, at the same times
     # trace: a Mooncake JSONL or Azure CSV trace file replayed as one step (rates.traces): a window of it, faster
@@ -249,14 +250,16 @@ class RateParams(BaseModel):
         return self
 
     def _consistent_conversation(self) -> None:
-        talk = {"turns": self.turns, "think_time_s": self.think_time_s, "warmup_turns": self.warmup_turns,
-                "cold_control": self.cold_control or None}  # fmt: skip
+        talk = {"turns": self.turns, "think_time_s": self.think_time_s, "think_time_dist": self.think_time_dist,
+                "warmup_turns": self.warmup_turns, "cold_control": self.cold_control or None}  # fmt: skip
         if self.workload != "conversation" and (given := [k for k, v in talk.items() if v is not None]):
             raise ValueError(f"{', '.join(given)}: apply to workload conversation only")
         if self.workload != "conversation":
             return
         if self.turns is None:
             raise ValueError("workload: conversation needs turns (how many per conversation)")
+        if self.think_time_dist == "exponential" and not self.think_time_s:
+            raise ValueError("think_time_dist: exponential needs think_time_s (its mean, > 0)")
         if self.replay is not None or self.trace is not None or self.ray_address is not None:
             raise ValueError("workload: conversation sends its own turns from this process; it takes no replay, "
                              "trace or ray_address")  # fmt: skip

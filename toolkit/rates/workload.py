@@ -147,12 +147,21 @@ class Workload:
         rng = np.random.default_rng((params.seed, step, 1))
         k = params.turns
         outputs = draw_lengths(params.output_tokens, n * k, rng)
+        thinks: list[float | None] = [None] * (n * k)
+        if params.think_time_dist == "exponential":
+            assert params.think_time_s is not None
+            thinks = [float(x) for x in np.random.default_rng((params.seed, step, 3)).exponential(params.think_time_s,
+                                                                                                  n * k)]  # fmt: skip
         if self.dataset is not None:
             order = rng.permutation(len(self.dataset))
             items = [self.dataset[order[i % len(order)]] for i in range(n)]
             return [
                 [
-                    PlannedTurn(self.prefix(step, i) * (t == 0) + text, item.output_tokens or outputs[i * k + t])
+                    PlannedTurn(
+                        self.prefix(step, i) * (t == 0) + text,
+                        item.output_tokens or outputs[i * k + t],
+                        think_s=thinks[i * k + t],
+                    )
                     for t, text in enumerate(item.user_turns[:k])
                 ]
                 for i, item in enumerate(items)
@@ -164,7 +173,9 @@ class Workload:
             for t in range(k):
                 tokens = inputs[i * k + t]
                 head = self.prefix(step, i) if t == 0 else f"[turn {t + 1}] "
-                turns.append(PlannedTurn(head + await self._filler(tokens), outputs[i * k + t], tokens))
+                turns.append(
+                    PlannedTurn(head + await self._filler(tokens), outputs[i * k + t], tokens, thinks[i * k + t])
+                )
             conversations.append(turns)
         return conversations
 
