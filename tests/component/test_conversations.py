@@ -132,3 +132,23 @@ def test_think_times_drawn_per_turn(tmp_path: Path) -> None:
     assert all(w >= 0 for w in waits) and len({round(w, 4) for w in waits}) == len(waits)  # drawn, not one value
     with pytest.raises(ParamsError, match="think_time_dist: exponential needs think_time_s"):
         make_rate_params({"workload": "conversation", "turns": 2, "think_time_dist": "exponential"})
+
+
+def test_a_stop_before_a_cold_control_resumes_with_that_control(tmp_path: Path) -> None:
+    with FaultServer(token_interval_s=0.002) as server:
+        out = talk(server, tmp_path, rates=[20, 40], cold_control=True)
+        steps = out / "rates" / "steps.jsonl"
+        steps.write_text(steps.read_text().splitlines()[0] + "\n")  # stopped after step 0, before its control
+        for later in (1, 2, 3):
+            (out / "rates" / f"step-{later:03d}.parquet").unlink()
+        base = {"base_url": server.base_url, "requests_per_step": 4, "rates": [20, 40], "input_tokens": 30,
+                "output_tokens": 5, "workload": "conversation", "turns": 3, "endpoint": "completions",
+                "cold_control": True, "results_dir": str(out)}  # fmt: skip
+        run_rates(make_rate_params(base), say=lambda line: None, resume=True)
+    rows = read_steps(out)
+    assert [(r["step"], r["workload"], r["control_of"], r["offered_rate"]) for r in rows] == [
+        (0, "conversation", None, 20), (1, "cold-control", 0, 20), (2, "conversation", None, 40),
+        (3, "cold-control", 2, 40)]  # fmt: skip
+    records = read_records(out)
+    lengths = {step: sorted(records[records["step"] == step]["input_tokens"]) for step in (0, 1)}
+    assert lengths[0] == lengths[1]  # the control from step 0's stored records

@@ -108,7 +108,12 @@ def read_steps(out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def read_step_records(out: Path, step: int) -> pd.DataFrame:
+    """One finished step's records."""
+    return complete_records(pd.read_parquet(step_file(out, step)))
+
+
 def read_records(out: Path) -> pd.DataFrame:
     """Every finished step's records, one frame (a step's line is written after its file: the lines decide)."""
-    frames = [complete_records(pd.read_parquet(step_file(out, row["step"]))) for row in read_steps(out)]
+    frames = [read_step_records(out, row["step"]) for row in read_steps(out)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(RECORD_COLUMNS))

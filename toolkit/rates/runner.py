@@ -35,6 +35,7 @@ from toolkit.rates.files import (
     STEPS_FILE,
     as_written,
     rates_dir,
+    read_step_records,
     read_steps,
     read_sweep,
     update_sweep,
@@ -188,9 +189,11 @@ class _Sweep:
     async def listed(self) -> None:
         """The listed rates' steps that are not done yet (a step and its cold control are done together)."""
         done = sum(not row["searched"] for row in self.measured)
-        if self.rows and self.tools.params.cold_control and self.rows[-1].get("control_of") is None:
-            self.rows.pop()  # a stop between a step and its control: measure that step again, with its control
-            done -= 1
+        last = self.rows[-1] if self.rows else None
+        if last is not None and self.tools.params.cold_control and last.get("control_of") is None:
+            # a stop between a step and its control: the control, from the step's stored records
+            measured = StepPlan(last["step"], last["offered_rate"], last["searched"], [], [])
+            await self._run(await self._cold_control(measured, read_step_records(self.out, last["step"])))
         rates = [self.replay.rate] if self.replay else self.tools.params.rates
         for rate in rates[done:]:
             await self.step(rate, searched=False)
