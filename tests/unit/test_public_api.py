@@ -40,8 +40,8 @@ EXPORTED: dict[str, list[str]] = {
     "toolkit.reports.compare_plots": ["MIN_RATIO_SPAN", "prefill_comparison", "ratio_heatmaps", "tradeoff_figure"],
     "toolkit.reports.plots": [
         "ERROR_LABEL", "HEATMAP_METRICS", "LOG_SCALE_RATIO", "MARKED_NOTE", "METRIC_TITLES", "OVER_LABEL",
-        "QUEUED_MARK", "WIDE_MARK", "WIDE_SPREAD_PCT", "decode_heatmaps", "metric_title", "note_figure",
-        "prefill_figure", "scaling_figure", "wide_spread",
+        "QUEUED_MARK", "WIDE_MARK", "WIDE_SPREAD_PCT", "decode_heatmaps", "log_if_wide", "metric_title",
+        "note_figure", "prefill_figure", "scaling_figure", "wide_spread",
     ],
     "toolkit.reports.capacity_views": [
         "capacity_markdown", "capacity_plan", "capacity_section", "capacity_table", "target_from",

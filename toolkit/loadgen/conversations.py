@@ -11,14 +11,13 @@ history's tokens (the previous turn's prompt and reply as the server counted the
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from toolkit.loadgen.client import StreamClient, StreamResult
-from toolkit.loadgen.open_loop import PlannedRequest, record
+from toolkit.loadgen.open_loop import PlannedRequest, on_schedule, record, sleep_until
 from toolkit.loadgen.stream_events import Endpoint, build_request
 
 
@@ -28,7 +27,6 @@ class PlannedTurn:
 
     text: str
     output_tokens: int
-    input_tokens: int | None = None  # the message's own tokens, when known
     think_s: float | None = None  # the user's think time after the previous reply (None: the plan's)
 
 
@@ -70,15 +68,13 @@ async def send_conversations(
         raise ValueError(f"{len(conversations)} conversations for {len(due)} due times")
     t0 = time.perf_counter() if start is None else start
     longest = max((len(c) for c in conversations), default=1)
-    gate = asyncio.Semaphore(plan.max_in_flight) if plan.max_in_flight else None
     records: list[list[dict[str, Any]]] = [[] for _ in conversations]
 
     async def converse(i: int) -> None:
         history: list[dict[str, str]] = []
         scheduled, history_tokens = due[i], 0
         for k, turn in enumerate(conversations[i], start=1):
-            while (delay := t0 + scheduled - time.perf_counter()) > 0:  # never send early
-                await asyncio.sleep(delay)
+            await sleep_until(t0 + scheduled)
             request = turn_request(plan, history, turn)
             result = StreamResult(text=[])
             await client.stream(request.path, request.body, result)
@@ -98,24 +94,5 @@ async def send_conversations(
             think = plan.think_time_s if following is None or following.think_s is None else following.think_s
             scheduled = ended + think
 
-    async def held(i: int) -> None:
-        if gate is None:
-            await converse(i)
-            return
-        async with gate:
-            await converse(i)
-
-    tasks: list[asyncio.Task[None]] = []
-    try:
-        for i, when in enumerate(due):
-            while (delay := t0 + when - time.perf_counter()) > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(held(i)))
-        if tasks:
-            await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    await on_schedule(due, t0, converse, plan.max_in_flight)
     return [row for rows in records for row in rows]

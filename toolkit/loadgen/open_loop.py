@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,21 +86,39 @@ async def send_open_loop(
         raise ValueError(f"max_in_flight: {max_in_flight} is not a whole number >= 1")
     t0 = time.perf_counter() if start is None else start
     results = [StreamResult() for _ in requests]
-    gate = asyncio.Semaphore(max_in_flight) if max_in_flight else None
 
     async def one(i: int) -> None:
+        await client.stream(requests[i].path, requests[i].body, results[i])
+
+    await on_schedule(due, t0, one, max_in_flight)
+    return [record(i, when, results[i], requests[i], t0) for i, when in enumerate(due)]
+
+
+async def sleep_until(moment: float) -> None:
+    """Wait until `time.perf_counter()` reaches `moment` (the loop's timers may wake early: never return early)."""
+    while (delay := moment - time.perf_counter()) > 0:
+        await asyncio.sleep(delay)
+
+
+async def on_schedule(
+    due: Sequence[float], t0: float, start: Callable[[int], Awaitable[None]], max_in_flight: int | None = None
+) -> None:
+    """Start `start(i)` at `t0 + due[i]` (due ascending), at most `max_in_flight` at once (a later one waits for a
+    free slot), and wait for all. Cancelled: those started are cancelled and the cancellation propagates."""
+    gate = asyncio.Semaphore(max_in_flight) if max_in_flight else None
+
+    async def held(i: int) -> None:
         if gate is None:
-            await client.stream(requests[i].path, requests[i].body, results[i])
+            await start(i)
             return
         async with gate:
-            await client.stream(requests[i].path, requests[i].body, results[i])
+            await start(i)
 
     tasks: list[asyncio.Task[None]] = []
     try:
         for i, when in enumerate(due):
-            while (delay := t0 + when - time.perf_counter()) > 0:  # the loop's timers may wake early: never send early
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(i)))
+            await sleep_until(t0 + when)
+            tasks.append(asyncio.create_task(held(i)))
         if tasks:
             await asyncio.gather(*tasks)
     except BaseException:
@@ -108,4 +126,3 @@ async def send_open_loop(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-    return [record(i, when, results[i], requests[i], t0) for i, when in enumerate(due)]

@@ -12,6 +12,7 @@ naming the file and the line (or entry).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,20 +43,26 @@ class DatasetItem:
 def load_dataset(path: str | Path) -> list[DatasetItem]:
     """The file's requests in order; DatasetError when it is unreadable, malformed or empty."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DatasetError(f"dataset: cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise DatasetError(f"dataset: {path} is not UTF-8 text") from None
+    text = read_text(path, "dataset")
     items = _sharegpt(path, text) if text.lstrip().startswith("[") else _jsonl(path, text)
     if not items:
         raise DatasetError(f"dataset: {path} holds no request")
     return items
 
 
-def _jsonl(path: Path, text: str) -> list[DatasetItem]:
-    items = []
+def read_text(path: Path, what: str) -> str:
+    """A local file's text; DatasetError (`what`: the parameter) when it cannot be read or is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DatasetError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise DatasetError(f"{what}: {path} is not UTF-8 text") from None
+
+
+def json_lines(path: Path, text: str, what: str, hint: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each non-blank line's object with where it stands ("FILE:LINE"); DatasetError naming the line when one is
+    not a JSON object (`hint`: what to say why; else the parser's reason)."""
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -63,11 +70,14 @@ def _jsonl(path: Path, text: str) -> list[DatasetItem]:
         try:
             obj = json.loads(line)
         except ValueError as exc:
-            raise DatasetError(f"dataset: {where}: not a JSON object ({exc.args[0].split(':')[0]})") from None
+            raise DatasetError(f"{what}: {where}: not a JSON object ({hint or exc.args[0].split(':')[0]})") from None
         if not isinstance(obj, dict):
-            raise DatasetError(f"dataset: {where}: not a JSON object")
-        items.append(_jsonl_item(where, obj))
-    return items
+            raise DatasetError(f"{what}: {where}: not a JSON object" + (f" ({hint})" if hint else ""))
+        yield where, obj
+
+
+def _jsonl(path: Path, text: str) -> list[DatasetItem]:
+    return [_jsonl_item(where, obj) for where, obj in json_lines(path, text, "dataset")]
 
 
 def _jsonl_item(where: str, obj: dict[str, Any]) -> DatasetItem:

@@ -28,7 +28,6 @@ from toolkit.matrix.heap import frozen_heap
 from toolkit.matrix.run_folder import RunRefused, hold
 from toolkit.matrix.runner import run_sync
 from toolkit.matrix.server_api import ServerAPI
-from toolkit.method.prefix_cache import expected_trace_hit_rate
 from toolkit.params import RunParams
 from toolkit.rates.dataset import load_dataset
 from toolkit.rates.files import (
@@ -47,7 +46,7 @@ from toolkit.rates.ray_clients import ray_senders
 from toolkit.rates.replay import MOONCAKE_BLOCK_TOKENS, Replay, load_replay, load_trace
 from toolkit.rates.search import next_probe, search_result
 from toolkit.rates.step import StepPlan, StepTools, failure_text, progress_text, run_step
-from toolkit.rates.workload import Workload, blocks_used, check_lengths
+from toolkit.rates.workload import Workload, check_lengths
 from toolkit.results.rate_runs import has_rates
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE, check_writable
@@ -223,11 +222,7 @@ class _Sweep:
                 assert self.replay.block_tokens is not None
                 blocks = (self.replay.hash_ids, self.replay.block_tokens)
             requests = await self.workload.requests(index, len(due), lengths, blocks)
-            expected = self.workload.expected_hit_rates.get(index)
-            if blocks is not None and lengths is not None:
-                used = [blocks_used(ids, n, blocks[1]) for ids, n in zip(blocks[0], lengths[0], strict=True)]
-                expected = expected_trace_hit_rate(used, lengths[0], blocks[1], self.tools.block_size)
-            plan = StepPlan(index, rate, searched, due, requests, expected)
+            plan = StepPlan(index, rate, searched, due, requests, self.workload.expected_hit_rates.get(index))
         frame = await self._run(plan)
         if params.cold_control:
             await self._run(await self._cold_control(plan, frame))

@@ -11,7 +11,6 @@ file and the line.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from toolkit.base.errors import DatasetError
+from toolkit.rates.dataset import json_lines, read_text
 
 TraceFormat = Literal["mooncake", "azure"]
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -46,12 +46,7 @@ class TraceWindow:
 def read_trace(path: str | Path, kind: TraceFormat) -> list[TraceRequest]:
     """The trace's requests in order of arrival; DatasetError when unreadable, malformed or empty."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DatasetError(f"trace: cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise DatasetError(f"trace: {path} is not UTF-8 text") from None
+    text = read_text(path, "trace")
     requests = _mooncake(path, text) if kind == "mooncake" else _azure(path, text)
     if not requests:
         raise DatasetError(f"trace: {path} holds no request")
@@ -78,16 +73,7 @@ def _count(where: str, name: str, value: Any) -> int:
 
 def _mooncake(path: Path, text: str) -> list[TraceRequest]:
     requests = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            raise DatasetError(f"trace: {where}: not a JSON object (the Mooncake layout has one per line)") from None
-        if not isinstance(obj, dict):
-            raise DatasetError(f"trace: {where}: not a JSON object (the Mooncake layout has one per line)")
+    for where, obj in json_lines(path, text, "trace", "the Mooncake layout has one per line"):
         stamp = obj.get("timestamp")
         if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp) or stamp < 0:
             raise DatasetError(f"trace: {where}: timestamp is not a number of milliseconds >= 0 (got {stamp!r:.40})")

@@ -18,7 +18,7 @@ from toolkit.loadgen.conversations import PlannedTurn
 from toolkit.loadgen.open_loop import PlannedRequest
 from toolkit.matrix.prompts import build_prompt
 from toolkit.matrix.server_api import ServerAPI
-from toolkit.method.prefix_cache import expected_hit_rate
+from toolkit.method.prefix_cache import expected_hit_rate, expected_trace_hit_rate
 from toolkit.params import ParamsError
 from toolkit.rates.dataset import DatasetError, DatasetItem
 from toolkit.rates.params import Lengths, RateParams
@@ -92,7 +92,7 @@ class Workload:
         block_size: int | None = None,
     ) -> None:
         self.params, self.api, self.model, self.run_id, self.dataset = params, api, model, run_id, dataset
-        self.block_size = block_size  # the server's KV block, for the hit rate a shared-prefix step should see
+        self.block_size = block_size  # the server's KV block, for the hit rate a step should see
         self.expected_hit_rates: dict[int, float | None] = {}  # step -> the hit rate its construction implies
         self._shared: dict[tuple[int, int], str] = {}  # (step, prefix) -> its text
         self._overhead: int | None = None  # what the server counts for an empty prompt (BOS, a chat template)
@@ -173,9 +173,7 @@ class Workload:
             for t in range(k):
                 tokens = inputs[i * k + t]
                 head = self.prefix(step, i) if t == 0 else f"[turn {t + 1}] "
-                turns.append(
-                    PlannedTurn(head + await self._filler(tokens), outputs[i * k + t], tokens, thinks[i * k + t])
-                )
+                turns.append(PlannedTurn(head + await self._filler(tokens), outputs[i * k + t], thinks[i * k + t]))
             conversations.append(turns)
         return conversations
 
@@ -184,12 +182,14 @@ class Workload:
     ) -> list[PlannedRequest]:
         """Each prompt: its trace blocks' texts (the same id, the same text: shared), then its unique rest."""
         hash_ids, block_tokens = blocks
+        used = [blocks_used(ids, tokens, block_tokens) for ids, tokens in zip(hash_ids, inputs, strict=True)]
         planned = []
-        for i, (ids, tokens, out) in enumerate(zip(hash_ids, inputs, outputs, strict=True)):
-            shared, counted = await self._trace_head(blocks_used(ids, tokens, block_tokens), block_tokens)
+        for i, (chain, tokens, out) in enumerate(zip(used, inputs, outputs, strict=True)):
+            shared, counted = await self._trace_head(chain, block_tokens)
             rest = await self._filler(tokens - counted)
             path, body = build_request(self.params.endpoint, self.model, shared + self.prefix(step, i) + rest, out)
             planned.append(PlannedRequest(path, body, tokens))
+        self.expected_hit_rates[step] = expected_trace_hit_rate(used, inputs, block_tokens, self.block_size)
         return planned
 
     async def _trace_head(self, used: tuple[int, ...], block_tokens: int) -> tuple[str, int]:

@@ -35,6 +35,7 @@ __all__ = [
     "WIDE_MARK",
     "WIDE_SPREAD_PCT",
     "decode_heatmaps",
+    "log_if_wide",
     "metric_title",
     "note_figure",
     "prefill_figure",
@@ -56,6 +57,15 @@ MARKED_NOTE = "gold star: meets the service level"
 
 def _phase(df: pd.DataFrame, phase: str) -> pd.DataFrame:
     return df[df["phase"] == phase].sort_values(["context_tokens", "concurrency"])
+
+
+def log_if_wide(ax: Axes, values: Any, axis: str) -> None:
+    """A logarithmic `axis` ("x" or "y") when its positive values span more than a decade: below the knee the
+    steps would crowd into one corner, and one long TTFT past it would flatten every other point."""
+    positive = pd.Series(np.asarray(values, dtype=float).ravel()).replace([np.inf, -np.inf], np.nan).dropna()
+    positive = positive[positive > 0]
+    if len(positive) > 1 and positive.max() > 10 * positive.min():
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
 
 
 def note_figure(note: str) -> Figure:

@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from toolkit.method.goodput import ServiceLevel
-from toolkit.reports.plots import note_figure
+from toolkit.reports.plots import log_if_wide, note_figure
 
 __all__ = ["LAG_LABEL", "X_AXES", "compare_figure", "goodput_figure", "knee_figure", "queue_figure"]
 
@@ -38,15 +38,6 @@ def _ordered(steps: pd.DataFrame, x: str) -> pd.DataFrame:
     if x not in X_AXES:
         raise ValueError(f"x: {x!r}; one of {', '.join(X_AXES)}")
     return steps[np.isfinite(steps[x].astype(float))].sort_values([_OFFERED, "step"])  # inf (all at once) last
-
-
-def _log_if_wide(ax: Axes, values: Any, axis: str) -> None:
-    """A logarithmic `axis` ("x" or "y") when its positive values span more than a decade: below the knee the
-    steps would crowd into one corner, and one long TTFT past it would flatten every other point."""
-    positive = pd.Series(np.asarray(values, dtype=float).ravel()).replace([np.inf, -np.inf], np.nan).dropna()
-    positive = positive[positive > 0]
-    if len(positive) > 1 and positive.max() > 10 * positive.min():
-        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
 
 
 def _mark_lag(ax: Axes, shown: pd.DataFrame, x: str, columns: list[str]) -> None:
@@ -91,8 +82,8 @@ def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: st
         ax.set_title(title)
         ax.set_xlabel(X_AXES[x])
         ax.set_ylim(bottom=0)
-        _log_if_wide(ax, shown[x], "x")
-        _log_if_wide(ax, shown[[f"{name}_p50_ms", f"{name}_p99_ms"]], "y")
+        log_if_wide(ax, shown[x], "x")
+        log_if_wide(ax, shown[[f"{name}_p50_ms", f"{name}_p99_ms"]], "y")
         ax.legend(fontsize=8)
         sns.despine(ax=ax)
     fig.suptitle("Latency against load: the knee")
@@ -159,7 +150,7 @@ def queue_figure(steps: pd.DataFrame) -> Figure:
     for column, label, color, style in series:
         ax.plot(shown[_OFFERED], shown[column], marker="o", linestyle=style, color=color, label=label)
     _mark_lag(ax, shown, _OFFERED, ["server_waiting_mean"])
-    _log_if_wide(ax, shown[_OFFERED], "x")
+    log_if_wide(ax, shown[_OFFERED], "x")
     ax.set_xlabel(X_AXES[_OFFERED])
     ax.set_ylabel("requests on the server")
     ax.set_ylim(bottom=0)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
 from toolkit.method.goodput import request_latencies
 from toolkit.method.number_format import format_percent
-from toolkit.reports.plots import note_figure
+from toolkit.reports.plots import log_if_wide, note_figure
 from toolkit.reports.tables import markdown_table
 
 __all__ = [
@@ -112,8 +111,7 @@ def cached_figure(records: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.add_subplot()
     sns.scatterplot(data=shown, x="cached_share", y="ttft_ms", hue="turn", palette="viridis", ax=ax, s=28)
-    if np.nanmax(shown["ttft_ms"]) > 10 * max(np.nanmin(shown["ttft_ms"]), 1e-3):
-        ax.set_yscale("log")  # a span over a decade: the slow requests would flatten the rest
+    log_if_wide(ax, shown["ttft_ms"], "y")
     ax.set_xlabel("share of the prompt found in the prefix cache")
     ax.set_ylabel("TTFT (ms, from the send)")
     ax.set_xlim(-0.02, 1.02)
