@@ -10,11 +10,12 @@ For each noise kind of `benchmarks/token_truth.py` (independent gaps, lockstep s
 - `repeat`: the mean of 3 windows (rounds) ± its t half-width across them;
 - `ratio`: compare's ratio of two windows of the same kind ± its interval; the truth is 1.
 - `drift_ratio`: compare's ratio of one cell in two runs of the same configuration measured back to back on a
-  machine whose speed drifts (log-linearly, a N(0, `--machine-drift`) change over each run's span), widened by
-  the runs' drift as compare widens it: each run's control cell (1 stream, 2 s) read at its start, after each of
-  its 3 rounds, its trend (`toolkit.method.drift.trend`), the larger of the two runs' |change|
-  (`pair_drift`, `widened`). The cell is measured at the same point of each run (compare's runs measure cells in
-  the same order); the truth is 1. `drift_plain` is the same ratio by its window interval alone.
+  machine whose speed drifts (log-linearly, a N(0, `--machine-drift`) change over each run's span), divided by
+  the machine's change between the cell's two measurements as compare divides it: each run's control cell
+  (1 stream, 2 s) read at its start and after each of its 3 rounds, the line through them
+  (`toolkit.method.drift.control_fit`), the cell placed on both lines (`cell_drift`, `pair_correction`,
+  `corrected_ratio`). The cell is measured at the same point of each run (compare's runs measure cells in the
+  same order); the truth is 1. `drift_plain` is the same ratio by its window interval alone.
 
 The truth of a quantity is its mean over `--truth-trials` further windows the intervals never saw. Coverage is
 the share of trials whose interval holds it (binomial standard error about 0.011 at 400 trials); width is the
@@ -47,7 +48,13 @@ sys.path.insert(0, str(REPO))
 from benchmarks.token_truth import KINDS, Cell, Noise, window_streams  # noqa: E402
 from toolkit.base.schema import Measurement  # noqa: E402
 from toolkit.loadgen.client import StreamResult  # noqa: E402
-from toolkit.method.drift import pair_drift, trend, widened  # noqa: E402
+from toolkit.method.drift import (  # noqa: E402
+    cell_drift,
+    control_fit,
+    control_reading,
+    corrected_ratio,
+    pair_correction,
+)
 from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio  # noqa: E402
 from toolkit.method.paired import alternating_order, paired_ratio  # noqa: E402
 from toolkit.method.spread import Interval, ratio_test, t_quantile  # noqa: E402
@@ -89,6 +96,11 @@ def _holds(interval: Interval | None, true: float) -> bool | None:
     return None if interval is None else abs(interval.value - true) <= interval.half_width
 
 
+def _holds_one(ratio: Interval) -> bool:
+    """Whether a ratio's interval holds 1, on the log scale its half-width is the upper side of."""
+    return abs(math.log(ratio.value)) <= math.log1p(ratio.relative)
+
+
 def _repeat(values: list[float]) -> Interval:
     mean = statistics.fmean(values)
     return Interval(mean, t_quantile(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values)))
@@ -113,41 +125,45 @@ def coverage(noise: Noise, cell: Cell, trials: int, true: dict[str, float], rng:
     for a, b in pairs:
         if a and b:
             ratio = ratio_test(a, b).interval
-            hits["ratio"].append(abs(ratio.value - 1) <= ratio.half_width)
+            hits["ratio"].append(_holds_one(ratio))
             widths["ratio"].append(ratio.relative)
     return {k: (sum(hits[k]) / len(hits[k]) if hits[k] else math.nan, statistics.median(widths[k]) if widths[k]
                 else math.nan, len(hits[k])) for k in INTERVALS}  # fmt: skip
 
 
-def _control(noise: Noise, speed: float, at_s: float, rng: random.Random) -> Measurement | None:
+def _control(noise: Noise, speed: float, at_s: float, rng: random.Random) -> dict | None:
     """One control reading as run.json keeps it: the 1-stream cell's total tok/s, its interval, its start."""
     reading = measure(window_streams(noise, replace(CONTROL, speed=speed), rng), CONTROL.window_s)["total_tok_s"]
     if reading is None:
         return None
     started = datetime.fromtimestamp(at_s, UTC).isoformat()
-    return Measurement(phase="decode", context_tokens=1024, context="1K", concurrency=1, status="Valid",
-                       total_tok_s=reading.value, total_tok_s_ci=reading.half_width, sub_windows=3,
-                       started_at=started)  # fmt: skip
+    return control_reading(Measurement(phase="decode", context_tokens=1024, context="1K", concurrency=1,
+                                       status="Valid", total_tok_s=reading.value, total_tok_s_ci=reading.half_width,
+                                       sub_windows=3, started_at=started))  # fmt: skip
+
+
+def _stamp(at_s: float) -> str:
+    return datetime.fromtimestamp(at_s, UTC).isoformat()
 
 
 def drift_compare(noise: Noise, cell: Cell, machine_drift: float, rng: random.Random) -> tuple[bool, bool, float]:
-    """One cell compared across two back-to-back runs on a drifting machine: (the drift-widened interval holds 1,
-    the plain one does, the widened relative half-width)."""
+    """One cell compared across two back-to-back runs on a drifting machine: (the corrected interval holds 1,
+    the plain one does, the corrected relative half-width)."""
     slope = rng.gauss(0.0, machine_drift)  # the log change of the machine's speed over one run's span
     at = rng.random()  # where in each run the cell is measured
-    changes, cells = [], []
+    places, cells = [], []
     for run in (0, 1):
         readings = [_control(noise, math.exp(slope * (run + k / ROUNDS)), (run + k / ROUNDS) * RUN_SPAN_S, rng)
                     for k in range(ROUNDS + 1)]  # fmt: skip
-        found = trend([r for r in readings if r is not None])
-        changes.append(None if found is None else abs(found[0]))
+        line = control_fit([r for r in readings if r is not None])
+        places.append(cell_drift(line, _stamp((run + at) * RUN_SPAN_S)))
         cells.append(measure(window_streams(noise, replace(cell, speed=math.exp(slope * (run + at))), rng),
                              cell.window_s)["total_tok_s"])  # fmt: skip
     first, second = cells
     assert first is not None and second is not None
-    ratio = ratio_test(first, second).interval
-    half = widened(ratio.value, ratio.half_width, ratio.dof, pair_drift(*changes))
-    return abs(ratio.value - 1) <= half, abs(ratio.value - 1) <= ratio.half_width, half / ratio.value
+    plain = ratio_test(first, second).interval
+    ratio = corrected_ratio(first, second, pair_correction(*places)).interval
+    return _holds_one(ratio), _holds_one(plain), ratio.relative
 
 
 def drift_coverage(noise: Noise, cell: Cell, trials: int, machine_drift: float, rng: random.Random) -> dict:

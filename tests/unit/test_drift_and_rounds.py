@@ -8,7 +8,16 @@ import pandas as pd
 import pytest
 
 from toolkit.base.schema import COLUMNS, Measurement
-from toolkit.method.drift import control_summary, drift_note, run_drift, within_drift
+from toolkit.method.drift import (
+    CELL_DRIFT_COLUMNS,
+    cell_drift,
+    cell_drift_columns,
+    control_summary,
+    drift_note,
+    run_control_fit,
+    run_drift,
+    within_drift,
+)
 from toolkit.reports import compare
 from toolkit.reports.tables import TTFT_NOTE, decode_matrix, footnotes
 from toolkit.results.rounds import combine, combine_rounds, planned_rounds, still_to_do
@@ -20,10 +29,25 @@ def dec(total: float, ci: float | None = None, n: int = 1, round_: int | None = 
                        total_tok_s_ci=ci, round=round_, **extra)  # fmt: skip
 
 
+def at(seconds: float) -> str:
+    return f"2026-12-03T10:{int(seconds) // 60:02d}:{int(seconds) % 60:02d}+00:00"
+
+
 def runs(drift_a: float | None, drift_b: float | None, **named: list[Measurement]) -> pd.DataFrame:
     drifts = {"A": drift_a, "B": drift_b}
     rows = [{"run": label, **m.to_dict(), "run_drift": drifts[label]} for label, ms in named.items() for m in ms]
     return pd.DataFrame(rows, columns=["run", *COLUMNS, "run_drift"])
+
+
+def runs_on_lines(controls: dict[str, list[Measurement]], **named: list[Measurement]) -> pd.DataFrame:
+    """Runs as load_runs gives them: each row placed on its run's control line (the controls' start times)."""
+    rows = []
+    for label, ms in named.items():
+        info = {"control": control_summary(controls[label], 2.0)}
+        line = run_control_fit(info)
+        rows += [{"run": label, **m.to_dict(), "run_drift": run_drift(info),
+                  **cell_drift_columns(cell_drift(line, m.started_at))} for m in ms]  # fmt: skip
+    return pd.DataFrame(rows, columns=["run", *COLUMNS, "run_drift", *CELL_DRIFT_COLUMNS])
 
 
 def test_rounds_are_planned_round_after_round_and_resumed_by_round() -> None:
@@ -35,9 +59,11 @@ def test_rounds_are_planned_round_after_round_and_resumed_by_round() -> None:
 
 
 def test_a_cell_of_three_rounds_shows_the_median_its_range_and_spread() -> None:
-    rows = [dec(300.0, 3.0, round_=1), dec(360.0, 5.0, round_=2), dec(330.0, 4.0, round_=3),
+    rows = [dec(300.0, 3.0, round_=1, started_at=at(0)), dec(360.0, 5.0, round_=2, started_at=at(100)),
+            dec(330.0, 4.0, round_=3, started_at=at(230)),
             replace(dec(10.0, round_=4), disturbed="client event loop blocked 2.0 s")]  # fmt: skip
     cell = combine(rows)
+    assert cell.started_at == at(110)  # the mean of the usable rounds' starts: where the control line places it
     assert (cell.total_tok_s, cell.total_tok_s_ci, cell.repeats) == (330.0, 4.0, 3)
     assert (cell.total_tok_s_repeat_min, cell.total_tok_s_repeat_max, cell.round) == (300.0, 360.0, None)
     assert cell.total_tok_s_repeat_ci == pytest.approx(4.303 * 30.0 / 3**0.5, rel=1e-3)
@@ -48,7 +74,9 @@ def test_a_cell_of_three_rounds_shows_the_median_its_range_and_spread() -> None:
 
 
 def test_the_control_gives_the_runs_drift_and_the_reports_note() -> None:
-    controls = [dec(350.0, 5.0, round_=0), replace(dec(400.0, round_=1), disturbed="paused"), dec(280.0, 4.0, round_=1)]
+    controls = [dec(350.0, 5.0, round_=0, started_at=at(0)),
+                dec(400.0, round_=1, disturbed="paused", started_at=at(60)),
+                dec(280.0, 4.0, round_=1, started_at=at(120))]  # fmt: skip
     block = control_summary(controls, 5.0)
     assert block["change"] == pytest.approx(280 / 350 - 1) and block["drift"] == pytest.approx(0.2)
     assert block["change_low"] < -0.2 < block["change_high"] < 0  # the readings' own intervals, not the range
@@ -65,10 +93,10 @@ def test_the_control_gives_the_runs_drift_and_the_reports_note() -> None:
 def test_drift_is_the_trend_of_the_control_not_its_range() -> None:
     """Five readings that scatter around 310 tok/s without a trend: a range of 14 %, a change near 0 whose interval
     holds 0; a steady decline of 3 % a reading: a change near -12 % whose interval leaves out 0."""
-    flat = [dec(v, 10.0, round_=i) for i, v in enumerate([300.0, 330.0, 290.0, 320.0, 305.0])]
+    flat = [dec(v, 10.0, round_=i, started_at=at(60 * i)) for i, v in enumerate([300.0, 330.0, 290.0, 320.0, 305.0])]
     block = control_summary(flat, 5.0)
     assert abs(block["change"]) < 0.05 < 330 / 290 - 1 and block["change_low"] < 0 < block["change_high"]
-    falling = [dec(300.0 * 0.97**i, 3.0, round_=i) for i in range(5)]
+    falling = [dec(300.0 * 0.97**i, 3.0, round_=i, started_at=at(60 * i)) for i in range(5)]
     block = control_summary(falling, 5.0)
     assert block["change"] == pytest.approx(0.97**4 - 1, rel=1e-6) and block["change_high"] < 0
 
@@ -81,7 +109,7 @@ def test_a_ten_percent_difference_is_within_a_twenty_percent_drift() -> None:
     assert list(table["drift"]) == [0.2, 0.2]
     assert list(table["total_tok_s_within_drift"]) == [True, False]  # 1.10×: the machine could do it; 1.30×: not
     assert list(table["total_tok_s_significant"]) == [False, True]
-    assert table["total_tok_s_ratio_hw"][0] > 0.2 * 1.1
+    assert list(table["total_tok_s_ratio_hw"]) == list(plain["total_tok_s_ratio_hw"])  # a guard, not a spread
     shown = list(compare.ratio_display(table)["Total tok/s"])
     assert " within drift (" in shown[0] and "n.s." not in shown[0] and "within drift" not in shown[1]
     assert within_drift(0.9, 0.2) and not within_drift(0.7, 0.2) and not within_drift(0.99, None)
@@ -128,13 +156,40 @@ def test_a_scrape_keeps_the_speculative_decoding_counters() -> None:
     assert [snapshot.value(n) for n in (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)] == [12.0, 24.0, 9.0]
 
 
-def test_the_overall_ratio_sums_up_the_cells_and_keeps_the_drift_whole() -> None:
+def test_the_overall_ratio_sums_up_the_cells() -> None:
     a, b = [dec(300.0, 3.0), dec(500.0, 5.0, n=2)], [dec(330.0, 3.0), dec(550.0, 5.0, n=2)]
     plain = compare.overall_ratios(compare.ratio_table(runs(None, None, A=a, B=b), "A", "B"))
-    drifting = compare.overall_ratios(compare.ratio_table(runs(0.2, 0.05, A=a, B=b), "A", "B"))
     assert plain["total_tok_s"].value == pytest.approx(1.1) and plain["total_tok_s"].half_width < 0.05
-    assert drifting["total_tok_s"].half_width > 0.2 * 1.1 / 3**0.5  # a 20 % drift is not averaged away by 2 cells
     text = compare.overall_text(compare.ratio_table(runs(None, None, A=a, B=b), "A", "B"))
     assert text is not None and text.startswith(
-        "Overall, B / A (geometric mean of the cells' ratios, 95 %): Total tok/s 1.10×"
+        "Overall, B / A (geometric mean of the cells' ratios, 95 %): Total tok/s 1.10× ±0.0"
     )
+    drifting = compare.overall_text(compare.ratio_table(runs(0.2, 0.05, A=a, B=b), "A", "B")) or ""
+    assert "Total tok/s 1.10× ±0.0" in drifting and "within drift (2 cells)" in drifting  # 10 % of a 20 % drift
+
+
+def test_compare_divides_throughput_by_the_machines_change_between_the_cells() -> None:
+    """The machine slows 10 % over each 10-minute run, and run B starts where A ended. The same configuration's
+    cells, measured mid-run, read 10 % lower in B: the machine, not the server. Compare reads the change off the
+    two control lines (A from its cell to its end, B from its start to its cell), divides the throughput ratios
+    by it, and they hold 1; TTFT, which the control does not measure, keeps its plain ratio."""
+    speed = lambda s: 300.0 * 0.9 ** (s / 600)  # noqa: E731
+    controls = {side: [dec(speed(s), 0.01 * speed(s), started_at=at(s)) for s in (start, start + 300, start + 600)]
+                for side, start in (("A", 0), ("B", 600))}  # fmt: skip
+    a = [dec(speed(300), 3.0, n=4, per_request_tok_s_ci=0.75, ttft_ms=50.0, ttft_ms_ci=1.0, started_at=at(300))]
+    b = [dec(speed(900), 3.0, n=4, per_request_tok_s_ci=0.75, ttft_ms=50.0, ttft_ms_ci=1.0, started_at=at(900))]
+    plain = compare.ratio_table(runs(None, None, A=a, B=b), "A", "B")
+    assert plain["total_tok_s_ratio"][0] == pytest.approx(0.9) and plain["total_tok_s_significant"][0]
+    table = compare.ratio_table(runs_on_lines(controls, A=a, B=b), "A", "B")
+    assert table["machine_change"][0] == pytest.approx(-0.1, abs=1e-3) and table["drift"][0] == pytest.approx(0.1)
+    for q in ("total_tok_s", "per_request_tok_s"):
+        assert table[f"{q}_ratio"][0] == pytest.approx(1.0, abs=1e-3) and not table[f"{q}_significant"][0]
+        assert table[f"{q}_ratio_hw"][0] > plain[f"{q}_ratio_hw"][0]  # the lines' own uncertainty is added
+    assert (
+        table["ttft_ms_ratio"][0] == pytest.approx(1.0) and table["ttft_ms_ratio_hw"][0] == plain["ttft_ms_ratio_hw"][0]
+    )
+    shown = compare.ratio_display(table)
+    assert shown[compare.MACHINE_COLUMN].tolist() == ["-10.0 %"] and shown["Total tok/s"][0].startswith("1.00× ±")
+    assert compare.MACHINE_COLUMN not in compare.ratio_display(plain).columns
+    overall = compare.overall_ratios(table)["total_tok_s"]
+    assert overall.value == pytest.approx(1.0, abs=1e-3) and overall.half_width >= table["total_tok_s_ratio_hw"][0]

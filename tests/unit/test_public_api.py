@@ -30,7 +30,7 @@ EXPORTED: dict[str, list[str]] = {
         "largest_decode_context", "parse_context", "parse_contexts", "prefill_only_context",
     ],
     "toolkit.reports.compare": [
-        "CELL_COLUMNS", "COMPARE_TITLE", "KEY", "NOT_SIGNIFICANT", "PREFILL_CAPTION", "RATIO_CAPTION",
+        "CELL_COLUMNS", "COMPARE_TITLE", "KEY", "MACHINE_COLUMN", "NOT_SIGNIFICANT", "PREFILL_CAPTION", "RATIO_CAPTION",
         "RATIO_QUANTITIES", "STATUS_CAPTION", "TRADEOFF_CAPTION", "compare_markdown", "format_ratio",
         "frontier_display", "overall_ratios", "overall_text", "pareto_frontier", "pareto_mask", "prefill_display",
         "prefill_side_by_side",

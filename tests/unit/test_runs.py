@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from toolkit.base.schema import COLUMNS, Measurement
+from toolkit.method.drift import CELL_DRIFT_COLUMNS
 from toolkit.results.runs import RESULTS_CSV, default_label, load_run, load_runs, unique_labels
 from toolkit.results.store import RUN_FILE, ResultStore, to_dataframe, write_json_atomic
 
@@ -93,7 +94,8 @@ def test_load_runs_stacks_runs_with_a_run_column(tmp_path: Path) -> None:
     one = measured_run(tmp_path / "x" / "r1", CELLS[:2], run_label="demo")
     two = imported_run(tmp_path / "y" / "r1", CELLS[1:], run_label="demo")
     frame = load_runs([one, two])
-    assert list(frame.columns) == ["run", *COLUMNS, "run_drift"] and frame["run_drift"].isna().all()
+    assert list(frame.columns) == ["run", *COLUMNS, "run_drift", *CELL_DRIFT_COLUMNS]
+    assert frame["run_drift"].isna().all() and frame["drift_before"].isna().all()  # no control measured
     assert list(dict.fromkeys(frame["run"])) == ["demo (r1)", "demo (r1) #2"]
     assert frame.groupby("run", sort=False).size().tolist() == [2, 4]
     labelled = load_runs([one, two], labels=["A", "B"])

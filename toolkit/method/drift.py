@@ -2,24 +2,31 @@
 
 Each run measures a short control cell (the smallest context at 1 stream) before its first decode cell, after
 each round and at its end (toolkit.matrix.control). The machine's change is the trend of the control's readings,
-not their range: a straight line through the log of each reading against its start time, its slope times the
-run's span (`change`, e.g. -0.08), with a 95 % interval from the larger of the line's residual spread and the
-readings' own window intervals (`change_low`, `change_high`). A range (max / min - 1) held the control's own
-noise and grew with the number of readings; a trend averages that noise out. The drift compare uses is the size
-of that change (`drift` = |change|); it moves throughput (total and per-request tok/s), which the control
-measures, and not TTFT, which it does not. Compare adds it to each throughput ratio's standard error as a bias
-spread evenly over ±drift (in quadrature, variance drift² / 3), and marks a ratio within it of 1 "within drift"
-(docs/METHOD.md, Drift). Runs recorded before this kept the range as `drift`; it is read as it was written.
+not their range: a straight line through the log of each reading against its start time (`control_fit`), its
+slope times the run's span (`change`, e.g. -0.08), with a 95 % interval from the readings' own window intervals
+pooled with the line's residual spread (`change_low`, `change_high`). A range (max / min - 1) held the
+control's own noise and grew with the number of readings; a trend averages that noise out.
+
+Compare applies the change to the quantities it moves (throughput: total and per-request tok/s; not TTFT, which
+the control does not measure): the machine's change between a cell's measurement in run A and in run B is the
+line of A from the cell to A's last reading plus the line of B from B's first reading to the cell
+(`cell_drift`, `pair_correction`); the ratio is divided by it and its standard error gets the lines' own
+uncertainty. What no control can see is a jump between the runs (B started on a machine faster or slower than A
+ended on): against that, the larger of the runs' |change| (`drift`) stays a guard, and a throughput ratio within
+it of 1 is marked "within drift" (docs/METHOD.md, Drift). Runs recorded before trends kept the range as `drift`;
+it is read as it was written.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from toolkit.base.schema import Measurement
-from toolkit.method.spread import BATCHES, t_quantile, welch_dof
+from toolkit.method.spread import BATCHES, Interval, Ratio, ratio_test, t_p_value, t_quantile, welch_dof
 
 CONTROL_KEY = "control"
 DRIFT_QUANTITIES = ("total_tok_s", "per_request_tok_s")  # what the control's change moves
@@ -29,67 +36,173 @@ def usable_control(m: Measurement) -> bool:
     return m.status == "Valid" and bool(m.total_tok_s) and not m.disturbed
 
 
-def _reading_se(m: Measurement) -> tuple[float, float]:
+def _usable(reading: Mapping[str, Any]) -> bool:
+    return reading.get("status") == "Valid" and bool(reading.get("total_tok_s")) and not reading.get("disturbed")
+
+
+def control_reading(m: Measurement) -> dict[str, Any]:
+    """One control measurement as run.json's control block keeps it."""
+    return {
+        "after_round": m.round or 0,
+        "started_at": m.started_at,
+        "status": m.status,
+        "total_tok_s": m.total_tok_s,
+        "total_tok_s_ci": m.total_tok_s_ci,
+        "sub_windows": m.sub_windows,
+        "disturbed": m.disturbed,
+    }
+
+
+def _reading_se(reading: Mapping[str, Any]) -> tuple[float, float]:
     """A control reading's standard error on the log scale, and its dof (from its window's half-width)."""
-    dof = max(1.0, (m.sub_windows or BATCHES) - 1 - 0.5)
-    if not m.total_tok_s or m.total_tok_s_ci is None:
+    dof = max(1.0, (reading.get("sub_windows") or BATCHES) - 1 - 0.5)
+    value, half = reading.get("total_tok_s"), reading.get("total_tok_s_ci")
+    if not value or half is None:
         return 0.0, math.inf
-    return m.total_tok_s_ci / m.total_tok_s / t_quantile(dof), dof
+    return half / value / t_quantile(dof), dof
 
 
-def _times(readings: Sequence[Measurement]) -> list[float]:
-    """Seconds from the first reading's start; the reading's order when a start time is missing."""
-    from datetime import datetime
-
+def _epoch(stamp: Any) -> float | None:
     try:
-        stamps = [datetime.fromisoformat(str(m.started_at)).timestamp() for m in readings]
+        return datetime.fromisoformat(str(stamp)).timestamp()
     except ValueError:
-        return [float(i) for i in range(len(readings))]
-    return [t - stamps[0] for t in stamps]
-
-
-def trend(readings: Sequence[Measurement]) -> tuple[float, float, float] | None:
-    """The machine's change over the readings (a fraction) with its 95 % interval: a least-squares line through the
-    log of each reading against its time, its slope times the span. None with fewer than two readings."""
-    if len(readings) < 2:
         return None
-    times, logs = _times(readings), [math.log(m.total_tok_s or 1.0) for m in readings]
-    n, t_mean, y_mean = len(readings), math.fsum(times) / len(times), math.fsum(logs) / len(logs)
+
+
+@dataclass(frozen=True)
+class ControlFit:
+    """The line through a run's control readings: log speed per second, its standard error and dof, and when
+    (epoch seconds) the first and the last reading started."""
+
+    slope: float
+    slope_se: float
+    dof: float
+    first_s: float
+    last_s: float
+
+    @property
+    def span_s(self) -> float:
+        return self.last_s - self.first_s
+
+
+def control_fit(readings: Sequence[Mapping[str, Any]]) -> ControlFit | None:
+    """The least-squares line through the log of each usable reading against its start time, its slope's standard
+    error from the readings' own window intervals (Welch–Satterthwaite dof), pooled from three readings on with
+    the line's residual spread (n - 2 dof), each weighted by its dof: the calibration benchmark covers 0.94–0.98
+    so, where taking the larger of the two covered 0.98–1.00. None with fewer than two usable readings or without
+    their start times."""
+    good = [r for r in readings if _usable(r)]
+    stamps = [_epoch(r.get("started_at")) for r in good]
+    if len(good) < 2 or any(s is None for s in stamps):
+        return None
+    times = [float(s) for s in stamps if s is not None]
+    logs = [math.log(float(r["total_tok_s"])) for r in good]
+    n, t_mean, y_mean = len(good), math.fsum(times) / len(times), math.fsum(logs) / len(logs)
     sxx = math.fsum((t - t_mean) ** 2 for t in times)
     if sxx == 0:
         return None
     slope = math.fsum((t - t_mean) * (y - y_mean) for t, y in zip(times, logs, strict=True)) / sxx
-    span = max(times) - min(times)
-    errors = [_reading_se(m) for m in readings]
-    weights = [(t - t_mean) / sxx for t in times]
-    measured = [((w * se) ** 2, dof) for w, (se, dof) in zip(weights, errors, strict=True)]
+    measured = [
+        (((t - t_mean) / sxx * se) ** 2, dof) for t, (se, dof) in zip(times, map(_reading_se, good), strict=True)
+    ]
     variance, dof = math.fsum(v for v, _ in measured), welch_dof(measured)
-    if n >= 3:
+    if n >= 3:  # the line's residuals are a second, independent estimate of the same spread: pooled by dof
         residual = math.fsum((y - y_mean - slope * (t - t_mean)) ** 2 for t, y in zip(times, logs, strict=True))
-        if (fitted := residual / (n - 2) / sxx) > variance:
-            variance, dof = fitted, n - 2
-    half = t_quantile(dof) * math.sqrt(variance) * span if variance > 0 else 0.0
-    change = slope * span
+        known = dof if math.isfinite(dof) else 0.0  # readings without an interval add nothing to the pool
+        variance, dof = (known * variance + residual / sxx) / (known + n - 2), known + n - 2
+    return ControlFit(slope, math.sqrt(variance), dof, min(times), max(times))
+
+
+def trend(readings: Sequence[Mapping[str, Any]]) -> tuple[float, float, float] | None:
+    """The machine's change over the readings (a fraction) with its 95 % interval: the fitted line's slope times
+    the readings' span. None with fewer than two usable readings."""
+    fit = control_fit(readings)
+    if fit is None:
+        return None
+    change, half = fit.slope * fit.span_s, t_quantile(fit.dof) * fit.slope_se * fit.span_s
     return math.expm1(change), math.expm1(change - half), math.expm1(change + half)
+
+
+@dataclass(frozen=True)
+class CellDrift:
+    """The machine's log change along one run's control line: from the run's first reading to a cell (`before`)
+    and from the cell to the run's last reading (`after`), each with its standard error, and the line's dof."""
+
+    before: float
+    before_se: float
+    after: float
+    after_se: float
+    dof: float
+
+
+CELL_DRIFT_COLUMNS = ("drift_before", "drift_before_se", "drift_after", "drift_after_se", "drift_dof")
+
+
+def cell_drift_columns(drift: CellDrift | None) -> dict[str, float | None]:
+    """A cell's place on its run's control line as a frame's columns (CELL_DRIFT_COLUMNS; None without one)."""
+    values = (None,) * 5 if drift is None else (drift.before, drift.before_se, drift.after, drift.after_se, drift.dof)
+    return dict(zip(CELL_DRIFT_COLUMNS, values, strict=True))
+
+
+def cell_drift_from(values: Sequence[Any]) -> CellDrift | None:
+    """The CellDrift of a row's CELL_DRIFT_COLUMNS values, in that order; None when any is missing."""
+    numbers = [float(v) if isinstance(v, int | float) and not math.isnan(v) else None for v in values]
+    if any(v is None for v in numbers):
+        return None
+    before, before_se, after, after_se, dof = (float(v) for v in numbers if v is not None)
+    return CellDrift(before, before_se, after, after_se, dof)
+
+
+def cell_drift(fit: ControlFit | None, started_at: Any) -> CellDrift | None:
+    """Where a cell measured at `started_at` lies on its run's control line; None without either."""
+    at = _epoch(started_at)
+    if fit is None or at is None:
+        return None
+    before, after = at - fit.first_s, fit.last_s - at
+    return CellDrift(
+        fit.slope * before, fit.slope_se * abs(before), fit.slope * after, fit.slope_se * abs(after), fit.dof
+    )
+
+
+@dataclass(frozen=True)
+class Correction:
+    """The machine's log change from a cell in run A to the same cell in run B, its variance and dof."""
+
+    change: float
+    variance: float
+    dof: float
+
+
+def pair_correction(a: CellDrift | None, b: CellDrift | None) -> Correction | None:
+    """A's line from the cell to A's end, then B's from B's start to the cell (a jump between the runs is not seen);
+    None unless both cells lie on a line."""
+    if a is None or b is None:
+        return None
+    parts = [(a.after_se**2, a.dof), (b.before_se**2, b.dof)]
+    return Correction(a.after + b.before, math.fsum(v for v, _ in parts), welch_dof(parts))
+
+
+def corrected_ratio(base: Interval, other: Interval, correction: Correction | None) -> Ratio:
+    """other / base divided by the machine's change between the two measurements, its interval and p-value with
+    the change's uncertainty added (Welch–Satterthwaite dof); the plain ratio_test without a correction."""
+    if correction is None or other.value <= 0 or base.value <= 0:
+        return ratio_test(base, other)
+    parts = [(base.relative_se**2, base.dof), (other.relative_se**2, other.dof), (correction.variance, correction.dof)]
+    se, dof = math.sqrt(math.fsum(v for v, _ in parts)), welch_dof(parts)
+    log_ratio = math.log(other.value / base.value) - correction.change
+    ratio = math.exp(log_ratio)
+    if se == 0:
+        return Ratio(Interval(ratio, 0.0, dof), 0.0 if log_ratio else 1.0)
+    spread = t_quantile(dof) * se
+    return Ratio(Interval(ratio, ratio * math.expm1(spread), dof), t_p_value(log_ratio / se, dof))
 
 
 def control_summary(records: Sequence[Measurement], window_s: float) -> dict[str, Any]:
     """run.json's `control` block: the cell, its window, every control measurement, and over the usable ones the
     machine's change with its interval and the drift (None with fewer than two)."""
     first = records[0] if records else None
-    good = [m for m in records if usable_control(m)]
-    shown = [
-        {
-            "after_round": m.round or 0,
-            "started_at": m.started_at,
-            "status": m.status,
-            "total_tok_s": m.total_tok_s,
-            "total_tok_s_ci": m.total_tok_s_ci,
-            "disturbed": m.disturbed,
-        }
-        for m in records
-    ]
-    change = trend(good)
+    shown = [control_reading(m) for m in records]
+    change = trend(shown)
     return {
         "cell": f"{first.context} × 1" if first else None,
         "context_tokens": first.context_tokens if first else None,
@@ -101,6 +214,12 @@ def control_summary(records: Sequence[Measurement], window_s: float) -> dict[str
         "drift": None if change is None else abs(change[0]),
         "drift_basis": "trend",
     }
+
+
+def run_control_fit(run_info: Mapping[str, Any] | None) -> ControlFit | None:
+    """The line through a run's control readings (run.json's control block); None without two usable ones."""
+    block = (run_info or {}).get(CONTROL_KEY) or {}
+    return control_fit(block.get("measurements") or [])
 
 
 def run_drift(run_info: Mapping[str, Any] | None) -> float | None:
@@ -121,26 +240,11 @@ def within_drift(ratio: float, drift: float | None) -> bool:
     return drift is not None and ratio > 0 and abs(math.log(ratio)) <= math.log1p(drift)
 
 
-def widened(ratio: float, half_width: float, dof: float, drift: float | None) -> float:
-    """A ratio's 95 % half-width with the drift added to its standard error in quadrature, as a bias spread evenly
-    over ±drift (variance drift² / 3, on the log scale)."""
-    if drift is None or ratio <= 0:
-        return half_width
-    quantile = t_quantile(dof)
-    se = math.log1p(half_width / abs(ratio)) / quantile
-    spread = quantile * math.sqrt(se * se + math.log1p(drift) ** 2 / 3)
-    return abs(ratio) * math.expm1(spread)
-
-
 def drift_note(run_info: Mapping[str, Any] | None) -> str | None:
     """The report's note on the control cell: its values at the start and the end, the machine's change with its
     interval (the range, for a run recorded before trends); None without."""
     block = (run_info or {}).get(CONTROL_KEY) or {}
-    values = [
-        m["total_tok_s"]
-        for m in block.get("measurements", [])
-        if m.get("total_tok_s") and m.get("status") == "Valid" and not m.get("disturbed")
-    ]
+    values = [m["total_tok_s"] for m in block.get("measurements", []) if _usable(m)]
     drift, change = block.get("drift"), block.get("change")
     if drift is None or change is None or len(values) < 2:
         return None
@@ -158,5 +262,6 @@ def drift_note(run_info: Mapping[str, Any] | None) -> str | None:
     return (
         f"{head}: a trend of {100 * change:+.1f} % over the run (95 %: {100 * low:+.1f} to {100 * high:+.1f} %), the "
         "machine's change of speed with the control's own noise averaged out. The ± intervals do not hold it; "
-        "compare adds it to the throughput ratios' spread and marks a difference smaller than it within drift."
+        "compare divides the throughput ratios by the machine's change between the two cells, and marks a difference "
+        "smaller than the drift within drift (it can be a change between the runs, which no control sees)."
     )

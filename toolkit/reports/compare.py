@@ -14,10 +14,17 @@ import pandas as pd
 
 from toolkit.base.schema import PHASE_TITLES, PHASES, RAN_STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
-from toolkit.method.drift import DRIFT_QUANTITIES, widened
+from toolkit.method.drift import (
+    CELL_DRIFT_COLUMNS,
+    DRIFT_QUANTITIES,
+    Correction,
+    cell_drift_from,
+    corrected_ratio,
+    pair_correction,
+)
 from toolkit.method.multiplicity import family_adjusted
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
-from toolkit.method.spread import Interval, ratio_test, t_p_value, t_quantile
+from toolkit.method.spread import Interval
 from toolkit.reports.compare_drift import WITHIN_DRIFT, pair_drifts, with_drift, with_round_spreads
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, format_ratio, overall_ratios, overall_text
 from toolkit.reports.markdown_text import inert
@@ -28,6 +35,7 @@ __all__ = [
     "CELL_COLUMNS",
     "COMPARE_TITLE",
     "KEY",
+    "MACHINE_COLUMN",
     "NOT_SIGNIFICANT",
     "PREFILL_CAPTION",
     "RATIO_CAPTION",
@@ -60,13 +68,14 @@ RATIO_CAPTION = (
     "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B. ± is the ratio's "
     "95 % interval from both cells' spreads; n.s.: no significant difference once every test of the table is "
     "counted (Benjamini–Hochberg at 5 %: a run compared with itself marks no cell in 95 % of compares). "
-    "Those spreads do not hold the machine's drift between runs, which can be larger (docs/METHOD.md, Spread): "
-    "when the runs measured a control cell, the larger of their drifts (the trend of the control) is added to each "
-    "throughput ratio's spread, and a throughput ratio within that drift of 1 is marked within drift (it can be "
-    "the machine). With repeats, a cell's spread is the larger of its window's and its rounds' (docs/METHOD.md, "
-    "Repeats, Drift)."
+    "When both runs measured a control cell, each throughput ratio is divided by the machine's change between the "
+    "cell's two measurements, read off the runs' control trends (column Machine), and that estimate's uncertainty "
+    "is in the ±. A change between the runs themselves no control can see: a throughput ratio within the larger "
+    "of the runs' drifts of 1 is marked within drift (it can be the machine). With repeats, a cell's spread is the "
+    "larger of its window's and its rounds' (docs/METHOD.md, Spread, Repeats, Drift)."
 )
 NOT_SIGNIFICANT = "n.s."
+MACHINE_COLUMN = "Machine A → B"
 STATUS_CAPTION = "Cells whose status differs between runs (— : not measured in that run)."
 PREFILL_CAPTION = "Prompt tok/s and cold TTFT by context length, runs side by side."
 TRADEOFF_CAPTION = "Pareto frontier of each run: no other cell of that run is faster both per request and in total."
@@ -108,21 +117,23 @@ def _interval(value: Any, half_width: Any, dof: Any) -> Interval | None:
 
 
 def _ratio_spread(
-    a: Any, a_hw: Any, a_dof: Any, b: Any, b_hw: Any, b_dof: Any, drift: float | None = None
+    a: Any, a_hw: Any, a_dof: Any, b: Any, b_hw: Any, b_dof: Any, correction: Correction | None = None
 ) -> tuple[float, float, float | None]:
-    """The ratio's 95 % half-width, its t degrees of freedom and the p-value of "no difference", with the runs'
-    `drift` added to its spread when given (toolkit.method.drift.widened); (NaN, NaN, None) without both cells'
-    spreads."""
+    """The ratio's 95 % half-width, its t degrees of freedom and the p-value of "no difference", for the ratio
+    divided by the machine's `correction` when given (toolkit.method.drift.corrected_ratio); (NaN, NaN, None)
+    without both cells' spreads."""
     base, other = _interval(a, a_hw, a_dof), _interval(b, b_hw, b_dof)
     if base is None or other is None:
         return math.nan, math.nan, None
-    test = ratio_test(base, other)
-    ratio, half, dof = test.interval.value, test.interval.half_width, test.interval.dof
-    if drift is None or ratio <= 0:
-        return half, dof, test.p_value
-    wide = widened(ratio, half, dof, drift)
-    spread = math.log1p(wide / ratio) / t_quantile(dof)  # the standard error, drift included
-    return wide, dof, t_p_value(math.log(ratio) / spread, dof) if spread else test.p_value
+    test = corrected_ratio(base, other, correction)
+    return test.interval.half_width, test.interval.dof, test.p_value
+
+
+def _corrections(merged: pd.DataFrame) -> list[Correction | None]:
+    """Per row, the machine's change from the cell in run A to it in run B along the runs' control lines."""
+    sides = [[merged[f"{c}_{run}"] for c in CELL_DRIFT_COLUMNS] for run in "ab"]
+    a, b = (list(zip(*columns, strict=True)) for columns in sides)
+    return [pair_correction(cell_drift_from(x), cell_drift_from(y)) for x, y in zip(a, b, strict=True)]
 
 
 def ratio_table(
@@ -131,39 +142,49 @@ def ratio_table(
     """Cells present in both runs with B / A of each quantity (default total tok/s, per-request tok/s, TTFT).
 
     Columns: the cell (phase, context_tokens, context, concurrency), ``status_a``, ``status_b``,
-    ``disturbed_a``, ``disturbed_b`` (still disturbed after the retries), then per quantity ``<q>_a``, ``<q>_b``,
-    ``<q>_ratio`` (NaN when either value is missing, A is zero, or either cell is disturbed), ``<q>_ratio_hw``
+    ``disturbed_a``, ``disturbed_b`` (still disturbed after the retries), ``drift`` (the larger of the runs'),
+    ``machine_change``, ``machine_change_se`` and ``machine_change_dof`` (the machine's change from the cell in A
+    to it in B along the runs' control lines, a fraction, its log-scale standard error and dof; NaN unless both
+    runs measured a control twice),
+    then per quantity ``<q>_a``, ``<q>_b``, ``<q>_ratio`` (B / A, for throughput divided by the machine's change;
+    NaN when either value is missing, A is zero, or either cell is disturbed), ``<q>_ratio_hw``
     (the ratio's 95 % half-width from the cells' ``<q>_ci``; NaN without them), ``<q>_ratio_dof``, ``<q>_p``
     (the p-value of no difference), ``<q>_p_adjusted`` (Benjamini–Hochberg over every test of the table) and
     ``<q>_significant`` (whether the adjusted p is at most 5 %; None without a test).
     """
     spreads = [f"{q}_ci" for q in quantities] + [f"{q}_dof" for q in quantities]
-    columns = [*CELL_COLUMNS, "status", *quantities, *spreads, RUN_DRIFT]
+    columns = [*CELL_COLUMNS, "status", *quantities, *spreads, RUN_DRIFT, *CELL_DRIFT_COLUMNS]
 
     def cells(label: str) -> pd.DataFrame:
         mine = with_round_spreads(_run(frame, label), quantities)
-        mine = mine.reindex(columns=list(dict.fromkeys([*mine.columns, *spreads, RUN_DRIFT])))
+        mine = mine.reindex(columns=list(dict.fromkeys([*mine.columns, *spreads, RUN_DRIFT, *CELL_DRIFT_COLUMNS])))
         return mine[columns].assign(disturbed=disturbed_mask(mine))
 
     a, b = cells(baseline), cells(other).drop(columns="context")
     merged = a.merge(b, on=list(KEY), how="inner", suffixes=("_a", "_b"))
     unusable = merged["disturbed_a"] | merged["disturbed_b"]
-    drifts = pair_drifts(merged)
+    drifts, corrections = pair_drifts(merged), _corrections(merged)
+    merged["machine_change"] = [math.nan if c is None else math.expm1(c.change) for c in corrections]
+    merged["machine_change_se"] = [math.nan if c is None else math.sqrt(c.variance) for c in corrections]
+    merged["machine_change_dof"] = [math.nan if c is None else c.dof for c in corrections]
     for q in quantities:
-        pairs = zip(merged[f"{q}_b"], merged[f"{q}_a"], unusable, strict=True)
-        merged[f"{q}_ratio"] = [math.nan if bad else _ratio(vb, va) for vb, va, bad in pairs]
+        moved = [c if q in DRIFT_QUANTITIES else None for c in corrections]
+        pairs = zip(merged[f"{q}_b"], merged[f"{q}_a"], moved, unusable, strict=True)
+        merged[f"{q}_ratio"] = [
+            math.nan if bad else _ratio(vb, va) * (math.exp(-c.change) if c else 1.0) for vb, va, c, bad in pairs
+        ]
         sides = [merged[f"{q}_{s}_{run}"] if s else merged[f"{q}_{run}"] for run in "ab" for s in ("", "ci", "dof")]
-        moved = [d if q in DRIFT_QUANTITIES else None for d in drifts]
         spread = [
-            _ratio_spread(a, a_hw, a_dof, b, b_hw, b_dof, drift) if not bad else (math.nan, math.nan, None)
-            for a, a_hw, a_dof, b, b_hw, b_dof, drift, bad in zip(*sides, moved, unusable, strict=True)
+            _ratio_spread(a, a_hw, a_dof, b, b_hw, b_dof, c) if not bad else (math.nan, math.nan, None)
+            for a, a_hw, a_dof, b, b_hw, b_dof, c, bad in zip(*sides, moved, unusable, strict=True)
         ]
         merged[f"{q}_ratio_hw"] = [hw for hw, _, _ in spread]
         merged[f"{q}_ratio_dof"] = [dof for _, dof, _ in spread]
         merged[f"{q}_p"] = pd.Series([p for _, _, p in spread], index=merged.index, dtype=object)
     merged = family_adjusted(merged, quantities)
     merged = with_drift(merged, quantities, drifts)  # within the runs' drift of 1: not significant
-    ordered = [*CELL_COLUMNS, "status_a", "status_b", "disturbed_a", "disturbed_b", "drift"]
+    ordered = [*CELL_COLUMNS, "status_a", "status_b", "disturbed_a", "disturbed_b", "drift", "machine_change"]
+    ordered += ["machine_change_se", "machine_change_dof"]
     ordered += [f"{q}_within_drift" for q in quantities]
     ordered += [f"{q}_{s}" for q in quantities
                 for s in ("a", "b", "ratio", "ratio_hw", "ratio_dof", "p", "p_adjusted", "significant")]  # fmt: skip
@@ -268,8 +289,10 @@ def ratio_display(table: pd.DataFrame) -> pd.DataFrame:
     """Display strings of a :func:`ratio_table`; cells with no ratio and an unchanged status are left out.
 
     A cell disturbed in either run shows ``disturbed`` instead of its ratios, and its status says in which run.
+    When the runs' control lines placed any cell, a last column gives the machine's change the throughput ratios
+    were divided by.
     """
-    data = []
+    data, show_machine = [], "machine_change" in table.columns and table["machine_change"].notna().any()
     for record in table.to_dict("records"):
         row = {str(k): v for k, v in record.items()}
         ratios = [as_number(row[f"{q}_ratio"]) for q in RATIO_QUANTITIES]
@@ -278,9 +301,12 @@ def ratio_display(table: pd.DataFrame) -> pd.DataFrame:
             continue
         status = str(row["status_a"]) if same else f"{row['status_a']} → {row['status_b']}"
         status += f" · {DISTURBED_MARK} in {disturbed}" if disturbed else ""
+        machine = as_number(row.get("machine_change"))
         head = [_phase_title(row["phase"]), row["context"], f"{int(row['concurrency']):,}", status]
-        data.append(head + [_ratio_cell(row, q) for q in RATIO_QUANTITIES])
+        tail = [MISSING if machine is None else f"{100 * machine:+.1f} %"] if show_machine else []
+        data.append(head + [_ratio_cell(row, q) for q in RATIO_QUANTITIES] + tail)
     columns = ["Phase", "Context", "Requests at once", "Status", *RATIO_QUANTITIES.values()]
+    columns += [MACHINE_COLUMN] if show_machine else []
     return pd.DataFrame(data, columns=columns, dtype=object)
 
 

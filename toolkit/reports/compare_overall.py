@@ -1,17 +1,18 @@
 """A comparison's ratios as numbers and text: the quantities compared, a ratio's display string, and the one
-overall ratio per quantity (the geometric mean of the cells' ratios, the runs' drift kept whole) (pure)."""
+overall ratio per quantity (the geometric mean of the cells' ratios, the machine's change kept whole) (pure)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from toolkit.method.drift import DRIFT_QUANTITIES, widened
+from toolkit.method.drift import DRIFT_QUANTITIES, within_drift
 from toolkit.method.multiplicity import overall_ratio
 from toolkit.method.number_format import MISSING, as_number
-from toolkit.method.spread import Interval
+from toolkit.method.spread import Interval, t_quantile, welch_dof
 from toolkit.reports.tables import QUANTITY_TITLES
 
 RATIO_QUANTITIES: dict[str, str] = {q: QUANTITY_TITLES[q] for q in ("total_tok_s", "per_request_tok_s", "ttft_ms")}
@@ -26,13 +27,29 @@ def format_ratio(value: Any) -> str:
     return f"{text}×"
 
 
+def _with_machine(overall: Interval, change_se: Sequence[Any], change_dof: Sequence[Any]) -> Interval:
+    """The overall ratio's interval with the uncertainty of the machine's change added whole: one pair of control
+    lines corrects every cell, so its error does not average out across cells (the mean of the cells' standard
+    errors, at least the shared part's)."""
+    known = [
+        (float(se), float(dof)) for se, dof in zip(change_se, change_dof, strict=True) if as_number(se) is not None
+    ]
+    if not known or overall.value <= 0:
+        return overall
+    shared = math.fsum(se for se, _ in known) / len(known)
+    own = math.log1p(overall.half_width / overall.value) / t_quantile(overall.dof)
+    parts = [(own * own, overall.dof), (shared * shared, min(dof for _, dof in known))]
+    dof = welch_dof(parts)
+    return Interval(overall.value, overall.value * math.expm1(t_quantile(dof) * math.sqrt(own**2 + shared**2)), dof)
+
+
 def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_QUANTITIES)) -> dict[str, Interval]:
     """Per quantity, the geometric mean of the table's ratios over the cells with an interval, and its 95 %
-    interval (toolkit.method.multiplicity); a quantity without any is left out. The machine's change between the
-    runs moves every cell alike, so averaging cells does not shrink it: for throughput, the runs' drift is added
-    to the overall interval whole (toolkit.method.drift.widened)."""
+    interval (toolkit.method.multiplicity); a quantity without any is left out. For throughput the cells' ratios
+    are already divided by the machine's change (toolkit.reports.compare.ratio_table), and that change's
+    uncertainty is added to the overall interval whole."""
     out = {}
-    drift = next((d for d in table.get("drift", []) if as_number(d) is not None), None)
+    change = [list(table.get(f"machine_change_{c}", [])) for c in ("se", "dof")]
     for q in quantities:
         cells = [
             Interval(r, hw, float(dof))  # dof may be inf (a spread known only as a half-width)
@@ -42,25 +59,25 @@ def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_
         overall = overall_ratio(cells)
         if overall is None:
             continue
-        if drift is not None and q in DRIFT_QUANTITIES:
-            overall = Interval(
-                overall.value, widened(overall.value, overall.half_width, overall.dof, drift), overall.dof
-            )
-        out[q] = overall
+        out[q] = _with_machine(overall, *change) if q in DRIFT_QUANTITIES else overall
     return out
 
 
 def overall_text(table: pd.DataFrame) -> str | None:
-    """One line: each quantity's overall ratio with its interval and over how many cells; None without any."""
+    """One line: each quantity's overall ratio with its interval and over how many cells (within drift when a
+    throughput ratio is within the runs' drift of 1); None without any."""
     parts = []
+    drift = next((d for d in table.get("drift", []) if as_number(d) is not None), None)
     for q, ratio in overall_ratios(table).items():
         cells = int(table[f"{q}_ratio_hw"].notna().sum())
-        parts.append(f"{RATIO_QUANTITIES[q]} {format_ratio(ratio.value)} ±{ratio.half_width:.2f} ({cells} cells)")
+        within = " within drift" if q in DRIFT_QUANTITIES and within_drift(ratio.value, drift) else ""
+        parts.append(
+            f"{RATIO_QUANTITIES[q]} {format_ratio(ratio.value)} ±{ratio.half_width:.2f}{within} ({cells} cells)"
+        )
     if not parts:
         return None
     return (
-        "Overall, B / A (geometric mean of the cells' ratios, 95 %): " + "; ".join(parts) + ". The machine's change "
-        "between the two runs moves every cell alike; only the runs' control drift (when measured) is in this "
-        "interval, so read a small overall difference between runs far apart with care (`toolkit interleave` "
-        "measures two servers so that it cancels)."
+        "Overall, B / A (geometric mean of the cells' ratios, 95 %): " + "; ".join(parts) + ". A change of the "
+        "machine between the two runs moves every cell alike and no control sees it: read a small overall "
+        "difference between runs far apart with care (`toolkit interleave` measures two servers so that it cancels)."
     )

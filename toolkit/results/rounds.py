@@ -12,6 +12,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from toolkit.base.schema import Measurement
@@ -60,8 +61,9 @@ def combine(rounds: Sequence[Measurement]) -> Measurement:
 
     One round: that record unchanged. More: the record of the median round (lower middle by total tok/s), its
     total and per-request tok/s and TTFT replaced by their means over the usable rounds beside the t half-widths
-    of those means, TBT and the within-window half-widths by their medians, with `repeats` (how many) and the
-    range of total tok/s. No usable round: the last round's record (an Error, or disturbed).
+    of those means, TBT and the within-window half-widths by their medians, with `repeats` (how many), the
+    range of total tok/s, and the mean of their start times (where compare places the mean on the run's control
+    line, toolkit.method.drift). No usable round: the last round's record (an Error, or disturbed).
     """
     if len(rounds) == 1:
         return rounds[0]
@@ -75,6 +77,7 @@ def combine(rounds: Sequence[Measurement]) -> Measurement:
     changes |= {field: _t_half_width([getattr(m, name) for m in good]) for name, field in _REPEAT_CI.items()}
     changes |= {
         "round": None,
+        "started_at": _mean_start([m.started_at for m in good]) or base.started_at,
         "repeats": len(good),
         "total_tok_s_repeat_min": min(totals),
         "total_tok_s_repeat_max": max(totals),
@@ -88,6 +91,18 @@ def combine_rounds(measurements: Iterable[Measurement]) -> list[Measurement]:
     for (phase, ctx, n, _r), m in sorted(latest_by_round(measurements).items(), key=lambda item: item[0][3]):
         by_cell.setdefault((phase, ctx, n), []).append(m)
     return [combine(rounds) for rounds in by_cell.values()]
+
+
+def _mean_start(stamps: Sequence[str | None]) -> str | None:
+    """The mean of ISO start times (None when any is missing or unreadable)."""
+    try:
+        times = [datetime.fromisoformat(str(s)) for s in stamps if s]
+    except ValueError:
+        return None
+    if not times or len(times) != len(stamps):
+        return None
+    mean = statistics.fmean(t.timestamp() for t in times)
+    return datetime.fromtimestamp(mean, times[0].tzinfo).isoformat(timespec="seconds")
 
 
 def _median(values: Sequence[float | None]) -> float | None:

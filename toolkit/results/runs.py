@@ -12,7 +12,7 @@ import pandas as pd
 
 from toolkit.base.errors import ParamsError, ResultsError
 from toolkit.base.schema import COLUMNS, Measurement
-from toolkit.method.drift import run_drift
+from toolkit.method.drift import CELL_DRIFT_COLUMNS, cell_drift, cell_drift_columns, run_control_fit, run_drift
 from toolkit.results.rounds import combine_rounds
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RESULTS_FILE, RUN_FILE, load_measurements, to_dataframe
@@ -77,7 +77,8 @@ def unique_labels(labels: Sequence[str]) -> list[str]:
 
 def load_runs(directories: Sequence[str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:
     """Many runs as one DataFrame: the ``run`` label column, the schema's columns, then ``run_drift`` (the run's
-    control drift, None without one); runs in the given order.
+    control drift, None without one) and where each cell lies on its run's control line (CELL_DRIFT_COLUMNS,
+    toolkit.method.drift.cell_drift); runs in the given order.
 
     Without ``labels`` each run is labelled by :func:`default_label`, made unique; given labels must be
     one per folder and distinct.
@@ -91,9 +92,16 @@ def load_runs(directories: Sequence[str | Path], labels: Sequence[str] | None = 
     loaded = [load_run(directory) for directory in directories]
     if labels is None:
         labels = unique_labels([default_label(info, d) for (_, info), d in zip(loaded, directories, strict=True)])
-    records = [
-        {RUN_COLUMN: label, **record, RUN_DRIFT: run_drift(info)}
-        for label, (frame, info) in zip(labels, loaded, strict=True)
-        for record in frame.to_dict("records")
-    ]
-    return pd.DataFrame(records, columns=[RUN_COLUMN, *COLUMNS, RUN_DRIFT])
+    records = []
+    for label, (frame, info) in zip(labels, loaded, strict=True):
+        drift, line = run_drift(info), run_control_fit(info)
+        records += [
+            {
+                RUN_COLUMN: label,
+                **record,
+                RUN_DRIFT: drift,
+                **cell_drift_columns(cell_drift(line, record["started_at"])),
+            }
+            for record in frame.to_dict("records")
+        ]
+    return pd.DataFrame(records, columns=[RUN_COLUMN, *COLUMNS, RUN_DRIFT, *CELL_DRIFT_COLUMNS])
