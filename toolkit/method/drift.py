@@ -11,9 +11,12 @@ Compare applies the change to the quantities it moves (throughput: total and per
 the control does not measure): the machine's change between a cell's measurement in run A and in run B is the
 line of A from the cell to A's last reading plus the line of B from B's first reading to the cell
 (`cell_drift`, `pair_correction`); the ratio is divided by it and its standard error gets the lines' own
-uncertainty. What no control can see is a jump between the runs (B started on a machine faster or slower than A
-ended on): against that, the larger of the runs' |change| (`drift`) stays a guard, and a throughput ratio within
-it of 1 is marked "within drift" (docs/METHOD.md, Drift). Runs recorded before trends kept the range as `drift`;
+uncertainty. A line needs three readings (a run of two rounds or more): through two, the readings' noise cannot
+be checked against the line, and on the shared machine a 1-stream reading moves by more than its own interval
+says; there compare widens the ratio by the larger of the runs' |change| (`drift`) as a bias spread over ±drift
+(`widened`), a guard rather than a calibrated interval. What no control can see is a jump between the runs (B
+started on a machine faster or slower than A ended on): against that, a throughput ratio within `drift` of 1 is
+marked "within drift" (docs/METHOD.md, Drift). Runs recorded before trends kept the range as `drift`;
 it is read as it was written.
 """
 
@@ -79,6 +82,7 @@ class ControlFit:
     dof: float
     first_s: float
     last_s: float
+    readings: int
 
     @property
     def span_s(self) -> float:
@@ -110,7 +114,7 @@ def control_fit(readings: Sequence[Mapping[str, Any]]) -> ControlFit | None:
         residual = math.fsum((y - y_mean - slope * (t - t_mean)) ** 2 for t, y in zip(times, logs, strict=True))
         known = dof if math.isfinite(dof) else 0.0  # readings without an interval add nothing to the pool
         variance, dof = (known * variance + residual / sxx) / (known + n - 2), known + n - 2
-    return ControlFit(slope, math.sqrt(variance), dof, min(times), max(times))
+    return ControlFit(slope, math.sqrt(variance), dof, min(times), max(times), n)
 
 
 def trend(readings: Sequence[Mapping[str, Any]]) -> tuple[float, float, float] | None:
@@ -153,10 +157,14 @@ def cell_drift_from(values: Sequence[Any]) -> CellDrift | None:
     return CellDrift(before, before_se, after, after_se, dof)
 
 
+LINE_READINGS = 3  # a line through two readings cannot check their noise against its residuals: no correction
+
+
 def cell_drift(fit: ControlFit | None, started_at: Any) -> CellDrift | None:
-    """Where a cell measured at `started_at` lies on its run's control line; None without either."""
+    """Where a cell measured at `started_at` lies on its run's control line; None without either, or when the line
+    has fewer than LINE_READINGS readings (a run of one round: compare then widens by the drift instead)."""
     at = _epoch(started_at)
-    if fit is None or at is None:
+    if fit is None or at is None or fit.readings < LINE_READINGS:
         return None
     before, after = at - fit.first_s, fit.last_s - at
     return CellDrift(
@@ -238,6 +246,17 @@ def pair_drift(a: float | None, b: float | None) -> float | None:
 def within_drift(ratio: float, drift: float | None) -> bool:
     """Whether a ratio differs from 1 by no more than the drift (on the log scale: |log ratio| <= log(1 + drift))."""
     return drift is not None and ratio > 0 and abs(math.log(ratio)) <= math.log1p(drift)
+
+
+def widened(ratio: float, half_width: float, dof: float, drift: float | None) -> float:
+    """A ratio's 95 % half-width with the drift added to its standard error in quadrature, as a bias spread evenly
+    over ±drift (variance drift² / 3, on the log scale): compare's guard where no control line corrects the ratio."""
+    if drift is None or ratio <= 0:
+        return half_width
+    quantile = t_quantile(dof)
+    se = math.log1p(half_width / abs(ratio)) / quantile
+    spread = quantile * math.sqrt(se * se + math.log1p(drift) ** 2 / 3)
+    return abs(ratio) * math.expm1(spread)
 
 
 def drift_note(run_info: Mapping[str, Any] | None) -> str | None:

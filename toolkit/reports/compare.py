@@ -21,10 +21,11 @@ from toolkit.method.drift import (
     cell_drift_from,
     corrected_ratio,
     pair_correction,
+    widened,
 )
 from toolkit.method.multiplicity import family_adjusted
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
-from toolkit.method.spread import Interval
+from toolkit.method.spread import Interval, t_p_value, t_quantile
 from toolkit.reports.compare_drift import WITHIN_DRIFT, pair_drifts, with_drift, with_round_spreads
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, format_ratio, overall_ratios, overall_text
 from toolkit.reports.markdown_text import inert
@@ -68,11 +69,13 @@ RATIO_CAPTION = (
     "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B. ± is the ratio's "
     "95 % interval from both cells' spreads; n.s.: no significant difference once every test of the table is "
     "counted (Benjamini–Hochberg at 5 %: a run compared with itself marks no cell in 95 % of compares). "
-    "When both runs measured a control cell, each throughput ratio is divided by the machine's change between the "
-    "cell's two measurements, read off the runs' control trends (column Machine), and that estimate's uncertainty "
-    "is in the ±. A change between the runs themselves no control can see: a throughput ratio within the larger "
-    "of the runs' drifts of 1 is marked within drift (it can be the machine). With repeats, a cell's spread is the "
-    "larger of its window's and its rounds' (docs/METHOD.md, Spread, Repeats, Drift)."
+    "When both runs measured their control cell three times or more (two rounds or more), each throughput ratio is "
+    "divided by the machine's change between the cell's two measurements, read off the runs' control trends "
+    "(column Machine), and that estimate's uncertainty is in the ±; with fewer, the larger of the runs' drifts is "
+    "added to the throughput ratio's spread instead. A change between the runs themselves no control can see: a "
+    "throughput ratio within the larger of the runs' drifts of 1 is marked within drift (it can be the machine). "
+    "With repeats, a cell's spread is the larger of its window's and its rounds' (docs/METHOD.md, Spread, Repeats, "
+    "Drift)."
 )
 NOT_SIGNIFICANT = "n.s."
 MACHINE_COLUMN = "Machine A → B"
@@ -117,16 +120,22 @@ def _interval(value: Any, half_width: Any, dof: Any) -> Interval | None:
 
 
 def _ratio_spread(
-    a: Any, a_hw: Any, a_dof: Any, b: Any, b_hw: Any, b_dof: Any, correction: Correction | None = None
+    a: Any, a_hw: Any, a_dof: Any, b: Any, b_hw: Any, b_dof: Any, correction: Correction | None, drift: float | None
 ) -> tuple[float, float, float | None]:
-    """The ratio's 95 % half-width, its t degrees of freedom and the p-value of "no difference", for the ratio
-    divided by the machine's `correction` when given (toolkit.method.drift.corrected_ratio); (NaN, NaN, None)
-    without both cells' spreads."""
+    """The ratio's 95 % half-width, its t degrees of freedom and the p-value of "no difference": for the ratio
+    divided by the machine's `correction` when given (toolkit.method.drift.corrected_ratio), else with the runs'
+    `drift` added to its spread when given (toolkit.method.drift.widened); (NaN, NaN, None) without both cells'
+    spreads."""
     base, other = _interval(a, a_hw, a_dof), _interval(b, b_hw, b_dof)
     if base is None or other is None:
         return math.nan, math.nan, None
     test = corrected_ratio(base, other, correction)
-    return test.interval.half_width, test.interval.dof, test.p_value
+    ratio, half, dof = test.interval.value, test.interval.half_width, test.interval.dof
+    if correction is not None or drift is None or ratio <= 0:
+        return half, dof, test.p_value
+    wide = widened(ratio, half, dof, drift)
+    spread = math.log1p(wide / ratio) / t_quantile(dof)  # the standard error, drift included
+    return wide, dof, t_p_value(math.log(ratio) / spread, dof) if spread else test.p_value
 
 
 def _corrections(merged: pd.DataFrame) -> list[Correction | None]:
@@ -169,14 +178,15 @@ def ratio_table(
     merged["machine_change_dof"] = [math.nan if c is None else c.dof for c in corrections]
     for q in quantities:
         moved = [c if q in DRIFT_QUANTITIES else None for c in corrections]
+        guards = [d if q in DRIFT_QUANTITIES else None for d in drifts]
         pairs = zip(merged[f"{q}_b"], merged[f"{q}_a"], moved, unusable, strict=True)
         merged[f"{q}_ratio"] = [
             math.nan if bad else _ratio(vb, va) * (math.exp(-c.change) if c else 1.0) for vb, va, c, bad in pairs
         ]
         sides = [merged[f"{q}_{s}_{run}"] if s else merged[f"{q}_{run}"] for run in "ab" for s in ("", "ci", "dof")]
         spread = [
-            _ratio_spread(a, a_hw, a_dof, b, b_hw, b_dof, c) if not bad else (math.nan, math.nan, None)
-            for a, a_hw, a_dof, b, b_hw, b_dof, c, bad in zip(*sides, moved, unusable, strict=True)
+            _ratio_spread(a, a_hw, a_dof, b, b_hw, b_dof, c, d) if not bad else (math.nan, math.nan, None)
+            for a, a_hw, a_dof, b, b_hw, b_dof, c, d, bad in zip(*sides, moved, guards, unusable, strict=True)
         ]
         merged[f"{q}_ratio_hw"] = [hw for hw, _, _ in spread]
         merged[f"{q}_ratio_dof"] = [dof for _, dof, _ in spread]

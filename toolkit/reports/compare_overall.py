@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.method.drift import DRIFT_QUANTITIES, within_drift
+from toolkit.method.drift import DRIFT_QUANTITIES, widened, within_drift
 from toolkit.method.multiplicity import overall_ratio
 from toolkit.method.number_format import MISSING, as_number
 from toolkit.method.spread import Interval, t_quantile, welch_dof
@@ -47,9 +47,11 @@ def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_
     """Per quantity, the geometric mean of the table's ratios over the cells with an interval, and its 95 %
     interval (toolkit.method.multiplicity); a quantity without any is left out. For throughput the cells' ratios
     are already divided by the machine's change (toolkit.reports.compare.ratio_table), and that change's
-    uncertainty is added to the overall interval whole."""
+    uncertainty is added to the overall interval whole; without control lines, the runs' drift is (widened)."""
     out = {}
     change = [list(table.get(f"machine_change_{c}", [])) for c in ("se", "dof")]
+    drift = next((d for d in table.get("drift", []) if as_number(d) is not None), None)
+    corrected = any(as_number(se) is not None for se in change[0])
     for q in quantities:
         cells = [
             Interval(r, hw, float(dof))  # dof may be inf (a spread known only as a half-width)
@@ -59,7 +61,13 @@ def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_
         overall = overall_ratio(cells)
         if overall is None:
             continue
-        out[q] = _with_machine(overall, *change) if q in DRIFT_QUANTITIES else overall
+        if q in DRIFT_QUANTITIES and corrected:
+            overall = _with_machine(overall, *change)
+        elif q in DRIFT_QUANTITIES and drift is not None:  # no control line: the drift's guard, kept whole
+            overall = Interval(
+                overall.value, widened(overall.value, overall.half_width, overall.dof, drift), overall.dof
+            )
+        out[q] = overall
     return out
 
 
