@@ -254,3 +254,31 @@ def test_ray_without_ray_installed_says_how_to_install_it(
     assert done.stderr.strip() == ("error: --ray: Ray is not installed; install it with "
                                    "`.venv/bin/pip install -e '.[ray]'` (ray>=2.9)")  # fmt: skip
     assert server.log == []
+
+
+def test_an_interleaved_batch_alternates_its_rounds_and_compares_them_paired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two configurations in 2 interleaved rounds (slow fast, fast slow): four run folders measured in that order,
+    and the comparison is the paired report of fast against slow, summed up in the index."""
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with FaultServer(token_interval_s=0.02) as slow, FaultServer(token_interval_s=0.012) as fast:
+        sweep = sweep_file(tmp_path, [{"label": "slow", "base_url": slow.base_url},
+                                      {"label": "fast", "base_url": fast.base_url}], interleave=2)  # fmt: skip
+        out = tmp_path / "out"
+        done = batch(sweep, out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    variants = state(out)["variants"]
+    order = sorted(variants, key=lambda label: variants[label]["started_at"])
+    assert order == ["slow-round1", "fast-round1", "fast-round2", "slow-round2"]
+    assert all(variants[label]["state"] == "done" for label in order)
+    table = (out / "compare" / "fast-vs-slow.csv").read_text()
+    assert "total_tok_s_ratio" in table
+    report = (out / "compare" / "fast-vs-slow.md").read_text()
+    assert report.startswith("# Interleaved comparison: fast / slow") and "2 rounds measured in alternating" in report
+    index = (out / "index.md").read_text()
+    assert (
+        "- [fast-vs-slow.md](compare/fast-vs-slow.md): fast / slow over 2 interleaved rounds, paired: Total tok/s 1."
+        in index
+    )
+    assert not (out / "compare" / "compare.md").exists()  # the paired report is the comparison

@@ -96,6 +96,15 @@ def test_the_index_links_reports_and_says_why_a_variant_failed() -> None:
     assert "No comparison: the compare report failed: boom." in index_markdown(rows, failed, "s")
 
 
+def test_the_index_of_an_interleaved_batch_sums_up_each_paired_report() -> None:
+    compare = {"state": "done", "labels": ["a", "b"], "interleaved": [
+        {"label": "b", "baseline": "a", "rounds": 3, "report": "compare/b-vs-a.md",
+         "overall": {"total_tok_s": [1.052, 0.031, 2], "ttft_ms": [0.98, 0.1, 2]}}]}  # fmt: skip
+    line = "b / a over 3 interleaved rounds, paired: Total tok/s 1.05× ±0.03 (2 cells); TTFT 0.980× ±0.10 (2 cells)"
+    assert f"- [b-vs-a.md](compare/b-vs-a.md): {line}" in index_markdown([], compare, "s")
+    assert f'<li><a href="compare/b-vs-a.md">b-vs-a.md</a>: {line}</li>' in index_html([], compare, "s")
+
+
 def variants(data: dict[str, Any]) -> list[Variant]:
     return expand(data)
 
@@ -118,6 +127,10 @@ def test_jobs_refuse_variants_on_one_server_and_launched_servers_here() -> None:
     with pytest.raises(ValueError, match=r"^--jobs 3: variant max_num_seqs=1 launches its server"):
         check_jobs(launched, 3, ray=False)
     check_jobs(launched, 3, ray=True)  # their Ray resources place them
+    rounds = variants({"variants": [{"label": "a"}, {"label": "b", "base_url": "http://127.0.0.1:8001"}],
+                       "interleave": 2})  # fmt: skip
+    with pytest.raises(ValueError, match=r"^--jobs 2: an interleaved sweep measures its rounds one at a time"):
+        check_jobs(rounds, 2, ray=True)
 
 
 def test_out_without_resume_must_hold_no_batch(tmp_path: Path) -> None:

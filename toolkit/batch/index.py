@@ -16,6 +16,7 @@ from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.drift import run_drift, within_drift
 from toolkit.method.number_format import MISSING, as_number, format_tok_s
 from toolkit.method.spread import BATCHES, Interval, ratio_test
+from toolkit.reports.compare_overall import RATIO_QUANTITIES, format_ratio
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 from toolkit.results.runs import load_run
@@ -146,7 +147,23 @@ def index_markdown(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any]
     return "\n\n".join(out) + "\n"
 
 
+def paired_lines(compare: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """An interleaved batch's comparisons: (the paired report's path in the batch folder, a line that sums it up:
+    `b / a over R interleaved rounds, paired: Total tok/s 1.05× ±0.03 (2 cells); …`); none for another batch."""
+    lines = []
+    for pair in (compare or {}).get("interleaved") or []:
+        sums = "; ".join(
+            f"{RATIO_QUANTITIES.get(q, q)} {format_ratio(v)} ±{hw:.2f} ({int(n)} cells)"
+            for q, (v, hw, n) in (pair.get("overall") or {}).items()
+        )
+        head = f"{pair['label']} / {pair['baseline']} over {pair['rounds']} interleaved rounds, paired"
+        lines.append((str(pair["report"]), f"{head}: {sums or 'no decode cell in every round'}"))
+    return lines
+
+
 def _compare_md(compare: Mapping[str, Any] | None) -> str:
+    if paired := paired_lines(compare):
+        return "\n".join(f"- [{Path(path).name}]({path}): {line}" for path, line in paired)
     if compare and compare.get("state") == "done":
         shown = ", ".join(compare["labels"])
         return f"[compare.md](compare/compare.md) · [compare.html](compare/compare.html): {shown}"
@@ -174,7 +191,12 @@ def index_html(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any] | N
         link = f'<a href="{quote(row["label"])}/report.html">{label}</a>' if row["report"] else label
         css = ' class="failed"' if row["state"] == "failed" else ""
         body.append(f"<tr{css}><td>{link}</td>" + "".join(f"<td>{esc(c)}</td>" for c in _cells(row)) + "</tr>")
-    if compare and compare.get("state") == "done":
+    if paired := paired_lines(compare):
+        items = "".join(
+            f'<li><a href="{quote(path)}">{esc(Path(path).name)}</a>: {esc(line)}</li>' for path, line in paired
+        )
+        comparison = f"<ul>{items}</ul>"
+    elif compare and compare.get("state") == "done":
         shown = esc(", ".join(compare["labels"]))
         comparison = (
             f'<p><a href="compare/compare.html">compare.html</a> · '

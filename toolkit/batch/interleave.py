@@ -9,7 +9,7 @@ a round's folder that exists is resumed (its finished cells kept).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from toolkit.matrix.run_folder import hold
@@ -21,7 +21,7 @@ from toolkit.results.runs import load_run
 from toolkit.results.store import RESULTS_FILE
 
 REPORT = "interleaved.md"
-TABLE = "interleaved.csv"
+TABLE = "interleaved.csv"  # the paired table beside the report (paired_report)
 
 
 def round_folder(out: Path, label: str, round_: int) -> Path:
@@ -42,10 +42,21 @@ def run_interleaved(params: dict[str, RunParams], rounds: int, out: Path, say: C
         say(f"round {round_} {label}: {'resuming' if resume else 'measuring'} {params[label].base_url}")
         with hold(folder):
             run_matrix(params[label], folder, resume=resume)
-    frames = {label: {r: load_run(round_folder(out, label, r))[0] for r in range(1, rounds + 1)} for label in labels}
-    a, b = frames[labels[0]], frames[labels[1]]
-    table = paired_table(a, b)
-    table.to_csv(out / TABLE, index=False)
-    report = out / REPORT
-    report.write_text(interleaved_markdown(table, labels, rounds, overall(a, b)), encoding="utf-8")
-    return report
+    folders = {label: {r: round_folder(out, label, r) for r in range(1, rounds + 1)} for label in labels}
+    return paired_report(folders, out, REPORT.removesuffix(".md"))[0]
+
+
+def paired_report(
+    folders: Mapping[str, Mapping[int, Path]], into: Path, stem: str
+) -> tuple[Path, dict[str, tuple[float, float, int]]]:
+    """`<into>/<stem>.md` and `.csv`: the paired comparison of two sides' run folders (label -> round -> folder;
+    the first side is A) over the rounds both measured; returns the report's path and the overall ratios."""
+    (a_label, a_rounds), (b_label, b_rounds) = folders.items()
+    rounds = sorted(set(a_rounds) & set(b_rounds))
+    a = {r: load_run(a_rounds[r])[0] for r in rounds}
+    b = {r: load_run(b_rounds[r])[0] for r in rounds}
+    table, sums = paired_table(a, b), overall(a, b)
+    table.to_csv(into / f"{stem}.csv", index=False)
+    report = into / f"{stem}.md"
+    report.write_text(interleaved_markdown(table, [a_label, b_label], len(rounds), sums), encoding="utf-8")
+    return report, sums

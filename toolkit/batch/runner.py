@@ -43,6 +43,8 @@ def check_jobs(variants: Sequence[Variant], jobs: int, ray: bool) -> None:
     """
     if jobs <= 1:
         return
+    if any(variant.round is not None for variant in variants):
+        raise ParamsError(f"--jobs {jobs}: an interleaved sweep measures its rounds one at a time, in order (--jobs 1)")
     found: dict[str, str] = {}
     for variant in variants:
         if variant.launched:
@@ -153,10 +155,14 @@ def _run_with(variants: Sequence[Variant], out: Path, *, sweep: str, resume: boo
 
 
 def compare_variants(out: Path, variants: Sequence[Variant], state: BatchState) -> None:
-    """The compare report over every variant with results (the first is the baseline), into <out>/compare/."""
+    """The compare report over every variant with results (the first is the baseline), into <out>/compare/;
+    an interleaved sweep's paired reports instead (compare_rounds)."""
     from toolkit.jupyter.execute import write_compare
 
     ready = [v.label for v in variants if (out / v.label / RUN_FILE).exists() and _has_results(out / v.label)]
+    if any(v.round is not None for v in variants):
+        compare_rounds(out, [v for v in variants if v.label in ready], state)
+        return
     if len(ready) < 2:
         state.set(compare=None)
         return
@@ -168,6 +174,37 @@ def compare_variants(out: Path, variants: Sequence[Variant], state: BatchState) 
     state.set(compare={"state": DONE, "labels": ready})
     for name, path in paths.items():
         print(f"{name}: {path}")
+
+
+def compare_rounds(out: Path, ready: Sequence[Variant], state: BatchState) -> None:
+    """An interleaved sweep's comparison: each configuration against the first by their paired rounds (the rounds
+    both have results for; toolkit.batch.interleave.paired_report), into <out>/compare/<b>-vs-<a>.md and .csv."""
+    from toolkit.batch.interleave import paired_report
+
+    rounds: dict[str, dict[int, Path]] = {}
+    for variant in ready:
+        rounds.setdefault(str(variant.configuration), {})[int(variant.round or 0)] = out / variant.label
+    configurations = list(dict.fromkeys(str(v.configuration) for v in ready))
+    pairs = []
+    try:
+        (out / COMPARE_DIR).mkdir(exist_ok=True)
+        for other in configurations[1:]:
+            base = configurations[0]
+            if len(set(rounds[base]) & set(rounds[other])) < 2:
+                continue
+            report, sums = paired_report({base: rounds[base], other: rounds[other]}, out / COMPARE_DIR,
+                                         f"{other}-vs-{base}")  # fmt: skip
+            shared = len(set(rounds[base]) & set(rounds[other]))
+            pairs.append({"label": other, "baseline": base, "rounds": shared,
+                          "report": f"{COMPARE_DIR}/{report.name}", "overall": sums})  # fmt: skip
+            print(f"interleaved: {report}")
+    except Exception as exc:  # the variants' own reports stand; the index says why there is no comparison
+        state.set(compare={"state": FAILED, "error": f"the paired report failed: {one_line_error(exc)}"})
+        return
+    if not pairs:
+        state.set(compare={"state": FAILED, "error": "fewer than two rounds of a variant and the first have results"})
+        return
+    state.set(compare={"state": DONE, "labels": configurations, "interleaved": pairs})
 
 
 def _has_results(folder: Path) -> bool:

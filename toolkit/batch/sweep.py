@@ -7,7 +7,12 @@
     grid:                             # every combination is a variant, labelled `key=value,key=value`
       max_num_seqs: [64, 128]         # not a RunParams field: fills `{max_num_seqs}` placeholders
 
+    interleave: 3                     # optional: every variant measured in 3 rounds, alternating (A B, B A, A B)
+
 With both `variants` and `grid`, every variant is combined with every grid point (label `engine-a,key=value`).
+With `interleave: R` (`true`: 3) each variant becomes R variants `<label>-round<r>`, run in alternating order
+(round 1 in the sweep's order, round 2 reversed, ...), each launching its server anew when it has a `server:`
+block; the batch then compares each variant with the first by their paired rounds (toolkit.batch.interleave).
 A grid key that is a RunParams field sets it; every grid key also fills its `{key}` placeholders in any string of
 the variant (base_url, server.command, server.env, title, ...). A `{name}` that no grid key fills is an error.
 Grid keys other than RunParams fields must be used by some placeholder (a typo is refused, not ignored).
@@ -45,7 +50,8 @@ _ANY_RUN_FIELD: dict[str, Any] = {name: (Any, None) for name in RUN_KEYS}
 _FORBID = ConfigDict(extra="forbid")
 _SweepFile = create_model("_SweepFile", __config__=_FORBID, variants=(list[Any] | None, None),
                           grid=(dict[str, list[Any]] | None, None), resources=(dict[str, Any] | None, None),
-                          **_ANY_RUN_FIELD)  # fmt: skip
+                          interleave=(bool | int | None, None), **_ANY_RUN_FIELD)  # fmt: skip
+DEFAULT_INTERLEAVE_ROUNDS = 3
 _VariantEntry = create_model("_VariantEntry", __config__=_FORBID, label=(str, Field(pattern=LABEL_PATTERN)),
                              resources=(dict[str, Any] | None, None), **_ANY_RUN_FIELD)  # fmt: skip
 
@@ -60,6 +66,8 @@ class Variant(BaseModel):
     server: ServerSpec | None = None
     resources: Resources = Field(default_factory=dict)
     grid: dict[str, Any] = Field(default_factory=dict)  # the grid point this variant stands for
+    configuration: str | None = None  # interleaved: the label of the variant this is one round of
+    round: int | None = None  # interleaved: which round
 
     @property
     def launched(self) -> bool:
@@ -93,7 +101,32 @@ def expand(data: dict[str, Any]) -> list[Variant]:
                 " each variant needs its own label"
             )
         seen[variant.label] = number
-    return variants
+    if top.interleave is None or top.interleave is False:
+        return variants
+    return interleaved(variants, _rounds(top.interleave))
+
+
+def _rounds(value: bool | int) -> int:
+    if value is True:
+        return DEFAULT_INTERLEAVE_ROUNDS
+    if value < 2:
+        raise SweepError(f"sweep: interleave: {value!r}; allowed: true (3 rounds) or a whole number of rounds >= 2")
+    return value
+
+
+def interleaved(variants: list[Variant], rounds: int) -> list[Variant]:
+    """Each variant once per round, labelled `<label>-round<r>`, in the order they are measured: round 1 in the
+    sweep's order, round 2 reversed, and so on, so that no variant is always first (A B, B A, A B for two)."""
+    if len(variants) < 2:
+        raise SweepError("sweep: interleave: needs at least two variants to compare")
+    out = []
+    for round_ in range(1, rounds + 1):
+        for variant in variants if round_ % 2 else variants[::-1]:
+            label = f"{variant.label}-round{round_}"
+            if len(label) > MAX_LABEL:
+                raise SweepError(f"sweep: variant {variant.label}: label: too long for its rounds' folders ({label})")
+            out.append(variant.model_copy(update={"label": label, "configuration": variant.label, "round": round_}))
+    return out
 
 
 def _validated(model: type[BaseModel], data: dict[str, Any], prefix: str) -> Any:
