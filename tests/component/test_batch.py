@@ -263,8 +263,8 @@ def test_an_interleaved_batch_alternates_its_rounds_and_compares_them_paired(
     and the comparison is the paired report of fast against slow, summed up in the index."""
     monkeypatch.delenv(KEY_ENV, raising=False)
     with FaultServer(token_interval_s=0.02) as slow, FaultServer(token_interval_s=0.012) as fast:
-        sweep = sweep_file(tmp_path, [{"label": "slow", "base_url": slow.base_url},
-                                      {"label": "fast", "base_url": fast.base_url}], interleave=2)  # fmt: skip
+        sides = [{"label": "slow", "base_url": slow.base_url}, {"label": "fast", "base_url": fast.base_url}]
+        sweep = sweep_file(tmp_path, sides, interleave=2, concurrency=[1])
         out = tmp_path / "out"
         done = batch(sweep, out)
     assert done.returncode == 0, done.stderr[-2000:]

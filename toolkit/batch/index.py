@@ -16,7 +16,7 @@ from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.drift import run_drift, within_drift
 from toolkit.method.number_format import MISSING, as_number, format_tok_s
 from toolkit.method.spread import BATCHES, Interval, ratio_test
-from toolkit.reports.compare_overall import RATIO_QUANTITIES, format_ratio
+from toolkit.reports.compare_overall import RATIO_QUANTITIES, cells_text, format_ratio
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 from toolkit.results.runs import load_run
@@ -153,7 +153,7 @@ def paired_lines(compare: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     lines = []
     for pair in (compare or {}).get("interleaved") or []:
         sums = "; ".join(
-            f"{RATIO_QUANTITIES.get(q, q)} {format_ratio(v)} ±{hw:.2f} ({int(n)} cells)"
+            f"{RATIO_QUANTITIES.get(q, q)} {format_ratio(v)} ±{hw:.2f} ({cells_text(int(n))})"
             for q, (v, hw, n) in (pair.get("overall") or {}).items()
         )
         head = f"{pair['label']} / {pair['baseline']} over {pair['rounds']} interleaved rounds, paired"

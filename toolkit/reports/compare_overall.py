@@ -43,6 +43,11 @@ def _with_machine(overall: Interval, change_se: Sequence[Any], change_dof: Seque
     return Interval(overall.value, overall.value * math.expm1(t_quantile(dof) * math.sqrt(own**2 + shared**2)), dof)
 
 
+def cells_text(count: int) -> str:
+    """``1 cell``, ``3 cells``."""
+    return f"{count:,} cell" + ("" if count == 1 else "s")
+
+
 def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_QUANTITIES)) -> dict[str, Interval]:
     """Per quantity, the geometric mean of the table's ratios over the cells with an interval, and its 95 %
     interval (toolkit.method.multiplicity); a quantity without any is left out. For throughput the cells' ratios
@@ -80,7 +85,7 @@ def overall_text(table: pd.DataFrame) -> str | None:
         cells = int(table[f"{q}_ratio_hw"].notna().sum())
         within = " within drift" if q in DRIFT_QUANTITIES and within_drift(ratio.value, drift) else ""
         parts.append(
-            f"{RATIO_QUANTITIES[q]} {format_ratio(ratio.value)} ±{ratio.half_width:.2f}{within} ({cells} cells)"
+            f"{RATIO_QUANTITIES[q]} {format_ratio(ratio.value)} ±{ratio.half_width:.2f}{within} ({cells_text(cells)})"
         )
     if not parts:
         return None

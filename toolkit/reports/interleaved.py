@@ -19,7 +19,7 @@ from toolkit.method.disturbed import disturbed_mask
 from toolkit.method.multiplicity import family_adjusted
 from toolkit.method.number_format import as_number
 from toolkit.method.paired import paired_ratio
-from toolkit.reports.compare_overall import RATIO_QUANTITIES, format_ratio
+from toolkit.reports.compare_overall import RATIO_QUANTITIES, cells_text, format_ratio
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 
@@ -103,7 +103,9 @@ def interleaved_markdown(
         "Comparisons.",
     ]
     if sums:
-        parts = [f"{RATIO_QUANTITIES[q]} {format_ratio(v)} ±{hw:.2f} ({n} cells)" for q, (v, hw, n) in sums.items()]
+        parts = [
+            f"{RATIO_QUANTITIES[q]} {format_ratio(v)} ±{hw:.2f} ({cells_text(n)})" for q, (v, hw, n) in sums.items()
+        ]
         out.append(f"Overall, {b} / {a} (geometric mean over the cells, its interval over the rounds, 95 %): "
                    + "; ".join(parts))  # fmt: skip
     if table.empty:
