@@ -7,7 +7,7 @@ and round 1's two runs compared as ordinary runs (toolkit.reports.compare.ratio_
 differs, so every cell marked significant is a false mark; the family correction should keep compares with
 any mark near 5 %.
 
-    .venv/bin/python benchmarks/aa_vllm.py [--compares 10] [--rounds 3]
+    .venv/bin/python benchmarks/aa_vllm.py [--compares 10] [--rounds 4]
 
 Last line: `aa_vllm: compares=… rounds=… plain_any_marked=<k>/<n> interleaved_any_marked=<k>/<n>
 plain_median_ratio_hw=… interleaved_median_ratio_hw=… minutes=…`.
@@ -59,7 +59,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compares", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)  # as `toolkit interleave`
     args = parser.parse_args()
     started = time.monotonic()
     results = []

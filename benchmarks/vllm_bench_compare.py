@@ -17,7 +17,11 @@ geometric mean of the rounds' ratios with its 95 % t interval over the rounds
 output_tok_s=<ratio>±<half width> ttft_p50=… tpot_p50=… itl_p50=… rounds=…`.
 
 Usage: flock /tmp/vllm.lock .venv/bin/python benchmarks/vllm_bench_compare.py [--rates 2,4] [--requests 40]
-    [--rounds 5] [--paths cli,notebook]
+    [--rounds 5] [--paths cli,notebook] [--fault-server MS]
+
+`--fault-server MS` puts the tests' fault server in vLLM's place: it answers every request the same way
+whatever the client (first token after about 2 ms, then one every MS ms), so a TTFT ratio away from 1 there is
+the tools' own timing, not the server's.
 """
 
 from __future__ import annotations
@@ -155,6 +159,9 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--paths", default="cli,notebook", help="the toolkit's paths: cli, notebook (default both)")
+    ap.add_argument("--fault-server", type=float, metavar="MS", help="instead of vLLM: the tests' fault server "
+                    "(tests/faultserver.py), first token after ~2 ms, then one every MS ms, whatever the client: "
+                    "what differs between the tools there is their own timing")  # fmt: skip
     args = ap.parse_args()
     args.paths = [p for p in args.paths.split(",") if p]
     if unknown := sorted(set(args.paths) - {"cli", "notebook"}):
@@ -162,7 +169,14 @@ def main() -> None:
     rates = [float(r) for r in args.rates.split(",")]
     with contextlib.ExitStack() as stack:
         base_url = args.base_url
-        if base_url is None:
+        if args.fault_server is not None:
+            from tests.faultserver import MODEL, FaultServer
+
+            base_url, args.model = (
+                stack.enter_context(FaultServer(token_interval_s=args.fault_server / 1000)).base_url,
+                MODEL,
+            )
+        elif base_url is None:
             from toolkit.servers.embedded.server import EmbeddedServer, ServerConfig
 
             print("starting the embedded vLLM ...", flush=True)

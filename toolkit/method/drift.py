@@ -35,10 +35,6 @@ CONTROL_KEY = "control"
 DRIFT_QUANTITIES = ("total_tok_s", "per_request_tok_s")  # what the control's change moves
 
 
-def usable_control(m: Measurement) -> bool:
-    return m.status == "Valid" and bool(m.total_tok_s) and not m.disturbed
-
-
 def _usable(reading: Mapping[str, Any]) -> bool:
     return reading.get("status") == "Valid" and bool(reading.get("total_tok_s")) and not reading.get("disturbed")
 
@@ -92,7 +88,7 @@ class ControlFit:
 def control_fit(readings: Sequence[Mapping[str, Any]]) -> ControlFit | None:
     """The least-squares line through the log of each usable reading against its start time, its slope's standard
     error from the readings' own window intervals (Welch–Satterthwaite dof), pooled from three readings on with
-    the line's residual spread (n - 2 dof), each weighted by its dof: the calibration benchmark covers 0.94–0.98
+    the line's residual spread (n - 2 dof), each weighted by its dof: the calibration benchmark covers 0.93–0.98
     so, where taking the larger of the two covered 0.98–1.00. None with fewer than two usable readings or without
     their start times."""
     good = [r for r in readings if _usable(r)]
