@@ -188,13 +188,13 @@ def compare_rounds(out: Path, ready: Sequence[Variant], state: BatchState) -> No
     pairs = []
     try:
         (out / COMPARE_DIR).mkdir(exist_ok=True)
+        base = configurations[0] if configurations else ""
         for other in configurations[1:]:
-            base = configurations[0]
-            if len(set(rounds[base]) & set(rounds[other])) < 2:
+            shared = len(set(rounds[base]) & set(rounds[other]))
+            if shared < 2:
                 continue
             report, sums = paired_report({base: rounds[base], other: rounds[other]}, out / COMPARE_DIR,
                                          f"{other}-vs-{base}")  # fmt: skip
-            shared = len(set(rounds[base]) & set(rounds[other]))
             pairs.append({"label": other, "baseline": base, "rounds": shared,
                           "report": f"{COMPARE_DIR}/{report.name}", "overall": sums})  # fmt: skip
             print(f"interleaved: {report}")
