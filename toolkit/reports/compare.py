@@ -14,19 +14,18 @@ import pandas as pd
 
 from toolkit.base.schema import PHASE_TITLES, PHASES, RAN_STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
-from toolkit.method.drift import (
-    CELL_DRIFT_COLUMNS,
-    DRIFT_QUANTITIES,
-    Correction,
-    cell_drift_from,
-    corrected_ratio,
-    pair_correction,
-    widened,
-)
+from toolkit.method.drift import CELL_DRIFT_COLUMNS, DRIFT_QUANTITIES
 from toolkit.method.multiplicity import family_adjusted
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
-from toolkit.method.spread import Interval, t_p_value, t_quantile
-from toolkit.reports.compare_drift import WITHIN_DRIFT, pair_drifts, with_drift, with_round_spreads
+from toolkit.method.spread import Interval
+from toolkit.reports.compare_drift import (
+    WITHIN_DRIFT,
+    pair_drifts,
+    ratio_spread,
+    with_corrections,
+    with_drift,
+    with_round_spreads,
+)
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, format_ratio, overall_ratios, overall_text
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table, summary_line
@@ -119,32 +118,6 @@ def _interval(value: Any, half_width: Any, dof: Any) -> Interval | None:
     return Interval(number, width, math.inf if degrees is None else degrees)
 
 
-def _ratio_spread(
-    a: Any, a_hw: Any, a_dof: Any, b: Any, b_hw: Any, b_dof: Any, correction: Correction | None, drift: float | None
-) -> tuple[float, float, float | None]:
-    """The ratio's 95 % half-width, its t degrees of freedom and the p-value of "no difference": for the ratio
-    divided by the machine's `correction` when given (toolkit.method.drift.corrected_ratio), else with the runs'
-    `drift` added to its spread when given (toolkit.method.drift.widened); (NaN, NaN, None) without both cells'
-    spreads."""
-    base, other = _interval(a, a_hw, a_dof), _interval(b, b_hw, b_dof)
-    if base is None or other is None:
-        return math.nan, math.nan, None
-    test = corrected_ratio(base, other, correction)
-    ratio, half, dof = test.interval.value, test.interval.half_width, test.interval.dof
-    if correction is not None or drift is None or ratio <= 0:
-        return half, dof, test.p_value
-    wide = widened(ratio, half, dof, drift)
-    spread = math.log1p(wide / ratio) / t_quantile(dof)  # the standard error, drift included
-    return wide, dof, t_p_value(math.log(ratio) / spread, dof) if spread else test.p_value
-
-
-def _corrections(merged: pd.DataFrame) -> list[Correction | None]:
-    """Per row, the machine's change from the cell in run A to it in run B along the runs' control lines."""
-    sides = [[merged[f"{c}_{run}"] for c in CELL_DRIFT_COLUMNS] for run in "ab"]
-    a, b = (list(zip(*columns, strict=True)) for columns in sides)
-    return [pair_correction(cell_drift_from(x), cell_drift_from(y)) for x, y in zip(a, b, strict=True)]
-
-
 def ratio_table(
     frame: pd.DataFrame, baseline: str, other: str, quantities: Sequence[str] = tuple(RATIO_QUANTITIES)
 ) -> pd.DataFrame:
@@ -154,7 +127,7 @@ def ratio_table(
     ``disturbed_a``, ``disturbed_b`` (still disturbed after the retries), ``drift`` (the larger of the runs'),
     ``machine_change``, ``machine_change_se`` and ``machine_change_dof`` (the machine's change from the cell in A
     to it in B along the runs' control lines, a fraction, its log-scale standard error and dof; NaN unless both
-    runs measured a control twice),
+    runs' lines have three readings, toolkit.reports.compare_drift.with_corrections),
     then per quantity ``<q>_a``, ``<q>_b``, ``<q>_ratio`` (B / A, for throughput divided by the machine's change;
     NaN when either value is missing, A is zero, or either cell is disturbed), ``<q>_ratio_hw``
     (the ratio's 95 % half-width from the cells' ``<q>_ci``; NaN without them), ``<q>_ratio_dof``, ``<q>_p``
@@ -172,10 +145,7 @@ def ratio_table(
     a, b = cells(baseline), cells(other).drop(columns="context")
     merged = a.merge(b, on=list(KEY), how="inner", suffixes=("_a", "_b"))
     unusable = merged["disturbed_a"] | merged["disturbed_b"]
-    drifts, corrections = pair_drifts(merged), _corrections(merged)
-    merged["machine_change"] = [math.nan if c is None else math.expm1(c.change) for c in corrections]
-    merged["machine_change_se"] = [math.nan if c is None else math.sqrt(c.variance) for c in corrections]
-    merged["machine_change_dof"] = [math.nan if c is None else c.dof for c in corrections]
+    drifts, corrections = pair_drifts(merged), with_corrections(merged)
     for q in quantities:
         moved = [c if q in DRIFT_QUANTITIES else None for c in corrections]
         guards = [d if q in DRIFT_QUANTITIES else None for d in drifts]
@@ -185,7 +155,9 @@ def ratio_table(
         ]
         sides = [merged[f"{q}_{s}_{run}"] if s else merged[f"{q}_{run}"] for run in "ab" for s in ("", "ci", "dof")]
         spread = [
-            _ratio_spread(a, a_hw, a_dof, b, b_hw, b_dof, c, d) if not bad else (math.nan, math.nan, None)
+            ratio_spread(_interval(a, a_hw, a_dof), _interval(b, b_hw, b_dof), c, d)
+            if not bad
+            else (math.nan, math.nan, None)
             for a, a_hw, a_dof, b, b_hw, b_dof, c, d, bad in zip(*sides, moved, guards, unusable, strict=True)
         ]
         merged[f"{q}_ratio_hw"] = [hw for hw, _, _ in spread]

@@ -1,5 +1,5 @@
-"""Compare's spreads beyond one window: a cell's rounds (toolkit.results.rounds) and the runs' drift
-(toolkit.method.drift). Pure: DataFrames in, DataFrames out."""
+"""Compare's spreads beyond one window: a cell's rounds (toolkit.results.rounds), the machine's change along the
+runs' control lines and the runs' drift (toolkit.method.drift). Pure: DataFrames in, DataFrames out."""
 
 from __future__ import annotations
 
@@ -9,8 +9,19 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.method.drift import DRIFT_QUANTITIES, pair_drift, within_drift
+from toolkit.method.drift import (
+    CELL_DRIFT_COLUMNS,
+    DRIFT_QUANTITIES,
+    Correction,
+    cell_drift_from,
+    corrected_ratio,
+    pair_correction,
+    pair_drift,
+    widened,
+    within_drift,
+)
 from toolkit.method.number_format import as_number
+from toolkit.method.spread import Interval, t_p_value, t_quantile
 from toolkit.results.runs import RUN_DRIFT
 
 WITHIN_DRIFT = "within drift"
@@ -73,3 +84,34 @@ def with_drift(merged: pd.DataFrame, quantities: Sequence[str], drifts: Sequence
             dtype=object,
         )
     return merged
+
+
+def with_corrections(merged: pd.DataFrame) -> list[Correction | None]:
+    """Per row, the machine's change from the cell in run A to it in run B along the runs' control lines (None
+    unless both rows lie on a line of three readings); also kept as `machine_change` (a fraction),
+    `machine_change_se` (log scale) and `machine_change_dof`."""
+    sides = [[merged[f"{c}_{run}"] for c in CELL_DRIFT_COLUMNS] for run in "ab"]
+    a, b = (list(zip(*columns, strict=True)) for columns in sides)
+    found = [pair_correction(cell_drift_from(x), cell_drift_from(y)) for x, y in zip(a, b, strict=True)]
+    merged["machine_change"] = [math.nan if c is None else math.expm1(c.change) for c in found]
+    merged["machine_change_se"] = [math.nan if c is None else math.sqrt(c.variance) for c in found]
+    merged["machine_change_dof"] = [math.nan if c is None else c.dof for c in found]
+    return found
+
+
+def ratio_spread(
+    base: Interval | None, other: Interval | None, correction: Correction | None, drift: float | None
+) -> tuple[float, float, float | None]:
+    """other / base: its 95 % half-width, t degrees of freedom and the p-value of "no difference", for the ratio
+    divided by the machine's `correction` when given (toolkit.method.drift.corrected_ratio), else with the runs'
+    `drift` added to its spread when given (toolkit.method.drift.widened); (NaN, NaN, None) without both cells'
+    intervals."""
+    if base is None or other is None:
+        return math.nan, math.nan, None
+    test = corrected_ratio(base, other, correction)
+    ratio, half, dof = test.interval.value, test.interval.half_width, test.interval.dof
+    if correction is not None or drift is None or ratio <= 0:
+        return half, dof, test.p_value
+    wide = widened(ratio, half, dof, drift)
+    spread = math.log1p(wide / ratio) / t_quantile(dof)  # the standard error, drift included
+    return wide, dof, t_p_value(math.log(ratio) / spread, dof) if spread else test.p_value
