@@ -53,6 +53,11 @@ def redirect_page(path: Path, target: str) -> str:
     return path.as_uri()
 
 
+def rendered(dom: str, expect: str) -> bool:
+    """Whether a dumped page shows the notebook with `expect` in it."""
+    return expect in dom and "jp-Notebook" in dom
+
+
 def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -85,8 +90,12 @@ def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0)
         flags = [*CHROMIUM_FLAGS, f"--user-data-dir={root / '.chromium'}"]
         subprocess.run([chromium, *flags, f"--screenshot={out}", url], capture_output=True, timeout=timeout_s,
                        check=True)  # fmt: skip
-        dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True,
-                             timeout=timeout_s).stdout  # fmt: skip
+        # Chromium's virtual time budget does not hold JupyterLab's real requests: under load a dump can come
+        # before the notebook renders, so the page is read again until it shows the notebook or time is up.
+        dom, deadline = "", time.monotonic() + timeout_s
+        while not rendered(dom, expect) and time.monotonic() < deadline:
+            dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True,
+                                 timeout=timeout_s).stdout  # fmt: skip
     finally:
         lab.terminate()
         lab.wait(timeout=30)
@@ -94,7 +103,7 @@ def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0)
     pixels = matplotlib.image.imread(out)
     if pixels.std() < 0.05:
         raise SystemExit(f"error: {out} is blank")
-    if expect not in dom or "jp-Notebook" not in dom:
+    if not rendered(dom, expect):
         raise SystemExit(f"error: the notebook did not render in JupyterLab (no {expect!r} in the page)")
 
 
