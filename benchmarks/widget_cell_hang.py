@@ -1,18 +1,23 @@
-"""How often papermill waits for ever on rate_sweep.ipynb: its slider cell as it is now, or as it was.
+"""How often plain papermill waits for ever on the notebooks that can build a widget: with the widget check as it
+is now (toolkit.base.front_end.widget_front_end) or as it was (any ZMQ kernel counted as a person's).
 
-Executes the notebook (through `toolkit.jupyter.execute.execute_path`, as `toolkit run` does) on a synthetic
-sweep folder, `--workers` at a time, for `--minutes`; an execution past `--watchdog-s` is a hang: py-spy (when
-installed) dumps each of its processes, and the run stops there. `--old-cell` puts back the cell that built
-the sliders in every kernel (`RejudgePanel(records, level).widget`). The last line:
-`widget_cell_hang: cell=<now|old> executions=<n> hangs=<n>`.
+Executes, with the `papermill` command a user types (no `toolkit run`, no TOOLKIT_PROGRESS, no Jupyter server
+session), `--executions` times in all, `--workers` at a time, round robin over
+- rate_sweep.ipynb on a synthetic sweep folder (its slider cell),
+- prefill.ipynb and decode_matrix.ipynb measuring a one-cell matrix on a fault server (their progress bar).
+An execution past `--watchdog-s` is a hang: py-spy (when installed) dumps its processes, it is killed, and the
+run goes on. `--old-check` puts the old check back in each kernel (a first cell, before anything imports it).
+The last line: `widget_cell_hang: check=<now|old> executions=<n> hangs=<n> widget_outputs=<n> failed=<n>`.
 
-    .venv/bin/python benchmarks/widget_cell_hang.py --minutes 12            # the notebook as it is
-    .venv/bin/python benchmarks/widget_cell_hang.py --minutes 12 --old-cell # the cell as it was
+    .venv/bin/python benchmarks/widget_cell_hang.py --executions 201              # the check as it is
+    .venv/bin/python benchmarks/widget_cell_hang.py --executions 201 --old-check  # the check as it was
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -28,29 +33,46 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.faultserver import FaultServer  # noqa: E402
 from tests.rate_folders import write_rate_sweep  # noqa: E402
 
-OLD_CELL = "rate_views.RejudgePanel(records, level).widget  # move a slider: every step is judged again"
-ONE = """
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+OLD_CHECK = """\
 import sys
-from pathlib import Path
-from toolkit.jupyter.execute import execute_path
-execute_path(Path(sys.argv[1]), Path(sys.argv[2]) / "rate_sweep.ipynb",
-             {"RESULTS_DIR": sys.argv[3], "REJUDGE_TTFT_MS": 65, "REJUDGE_TPOT_MS": 25})
-"""
+import toolkit.base.front_end as front_end
+front_end.widget_front_end = lambda: type(__import__("IPython").get_ipython()).__name__ == "ZMQInteractiveShell"
+"""  # before anything imports it: the modules that ask take the name from the module when they are imported
+MATRIX = ["-y", "{CONTEXTS: [64], CONCURRENCY: [1], DURATION_S: 1, MAX_OUTPUT: 8, CONTROL_WINDOW_S: 0, "
+          "READINESS_TIMEOUT_S: 10}"]  # fmt: skip
 
 
-def notebook(root: Path, old_cell: bool) -> Path:
-    """rate_sweep.ipynb as it is, or with the slider cell as it was."""
-    source = REPO / "notebooks" / "rate_sweep.ipynb"
-    if not old_cell:
-        return source
-    nb = nbformat.read(source, as_version=4)
-    (cell,) = [c for c in nb.cells if "rejudge_panel(" in c.source]
-    cell.source = OLD_CELL
-    path = root / "rate_sweep_old_cell.ipynb"
-    nbformat.write(nb, path)
-    return path
+def sources(root: Path, old_check: bool) -> dict[str, Path]:
+    """The three notebooks as shipped, or each with the old check as its first cell."""
+    out = {}
+    for name in ("rate_sweep", "prefill", "decode_matrix"):
+        source = REPO / "notebooks" / f"{name}.ipynb"
+        if old_check:
+            nb = nbformat.read(source, as_version=4)
+            nb.cells.insert(0, nbformat.v4.new_code_cell(OLD_CHECK))
+            source = root / f"{name}-old-check.ipynb"
+            nbformat.write(nb, source)
+        out[name] = source
+    return out
+
+
+def command(name: str, source: Path, out: Path, sweep: Path, base_url: str) -> list[str]:
+    papermill = [str(Path(sys.executable).parent / "papermill"), str(source), str(out / f"{name}.ipynb"),
+                 "--cwd", str(REPO / "notebooks"), "--no-progress-bar"]  # fmt: skip
+    if name == "rate_sweep":
+        return [*papermill, "-p", "RESULTS_DIR", str(sweep), "-p", "REJUDGE_TTFT_MS", "65"]
+    return [*papermill, "-p", "BASE_URL", base_url, "-p", "RESULTS_DIR", str(out), *MATRIX]
+
+
+def widget_outputs(executed: Path) -> int:
+    if not executed.exists():
+        return 0
+    nb = json.loads(executed.read_text())
+    return sum(WIDGET_VIEW in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
 
 
 def dump(pid: int) -> None:
@@ -64,47 +86,70 @@ def dump(pid: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=12.0)
+    parser.add_argument("--executions", type=int, default=201)
     parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--watchdog-s", type=float, default=90.0)
-    parser.add_argument("--old-cell", action="store_true")
+    parser.add_argument("--watchdog-s", type=float, default=120.0)
+    parser.add_argument("--old-check", action="store_true")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="widget-cell-hang-"))
     sweep = write_rate_sweep(root / "sweep" / "run", searched=(6.5, 5.75), lag_flagged=(2,))
-    source = notebook(root, args.old_cell)
-    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(REPO))
-    stop_at = time.monotonic() + args.minutes * 60
-    done: list[int] = []
-    hangs: list[str] = []
+    notebooks = sources(root, args.old_check)
+    env = {k: v for k, v in os.environ.items() if k not in ("TOOLKIT_PROGRESS", "JPY_SESSION_NAME")}
+    env |= {"MPLBACKEND": "Agg", "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost"}
+    jobs = itertools.islice(itertools.cycle(notebooks), args.executions)
+    lock = threading.Lock()
+    counts = {"executions": 0, "hangs": 0, "widget_outputs": 0, "failed": 0}
+    by_notebook: dict[str, list[int]] = {name: [0, 0] for name in notebooks}  # executions, hangs
+    started = time.monotonic()
 
-    def worker(w: int) -> None:
-        i = 0
-        while time.monotonic() < stop_at and not hangs:
-            i += 1
+    def worker(w: int, base_url: str) -> None:
+        for i in itertools.count():
+            with lock:
+                name = next(jobs, None)
+            if name is None:
+                return
             out = root / f"out{w}-{i}"
             out.mkdir()
-            proc = subprocess.Popen([sys.executable, "-c", ONE, str(source), str(out), str(sweep)], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            proc = subprocess.Popen(command(name, notebooks[name], out, sweep, base_url), env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
             try:
-                proc.wait(args.watchdog_s)
-                done.append(proc.returncode)
-                shutil.rmtree(out, ignore_errors=True)
+                _, err = proc.communicate(timeout=args.watchdog_s)
+                hung = False
             except subprocess.TimeoutExpired:
-                hangs.append(str(out))
+                hung, err = True, ""
+                print(f"hang: {name} in {out}", flush=True)
                 dump(proc.pid)
                 for child in psutil.Process(proc.pid).children(recursive=True):
                     child.kill()
                 proc.kill()
+                proc.wait()
+            with lock:
+                counts["executions"] += 1
+                counts["hangs"] += hung
+                counts["failed"] += not hung and proc.returncode != 0
+                counts["widget_outputs"] += widget_outputs(out / f"{name}.ipynb")
+                by_notebook[name][0] += 1
+                by_notebook[name][1] += hung
+                if not hung and proc.returncode != 0:
+                    print(f"failed: {name}: {err.strip().splitlines()[-1:]}", flush=True)
+                if counts["executions"] % 20 == 0:
+                    print(f"{counts} after {time.monotonic() - started:.0f} s", flush=True)
+            if not hung:
+                shutil.rmtree(out, ignore_errors=True)
 
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(args.workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    failed = sum(code != 0 for code in done)
-    print(f"hung executions kept in: {', '.join(hangs) or '-'}; failed (not hung): {failed}")
-    print(f"widget_cell_hang: cell={'old' if args.old_cell else 'now'} executions={len(done) + len(hangs)} "
-          f"hangs={len(hangs)}")  # fmt: skip
+    with FaultServer() as server:
+        threads = [threading.Thread(target=worker, args=(w, server.base_url)) for w in range(args.workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for name, (n, hangs) in by_notebook.items():
+        print(f"{name}: executions={n} hangs={hangs}")
+    print(f"took {time.monotonic() - started:.0f} s with {args.workers} at a time")
+    print(
+        f"widget_cell_hang: check={'old' if args.old_check else 'now'} "
+        + " ".join(f"{k}={v}" for k, v in counts.items())
+    )
     return 0
 
 

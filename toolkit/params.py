@@ -27,7 +27,8 @@ DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64, 128]
 MAX_LABEL = 150  # a run label or a batch variant's label is a folder name
 MAX_SECONDS = 24 * 3600.0  # the longest duration or timeout a parameter may ask for
 NUMBER_FIELDS = ("duration_s", "max_output", "max_model_len", "kv_budget_tokens", "readiness_timeout_s",
-                 "read_timeout_s", "disturbed_retries", "gpu_count", "repeats", "control_window_s")  # fmt: skip
+                 "read_timeout_s", "disturbed_retries", "gpu_count", "repeats", "control_window_s",
+                 "cell_timeout_s")  # fmt: skip
 # Fields whose input is never echoed in an error: it may hold a secret put in the wrong place.
 _UNECHOED = {"api_key_env", "base_url", "launch_command", "command", "env"}
 _FLAG_HINTS = {
@@ -77,6 +78,8 @@ class RunParams(BaseModel):
     disturbed_retries: int = Field(2, ge=0, le=10)  # re-measure a decode window that a pause disturbed
     repeats: int = Field(1, ge=1, le=100)  # the whole matrix measured this many times, in rounds
     control_window_s: float = Field(5.0, ge=0, le=MAX_SECONDS)  # drift control cell's window; 0: no control
+    # The longest one notebook cell of the run may take; None: from the plan (toolkit.jupyter.watchdog).
+    cell_timeout_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     # An open-loop rate sweep measured after the matrix, into the same folder (RateParams fields, checked when
     # the run starts: toolkit.rates.params.run_sweep_values); None: none.
     rate_sweep: dict[str, Any] | None = None

@@ -60,7 +60,7 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "toolkit.jupyter.rate_notebook": [
         "OUTPUTS", "RATE_PARAMETERS", "check_rate_sweep", "new_results_dir", "rate_arguments",
-        "run_sweep_parameters", "should_measure",
+        "run_sweep_parameters", "should_measure", "sweep_of",
     ],
     "toolkit.reports.rate_plots": [
         "LAG_LABEL", "X_AXES", "compare_figure", "goodput_figure", "knee_figure", "queue_figure",

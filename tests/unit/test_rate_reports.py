@@ -160,11 +160,17 @@ def test_the_sliders_judge_every_step_again(sweep: RateSweep) -> None:
 
 
 def test_the_sliders_only_where_a_person_moves_them(sweep: RateSweep, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A kernel whose output becomes a document (TOOLKIT_PROGRESS=text) gets a line, not the widget."""
+    """A kernel in a Jupyter server's session gets the widget; one whose output becomes a document (plain
+    papermill: no front end; the toolkit's kernels: TOOLKIT_PROGRESS=text) gets a line."""
     monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=ZMQInteractiveShell))
     monkeypatch.delenv("TOOLKIT_PROGRESS", raising=False)
+    monkeypatch.setenv("JPY_SESSION_NAME", "rate_sweep.ipynb")
     assert isinstance(rate_views.rejudge_panel(sweep.records, sweep.level), widgets.VBox)
     monkeypatch.setenv("TOOLKIT_PROGRESS", "text")
+    shown = rate_views.rejudge_panel(sweep.records, sweep.level)
+    assert isinstance(shown, Markdown) and shown.data == rate_views.SLIDERS_ELSEWHERE
+    monkeypatch.delenv("TOOLKIT_PROGRESS")
+    monkeypatch.delenv("JPY_SESSION_NAME")
     shown = rate_views.rejudge_panel(sweep.records, sweep.level)
     assert isinstance(shown, Markdown) and shown.data == rate_views.SLIDERS_ELSEWHERE
 

@@ -212,6 +212,11 @@ class RedactingWriter:
     def flush(self) -> None:
         self._stream.flush()
 
+    def end_line(self) -> None:
+        """End an unfinished last line (a progress bar cut off), so that a line of one's own starts afresh."""
+        if self._pending:
+            self.write("\n")
+
     def close(self) -> None:
         if self._pending:
             self._stream.write(redact(self._pending, *self._secrets))

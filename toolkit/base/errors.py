@@ -20,6 +20,7 @@ The classes that are also `ValueError` (or `RuntimeError`) stay so: pydantic val
     ├── ReplyError (ValueError)        a streamed reply that breaks its protocol; the stream's error, never raised out
     │   └── SSEError                   bytes that cannot be an event stream
     ├── CellFailure (RuntimeError)     a request of a cell failed outside its measurement: the cell is an Error
+    ├── CellTimeout (TimeoutError)     exit 1: a notebook cell ran past its bound (names the notebook and the cell)
     ├── ConnectError                   exit 1: a connection could not be opened (refused, unreachable, timed out)
     ├── ServerAPIError (RuntimeError)  exit 1: the server could not be reached or answered an error status
     └── ServerError (RuntimeError)     exit 1: a launched server did not start or stopped running (`reason`, log tail)
@@ -34,6 +35,7 @@ from typing import ClassVar
 
 __all__ = [
     "CellFailure",
+    "CellTimeout",
     "ConnectError",
     "DatasetError",
     "DiscoveryError",
@@ -122,6 +124,13 @@ class SSEError(ReplyError):
 
 class CellFailure(ToolkitError, RuntimeError):
     """A request of a cell failed outside its measurement (the cache warm-up): the cell is an Error."""
+
+
+class CellTimeout(ToolkitError, TimeoutError):
+    """A notebook cell ran past its bound (toolkit.jupyter.watchdog): its kernel was stopped, what it had finished
+    is kept."""
+
+    exit_code = 1
 
 
 class ConnectError(ToolkitError):

@@ -13,15 +13,18 @@ from typing import Any
 import nbformat
 import pandas as pd
 import papermill
+from nbclient.exceptions import CellTimeoutError
 from nbconvert import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from traitlets.config import Config
 
 from toolkit.base.api_keys import DEFAULT_KEY_ENV, RedactingWriter, env_secret, redact, redact_file
-from toolkit.base.errors import ParamsError
+from toolkit.base.errors import CellTimeout, ParamsError
 from toolkit.jupyter.kernels import SameSessionKernelManager
-from toolkit.jupyter.rate_notebook import run_sweep_parameters
+from toolkit.jupyter.rate_notebook import run_sweep_parameters, sweep_of
 from toolkit.jupyter.shipped import NOTEBOOKS
+from toolkit.jupyter.watchdog import MEASURING_FLOOR_S, CellBounds, Watchdog, run_bounds
+from toolkit.matrix.plan import Plan
 from toolkit.params import RunParams
 from toolkit.reports import capacity_views, compare, rate_tables, reconcile, workload_views
 from toolkit.reports import tables as report_tables
@@ -30,7 +33,8 @@ from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-RUN_ONLY = {"rate_sweep", "capacity"}  # blocks of the run, not parameters of the matrix notebooks
+RUN_ONLY = {"rate_sweep", "capacity", "cell_timeout_s"}  # the run's, not parameters of the matrix notebooks
+ANALYSIS_ONLY = CellBounds(MEASURING_FLOOR_S)  # the bounds of notebooks that measure nothing
 NOTEBOOK_ONLY = "notebook-only"  # cell tag: explanation and exploration shown in Jupyter, left out of the reports
 FIGURE_TAG = "figure-"  # cell tag `figure-<key>`: the images the cell drew are the markdown report's <key>.png
 
@@ -65,15 +69,16 @@ def parameters_for(notebook: str, parameters: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in parameters.items() if name in declared}
 
 
-def execute(notebook: str, out_dir: Path, parameters: dict[str, Any]) -> Path:
+def execute(notebook: str, out_dir: Path, parameters: dict[str, Any], bounds: CellBounds = ANALYSIS_ONLY) -> Path:
     """Execute notebooks/<notebook>.ipynb with papermill into out_dir; the executed copy is kept on failure."""
     output = out_dir / f"{notebook}.ipynb"
-    execute_path(NOTEBOOKS / f"{notebook}.ipynb", output, parameters)
+    execute_path(NOTEBOOKS / f"{notebook}.ipynb", output, parameters, bounds)
     return output
 
 
-def execute_path(source: Path, output: Path, parameters: dict[str, Any]) -> None:
-    """papermill with a kernel in this process's session (toolkit.jupyter.kernels: no autogroup of its own).
+def execute_path(source: Path, output: Path, parameters: dict[str, Any], bounds: CellBounds = ANALYSIS_ONLY) -> None:
+    """papermill with a kernel in this process's session (toolkit.jupyter.kernels: no autogroup of its own), each
+    cell within its bound (toolkit.jupyter.watchdog): CellTimeout naming the cell, after the kernel is stopped.
 
     The key (in the variable the notebook's API_KEY_ENV names) is redacted at the exits: from the kernel's output as
     it is relayed, and from the executed notebook once papermill is done with it, whether the notebook ran or failed
@@ -81,6 +86,7 @@ def execute_path(source: Path, output: Path, parameters: dict[str, Any]) -> None
     os.environ["TOOLKIT_PROGRESS"] = "text"  # the kernels inherit it: no progress widget in a report
     key = env_secret(str(parameters.get("API_KEY_ENV", DEFAULT_KEY_ENV)))
     stdout, stderr = RedactingWriter(sys.stdout, key), RedactingWriter(sys.stderr, key)
+    watchdog = Watchdog(bounds)
     try:
         papermill.execute_notebook(
             str(source),
@@ -92,11 +98,30 @@ def execute_path(source: Path, output: Path, parameters: dict[str, Any]) -> None
             stdout_file=stdout,
             stderr_file=stderr,
             kernel_manager_class=SameSessionKernelManager,
+            timeout_func=watchdog,
         )
+    except CellTimeoutError:
+        stdout.end_line()
+        stderr.end_line()
+        raise CellTimeout(timeout_line(output, watchdog)) from None
     finally:
         stdout.close()
         stderr.close()
         redact_file(output, key)
+
+
+def timeout_line(output: Path, watchdog: Watchdog) -> str:
+    """What ran past its bound, where the rest of the run is, and how to go on (CellTimeout's line)."""
+    cell = watchdog.cell
+    executed = nbformat.read(output, as_version=4).cells if output.exists() else []
+    number = next((i + 1 for i, c in enumerate(executed) if cell is not None and c.get("id") == cell.get("id")), None)
+    first = cell.source.strip().splitlines()[0][:60] if cell is not None and cell.source.strip() else ""
+    bound = watchdog.bounds.for_cell(cell) if cell is not None else watchdog.bounds.analysis_s
+    return (
+        f"{output.name}: cell {number or '?'} ({first}) ran past its bound of {bound:,.0f} s and its kernel was "
+        f"stopped; the executed notebook and everything measured before are in {output.parent} "
+        "(rerun with --resume to go on; cell_timeout_s in the params sets the bound)"
+    )
 
 
 def html_report(executed: nbformat.NotebookNode) -> str:
@@ -244,14 +269,18 @@ def write_reconcile(run_dirs: Sequence[Path], out: Path, labels: Sequence[str] |
     return {name: out / name for name in ("reconcile.html", "reconcile.md", executed.name)}
 
 
-def run_notebooks(params: RunParams, out_dir: Path, *, resume: bool = False) -> dict[str, Path]:
+def run_notebooks(
+    params: RunParams, out_dir: Path, *, resume: bool = False, plan: Plan | None = None
+) -> dict[str, Path]:
     """Prefill notebook, then the decode matrix notebook, into one results folder, then the rate sweep notebook
-    when the params have a `rate_sweep:` block (`resume`: the sweep there continued); then the reports."""
+    when the params have a `rate_sweep:` block (`resume`: the sweep there continued); then the reports. Each cell
+    within its bound, from `plan` (the matrix's cells) and the sweep's steps (toolkit.jupyter.watchdog)."""
     parameters = notebook_parameters(params, out_dir)
+    bounds = run_bounds(params, plan, sweep_of(params, out_dir))
     for notebook in ("prefill", "decode_matrix"):
-        execute(notebook, out_dir, parameters_for(notebook, parameters))
+        execute(notebook, out_dir, parameters_for(notebook, parameters), bounds)
     if params.rate_sweep is not None:
-        execute("rate_sweep", out_dir, run_sweep_parameters(params, out_dir, resume=resume))
+        execute("rate_sweep", out_dir, run_sweep_parameters(params, out_dir, resume=resume), bounds)
     if params.capacity is not None:  # the report's capacity plan reads its target from run.json
         document = RunDocument.load(out_dir)
         document.capacity = params.capacity.model_dump()

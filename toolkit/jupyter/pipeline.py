@@ -71,6 +71,7 @@ def run_one(run: PreparedRun, out: Path, *, resume: bool = False) -> RunResult:
     """
     from toolkit.jupyter.execute import run_notebooks
     from toolkit.matrix import runner  # looked up at call time: tests stand in for its preflight
+    from toolkit.matrix.plan import make_plan
     from toolkit.matrix.run_folder import check_resume, open_run
     from toolkit.results.store import check_writable
 
@@ -86,7 +87,7 @@ def run_one(run: PreparedRun, out: Path, *, resume: bool = False) -> RunResult:
                 found = runner.preflight(params, key)  # bad input fails here, before any load is sent
                 if resume:
                     check_resume(out, params, server, key, found)
-            paths = run_notebooks(params, out, resume=resume)
+            paths = run_notebooks(params, out, resume=resume, plan=make_plan(params, found.max_model_len))
         except Exception:
             if died := server_died(managed):  # said before the error it caused
                 print(redact(f"error: {died}"), file=sys.stderr, flush=True)

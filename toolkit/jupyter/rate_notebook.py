@@ -11,10 +11,13 @@ import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit.params import ParamsError, RunParams
 from toolkit.results.rate_runs import has_rates
+
+if TYPE_CHECKING:
+    from toolkit.rates.params import RateParams
 
 __all__ = [
     "OUTPUTS",
@@ -24,6 +27,7 @@ __all__ = [
     "rate_arguments",
     "run_sweep_parameters",
     "should_measure",
+    "sweep_of",
 ]
 
 # The notebook's parameters that are RateParams fields (lower-cased); RESULTS_DIR is its `results_dir`.
@@ -99,6 +103,16 @@ def run_sweep_parameters(params: RunParams, results_dir: Path, *, resume: bool =
         values["rates"] = ["inf" if isinstance(r, float) and math.isinf(r) else r for r in values["rates"]]
     shown = {name.upper(): value for name, value in values.items()}
     return {**shown, "RESULTS_DIR": str(Path(results_dir).resolve()), "MEASURE": True, "RESUME": resume}
+
+
+def sweep_of(params: RunParams, results_dir: Path) -> RateParams | None:
+    """The run's `rate_sweep:` block as the sweep it measures into results_dir (None: the run has none)."""
+    from toolkit.rates.params import SWEEP_BLOCK, make_rate_params, run_sweep_values
+
+    if params.rate_sweep is None:
+        return None
+    values = run_sweep_values(params.model_dump(), params.rate_sweep)
+    return make_rate_params({**values, "results_dir": str(results_dir)}, prefix=f"{SWEEP_BLOCK}.")
 
 
 def check_rate_sweep(params: RunParams) -> None:

@@ -1,4 +1,4 @@
-"""The runner's progress bar: tqdm's notebook widget in an interactive Jupyter kernel, text on stderr elsewhere."""
+"""The runner's progress bar: tqdm's notebook widget where a widget front end is attached, text on stderr elsewhere."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from toolkit.base.front_end import interactive_kernel
+from toolkit.base.front_end import widget_front_end
 
 
 def progress_front_end() -> str:
-    """ "notebook" (tqdm's widget) in an interactive Jupyter kernel; "text" on stderr elsewhere, papermill's
-    kernels under the toolkit included, since their output becomes the report (toolkit.base.front_end)."""
-    return "notebook" if interactive_kernel() else "text"
+    """ "notebook" (tqdm's widget) where a widget front end is attached (toolkit.base.front_end); "text" on stderr
+    elsewhere: terminals, plain papermill and nbclient, and the toolkit's own kernels, whose output is a report."""
+    return "notebook" if widget_front_end() else "text"
 
 
 def progress_bar(**kwargs: Any) -> tqdm:

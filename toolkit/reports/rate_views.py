@@ -1,7 +1,7 @@
 """A rate sweep's pieces as objects a notebook displays (HTML, Stylers), and the re-judging sliders.
 
 Nothing here displays on its own except :class:`RejudgePanel`, whose output area redraws when a slider moves;
-:func:`rejudge_panel` gives it only to an interactive kernel.
+:func:`rejudge_panel` gives it only where a widget front end is attached (toolkit.base.front_end).
 Each function given None (no sweep in the run) returns None, so a report cell shows nothing.
 """
 
@@ -17,7 +17,7 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 from matplotlib.figure import Figure
 
-from toolkit.base.front_end import interactive_kernel
+from toolkit.base.front_end import widget_front_end
 from toolkit.method.goodput import ServiceLevel, request_latencies
 from toolkit.reports import rate_tables, views, workload_views
 from toolkit.results.rate_runs import RateSweep
@@ -139,13 +139,14 @@ class RejudgePanel:
 
 
 def rejudge_panel(records: pd.DataFrame, level: ServiceLevel) -> Any:
-    """:class:`RejudgePanel`'s widget in an interactive kernel; elsewhere a line saying where the sliders are.
+    """:class:`RejudgePanel`'s widget where a widget front end is attached; elsewhere a line saying where the
+    sliders are.
 
-    A kernel whose output becomes a document gets no widget: under papermill, a cell that built the panel once
-    went without its execute reply, and the run waited for ever (2 in 114 executions of rate_sweep.ipynb, 3 at a
-    time on 2 cores; ipykernel 7.4, nbclient 0.11), while the kernel sat idle.
+    A kernel whose output becomes a document gets no widget: under plain papermill, a cell that built the panel
+    went without its execute reply, and the run waited for ever while the kernel sat idle
+    (benchmarks/widget_cell_hang.py; jupyter/nbclient#312).
     """
-    if interactive_kernel():
+    if widget_front_end():
         return RejudgePanel(records, level).widget
     return Markdown(SLIDERS_ELSEWHERE)
 
