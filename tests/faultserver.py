@@ -2,9 +2,11 @@
 
 It stands in only for the faults a real vLLM cannot be made to show: HTTP 5xx, 401 mid-run, a stream
 cut mid-way, a stream kept open by SSE keep-alive comments without a token or by trickling events that carry none,
-an error quoting the key whole and in part past any cut ("echo-500"), more tokens than asked for, malformed SSE
-(bad JSON, fields of the wrong type, an event without its end), a stalled stream, an error event in the stream,
-`/metrics` gone, NaN, a gateway's own, trickling or a gzip bomb, other endpoints answering 200 with what vLLM never
+an error quoting the key whole and in part past any cut ("echo-500"), more tokens than asked for, prompt or cached
+token counts no prompt sent can hold ("huge-prompt-usage", "huge-cached-usage"), 100 events of 1 MB for the few
+tokens asked ("huge-events"), malformed SSE (bad JSON, fields of the wrong type, an event without its end), a stalled
+stream, an error event in the stream, `/metrics` gone, NaN, a gateway's own, trickling, a gzip bomb, or a generation
+counter that goes back or jumps by a million at every scrape, other endpoints answering 200 with what vLLM never
 sends.
 Everything else is tested against the embedded vLLM.
 
@@ -14,14 +16,16 @@ Everything else is tested against the embedded vLLM.
         server.set_metrics_fault("404")       # /metrics answers 404 ("drop": connection closed, no answer;
                                               # "gateway": 200 with a gateway's own metrics, none of vLLM's;
                                               # "trickle": a byte every 0.5 s; "gzip": a gzip bomb;
-                                              # "nan": the running gauge reads NaN)
+                                              # "nan": the running gauge reads NaN; "counter-back" /
+                                              # "counter-jump": the generation counter moves by
+                                              # -/+ COUNTER_STEP at every scrape)
         server.set_metrics_fault("drop", after=3)  # ... once 3 more streamed requests have started
         server.clear_fault()
         server.set_reply("/version", "<html>gateway</html>", "text/html")  # a canned 200 reply for a path
         server.completion_requests()          # the request log, filtered
 
 The same controls are reachable over HTTP: `POST /_fault {"kind": ..., "after": K, "times": M}`,
-`POST /_metrics_fault {"kind": "404"|"drop"|"nan"|"gateway"|"trickle"|"gzip"|null, "after": K}`, `GET /_log`.
+`POST /_metrics_fault {"kind": one of METRICS_FAULTS or null, "after": K}`, `GET /_log`.
 
 Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
 the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
@@ -30,6 +34,7 @@ the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder con
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
 import gzip
@@ -48,7 +53,12 @@ from aiohttp import web
 MODEL = "fault-model"
 TEMPLATE_TOKENS = 8
 FAULT_KINDS = ("500", "401", "cut", "malformed", "stall", "usage-not-object", "choices-object", "string-count",
-               "unterminated", "error-event", "keepalive", "echo-500", "trickle", "absurd-usage")  # fmt: skip
+               "unterminated", "error-event", "keepalive", "echo-500", "trickle", "absurd-usage",
+               "echo-encoded", "huge-prompt-usage", "huge-cached-usage", "huge-events")  # fmt: skip
+# "echo-encoded": each hit echoes the key presented in the next of these spellings, which a plain scan for the key
+# does not find: UTF-16 and UTF-32 bodies, NULs between its characters in a JSON message, every byte
+# percent-encoded, base64 inside `user:KEY`, a response header, and an in-stream error event with NULs.
+ECHO_ENCODINGS = ("utf-16", "utf-32", "nul-json", "percent", "base64", "header", "sse-nul")
 ECHO_PAD = 200  # "echo-500" puts the key this far into its message: past where a cut-then-redact client cut
 _LOG_ENTRY: ContextVar[dict[str, Any]] = ContextVar("log_entry")  # the request being handled: its log entry
 # Events of the wrong-typed stream faults, sent after two good tokens.
@@ -59,7 +69,14 @@ WRONG_EVENTS = {
                      "usage": {"prompt_tokens": 9, "completion_tokens": "3"}},
 }  # fmt: skip
 UNTERMINATED_BYTES = 4 * 1024 * 1024  # sent as one event without its blank line, then nothing
-METRICS_FAULTS = ("404", "drop", "nan", "gateway", "trickle", "gzip")
+# The usage of every event of the stream, else a normal stream: counts no prompt sent can hold.
+USAGE_FAULTS: dict[str, dict[str, int]] = {"huge-prompt-usage": {"prompt_tokens": 2**62},
+                                           "huge-cached-usage": {"cached_tokens": 2**63 - 1}}  # fmt: skip
+HUGE_EVENTS, HUGE_EVENT_BYTES = 100, 1_000_000  # "huge-events": this many events of this much text, usage unchanged
+METRICS_FAULTS = ("404", "drop", "nan", "gateway", "trickle", "gzip", "counter-back", "counter-jump")
+MAX_BODY_BYTES = 512 * 1024 * 1024  # request bodies it reads (aiohttp's default 1 MiB; vLLM sets none)
+COUNTER_STEP = 1_000_000  # "counter-back" / "counter-jump": the generation counter's move at every scrape
+COUNTER_BASE = 10**9  # "counter-back" starts this high, so that the counter it reports stays >= 0
 # What a gateway or proxy in front of vLLM answers on /metrics: its own metrics, none of vLLM's.
 GATEWAY_METRICS = ("# HELP gateway_requests_total Requests proxied.\n# TYPE gateway_requests_total counter\n"
                    "gateway_requests_total 12.0\nprocess_cpu_seconds_total 3.25\n")  # fmt: skip
@@ -144,6 +161,7 @@ class FaultServer:
         self.metrics_fault: str | None = None
         self.replies: dict[str, tuple[str, str]] = {}  # path -> (body, content type) of a canned 200 reply
         self._metrics_fault_from = 0
+        self._counter_offset = 0  # what "counter-back" / "counter-jump" add to the generation counter
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -178,6 +196,7 @@ class FaultServer:
         if kind is not None and kind not in METRICS_FAULTS:
             raise ValueError(f"metrics fault {kind!r}; allowed: {', '.join(METRICS_FAULTS)} or None")
         self._metrics_fault_from = self.state.requests_total + after
+        self._counter_offset = COUNTER_BASE if kind == "counter-back" else 0
         if kind == "gzip":
             gzip_bomb()  # made now, not while a client waits for it
         self.metrics_fault = kind
@@ -228,7 +247,7 @@ class FaultServer:
         return self
 
     async def _start_site(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/version", self._version)
         app.router.add_get("/health", self._health)
@@ -317,6 +336,9 @@ class FaultServer:
             request.transport.abort()  # no answer at all: the client sees the connection closed
             raise asyncio.CancelledError
         s, labels = self.state, f'{{model_name="{self.model}"}}'
+        if failing in ("counter-back", "counter-jump"):
+            self._counter_offset += COUNTER_STEP if failing == "counter-jump" else -COUNTER_STEP
+        generated = s.generation_tokens + self._counter_offset
         lines = [
             "# HELP vllm:num_requests_running Number of requests in model execution batches.",
             "# TYPE vllm:num_requests_running gauge",
@@ -329,7 +351,7 @@ class FaultServer:
             f"vllm:kv_cache_usage_perc{labels} {min(1.0, s.running * 0.01)}",
             "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
             "# TYPE vllm:generation_tokens_total counter",
-            f"vllm:generation_tokens_total{labels} {float(s.generation_tokens)}",
+            f"vllm:generation_tokens_total{labels} {float(generated)}",
             "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.",
             "# TYPE vllm:prompt_tokens_total counter",
             f"vllm:prompt_tokens_total{labels} {float(s.prompt_tokens)}",
@@ -368,6 +390,12 @@ class FaultServer:
             presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
             message = f"{'.' * ECHO_PAD} bad gateway for {presented}; masked {presented[2:-2]}; head {presented[:20]}"
             return _error(500, message, "InternalServerError")
+        if fault == "echo-encoded":
+            encoding = ECHO_ENCODINGS[(self.fault.hit - 1) % len(ECHO_ENCODINGS)] if self.fault else "utf-16"
+            presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            if encoding != "sse-nul":
+                return _echo(encoding, presented)
+            fault = encoding
         if fault == "401":
             # Like some gateways, echo the key presented, so a leak through error messages would show.
             presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -389,6 +417,8 @@ class FaultServer:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         created = int(time.time())
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
+        override = USAGE_FAULTS.get(fault or "", {})
+        fault = None if override else fault
         s.running += 1
         try:
             await response.prepare(request)
@@ -398,6 +428,10 @@ class FaultServer:
                                      "completion_tokens": completion}  # fmt: skip
                 if cached:
                     u["prompt_tokens_details"] = {"cached_tokens": cached}
+                if "prompt_tokens" in override:
+                    u["prompt_tokens"] = u["total_tokens"] = override["prompt_tokens"]
+                if "cached_tokens" in override:
+                    u["prompt_tokens_details"] = {"cached_tokens": override["cached_tokens"]}
                 return u
 
             def chunk(text: str | None, completion: int, finish: str | None = None, role: bool = False) -> bytes:
@@ -417,6 +451,14 @@ class FaultServer:
                 await response.write(chunk(None, 0, role=True))
             await asyncio.sleep(0.002 + prompt_tokens * 1e-6)  # "prefill"
             produced = 0
+            if fault == "huge-events":  # megabytes of text, the usage as asked
+                for i in range(HUGE_EVENTS):
+                    count = min(i + 1, max_tokens)
+                    s.generation_tokens += count - produced
+                    produced = count
+                    await response.write(chunk("x" * HUGE_EVENT_BYTES, produced))
+                fault = None
+                max_tokens = produced
             while produced < max_tokens:
                 if fault is not None and produced >= min(2, max_tokens - 1):
                     await self._misbehave(request, response, fault)
@@ -476,6 +518,12 @@ class FaultServer:
             await response.write(b"data: " + json.dumps(event).encode() + b"\n\n")
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
+        elif fault == "sse-nul":  # an error inside the stream, the key presented with NULs between its characters
+            presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            event = {"error": {"message": "rejected key " + "\0".join(presented), "code": 401}}
+            await response.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
         elif fault == "error-event":  # an error inside the stream, echoing the key presented like the 401 fault
             presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
             event = {"error": {"message": f"engine failed for key {presented}", "code": 500}}
@@ -500,6 +548,20 @@ class FaultServer:
 
     async def _control_log(self, request: web.Request) -> web.Response:
         return web.json_response(self.log)
+
+
+def _echo(encoding: str, key: str) -> web.Response:
+    """A 401 that echoes `key` in one of ECHO_ENCODINGS (but the in-stream one)."""
+    text = f"Incorrect API key provided: {key}"
+    if encoding in ("utf-16", "utf-32"):
+        return web.Response(status=401, body=text.encode(encoding), content_type="text/plain")
+    if encoding == "nul-json":
+        return _error(401, "Incorrect API key provided: " + "\0".join(key), "AuthenticationError")
+    if encoding == "percent":
+        return _error(401, "key=" + "".join(f"%{b:02X}" for b in key.encode()), "AuthenticationError")
+    if encoding == "base64":
+        return _error(401, "credentials " + base64.b64encode(f"user:{key}".encode()).decode(), "AuthenticationError")
+    return web.Response(status=401, text="unauthorized", headers={"WWW-Authenticate": f'Bearer error="{key}"'})
 
 
 def _error(status: int, message: str, kind: str) -> web.Response:

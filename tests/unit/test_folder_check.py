@@ -8,14 +8,19 @@ from before documents were stamped.
 from __future__ import annotations
 
 import json
+import math
 import shutil
+import tracemalloc
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.rate_folders import write_rate_sweep
 from toolkit.base.errors import RateSweepError
 from toolkit.cli import main
+from toolkit.folder_check import check_folder
+from toolkit.results.folder_files import CHUNK_CHARS
 from toolkit.results.rate_runs import load_rate_sweep
 from toolkit.results.runs import load_run
 from toolkit.results.store import RUN_FILE
@@ -128,3 +133,99 @@ def test_not_a_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         2,
         [f"{tmp_path}: not a run folder (no run.json) nor a batch folder (no batch.json)"],
     )
+
+
+KEY = "sk-" + "q7Vw2" * 5  # key-shaped (toolkit.base.api_keys), made up
+
+
+def test_a_steps_line_of_another_type_is_named_and_not_taken_for_a_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rates = write_rate_sweep(tmp_path / "rates")
+    steps = rates / "rates" / "steps.jsonl"
+    whole = len(steps.read_text().splitlines())
+    steps.write_text(steps.read_text() + '{"step": "zero"}\n{"step": 0}\n{"step": 9, "offered_rate": NaN}\n')
+    code, printed = check(capsys, rates)
+    assert code == 2
+    assert printed == [
+        f"{steps}:{whole + 1}: step: 'zero' should be a whole number",
+        f"{steps}:{whole + 2}: offered_rate: missing",
+        f'{steps}:{whole + 3}: offered_rate: NaN should be a rate above 0 and at most 1e+06 req/s, or "inf"',
+    ]
+
+
+def test_a_record_of_another_type_or_out_of_range_is_named_with_its_field(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = run / "results.jsonl"
+    lines = results.read_text().splitlines()
+    first, last = json.loads(lines[0]), json.loads(lines[-1])
+    lines[0] = json.dumps({**first, "ttft_ms": -5000})
+    lines[-1] = json.dumps({**last, "concurrency": [last["concurrency"]]})
+    results.write_text("\n".join(lines) + "\n")
+    code, printed = check(capsys, run)
+    cells = [f"{c['phase']} {c['context_tokens']} ×{c['concurrency']}" for c in (first, last)]
+    assert code == 2
+    assert printed == [
+        f"{results}:1: ttft_ms: -5000 should be greater than or equal to 0",
+        f"{results}:{len(lines)}: concurrency: [{last['concurrency']}] should be a whole number",
+        f"{results}: 2 planned cells have no record ({', '.join(cells)}); --resume measures them",
+    ]
+
+
+def test_parquet_records_are_scanned_for_keys_and_infinities_and_a_damaged_one_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rates = write_rate_sweep(tmp_path / "rates")
+    first, second = sorted((rates / "rates").glob("step-*.parquet"))[:2]
+    records = pd.read_parquet(first)
+    records.loc[3, "error"] = f"HTTP 401: bad key {KEY}"
+    records.loc[5, "sent_s"] = math.inf
+    records["offered_rate"] = math.inf  # a step of all at once: the one infinity allowed
+    records.to_parquet(first)
+    second.write_bytes(b"PAR1 not parquet")
+    code, printed = check(capsys, rates)
+    assert code == 2
+    assert printed == [
+        f"{first}: column sent_s: holds an infinity; expected finite numbers (NaN where a value is missing)",
+        f"{first}: column error, row 3: holds a key-shaped string (a key, token or password)",
+        f"{second}: not a readable Parquet file (ArrowInvalid)",
+    ]
+    assert KEY not in "\n".join(printed)
+
+
+def test_a_link_out_of_the_folder_is_named_and_not_followed(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "notes.md").write_text(f"the key: {KEY}\n")
+    (run / "notes.md").symlink_to(outside / "notes.md")
+    (run / "logs").symlink_to(outside, target_is_directory=True)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / RUN_FILE).symlink_to(run / RUN_FILE)
+    code, printed = check(capsys, run, linked)
+    assert code == 2
+    assert printed == [
+        f"{run / 'logs'}: a link to {outside}, outside the folder; not followed",
+        f"{run / 'notes.md'}: a link to {outside / 'notes.md'}, outside the folder; not followed",
+        f"{linked / RUN_FILE}: a link to {run / RUN_FILE}, outside the folder; not followed",
+    ]
+
+
+def test_a_large_log_is_read_in_bounded_memory_and_a_key_cut_between_two_pieces_is_found(run: Path) -> None:
+    assert check_folder(run) == []  # what a check imports (pyarrow) is imported before memory is traced
+    size = 4 * 1024 * 1024
+    at = (size // CHUNK_CHARS - 1) * CHUNK_CHARS - len(KEY) // 2  # the key straddles the last two pieces read
+    log = run / "server.log"
+    log.write_text("INFO started\n" + "x" * (at - 1) + f" {KEY} " + "y" * (size - at - len(KEY)))  # a 4 MB line
+    tracemalloc.start()
+    try:
+        problems, peak = check_folder(run), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert problems == [f"{log}:2: holds a key-shaped string (a key, token or password)"]
+    # Read whole, the line alone is 4 MB and its copy as a line 4 MB more; a piece at a time, its scan holds a few
+    # copies of one piece of CHUNK_CHARS (about 2 MB where the process remembers keys: they are looked for too).
+    assert peak < size, peak

@@ -1,6 +1,7 @@
 """Importer for published speed test matrix reports, on the two reference reports."""
 
 import hashlib
+import json
 import re
 import time
 from pathlib import Path
@@ -408,3 +409,14 @@ def test_a_published_command_that_holds_a_key_is_imported_redacted(tmp_path: Pat
     assert "sk-published-2b7e91" not in command and "hf_leaked_77" not in command
     assert "--api-key <redacted>" in command and "--hf-token=<redacted>" in command
     assert import_report_file(LFM).run_info["launch_command"].endswith("--api-key <redacted>")  # unchanged
+
+
+def test_credentials_in_a_reports_blocks_are_imported_redacted(tmp_path: Path) -> None:
+    leaky = "- linux via https://user:mirrorpass77@mirror.local/ --hf-token hf_blocktoken_88"
+    text = LFM.read_text().replace("- linux", leaky)
+    copy = tmp_path / "blocks.txt"
+    copy.write_text(text)
+    imported = import_report_file(copy)
+    shown = json.dumps(imported.run_info)
+    assert "mirrorpass77" not in shown and "hf_blocktoken_88" not in shown
+    assert "https://<redacted>@mirror.local/ --hf-token <redacted>" in shown

@@ -1,13 +1,20 @@
 """Secrets: the API key comes from the environment only, is checked before use, and is redacted from output.
 
 What counts as a secret in text: the value of a secret flag (`--api-key`, `--hf-token`, spelled any way vLLM's
-argument parser accepts), of a `NAME=value` word whose name looks secret (one pattern, also used to refuse such
-names in a server's environment), the user info of a URL, and every key this process has read, in each form an
-error can carry it (raw, repr()/bytes-escaped, JSON-escaped, URL-encoded).
+argument parser accepts), of a `NAME=value` word or a JSON `"NAME": "value"` pair whose name looks secret (one
+pattern, also used to refuse such names in a server's environment), of a container's `-e=NAME=value`, of a
+Bearer or Basic credential, of a URL query parameter such as `token=`, the user info of a URL, and every key this
+process has read, in each form an error can carry it (raw, repr()/bytes-escaped, JSON-escaped, URL-encoded,
+percent-encoded byte by byte, base64 at any alignment; with NULs between its characters, as UTF-16 and UTF-32
+echo it, once those are gone).
+
+Everything that leaves the process goes through :func:`scrub`: control characters out (a key interleaved with
+NULs or other controls is whole again), then redacted, then cut.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -35,9 +42,18 @@ _OPTION = re.compile(rf"(?<!\S)(--[A-Za-z][\w-]*)(?:(=)({_WORD})|((?:\s+(?!-){_W
 # URL user info, up to the last @ (a password may hold one); a scheme starts a word, so a long run of letters
 # is not rescanned from each of its positions.
 _USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#'\"]+@")
-# A container's environment option in one word: `--env=NAME=value`, `-eNAME=value` (docker, podman).
-_ENV_OPTION = re.compile(r"^(?:--env=|-e)(?=[A-Za-z_][A-Za-z0-9_]*=)")
-_ENV_OPTION_WORD = re.compile(rf"(?<!\S)(--env=|-e)([A-Za-z_][A-Za-z0-9_]*=)({_WORD})")
+# A container's environment option in one word: `--env=NAME=value`, `-eNAME=value`, `-e=NAME=value` (docker, podman).
+_ENV_OPTION = re.compile(r"^(?:--env=|-e=?)(?=[A-Za-z_][A-Za-z0-9_]*=)")
+_ENV_OPTION_WORD = re.compile(rf"(?<!\S)(--env=|-e=?)([A-Za-z_][A-Za-z0-9_]*=)({_WORD})")
+# A JSON or Python mapping's pair whose name looks secret: `"HF_TOKEN": "value"`, `'password': 'value'`.
+_PAIR = re.compile(r"""(["'])([A-Za-z_][A-Za-z0-9_.-]*)\1(\s*:\s*)(["'])((?:(?!\4)[^\\]|\\.)*)\4""")
+# An HTTP credential: `Authorization: Bearer <token>`, `Basic <base64>`, in a header, a curl -H or an error.
+_CREDENTIAL = re.compile(r"\b(Bearer|Basic)(\s+)(?!<redacted>)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+# What splits a key for the eye but not for a scan: control characters (C0 but tab, newline and carriage return;
+# DEL; C1). NULs between its characters are how UTF-16 and UTF-32 echo an ASCII key read as UTF-8.
+# A terminal's stream keeps \r and ESC (progress bars, coloured tracebacks); text that is stored loses them too.
+_SPLITTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # A URL query parameter whose name looks secret: `?token=...`, `&api_key=...` (a mirror or proxy URL).
 _QUERY = re.compile(r"([?&;])([A-Za-z0-9_.-]+)=([^&#;\s'\"]*)")
 _KNOWN: set[str] = set()  # every key read from the environment by this process
@@ -138,13 +154,29 @@ def secret_forms(secret: str) -> set[str]:
             quote_plus(value),
         }
         forms |= {repr(value.encode(codec, "replace"))[2:-1] for codec in ("utf-8", "latin-1")}
+        forms |= _byte_forms(value.encode("utf-8", "replace"))
     return {form for form in forms if len(form.strip()) >= MIN_KEY_LENGTH}
+
+
+def _byte_forms(raw: bytes) -> set[str]:
+    """The key's bytes percent-encoded one by one (`%73%6B...`, either case) and base64-encoded (standard and
+    URL-safe) at each of the three alignments inside a longer blob: the characters that depend on the key alone."""
+    forms = {"".join(f"%{b:02X}" for b in raw), "".join(f"%{b:02x}" for b in raw)}
+    for pad in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            encoded = encode(b"\0" * pad + raw + b"\0" * 2).decode("ascii")
+            start = -(-pad * 4 // 3) + (1 if pad else 0)  # past the characters the padding shares
+            end = (pad + len(raw)) * 4 // 3  # before the characters the tail shares
+            forms.add(encoded[start:end])
+    return forms
 
 
 def redact(text: str, *secrets: str | None) -> str:
     """Replace secret flag values, secret `NAME=value` words, URL user info, `secrets` and every key read by
     this process (each in all its forms, and every piece of a form of MIN_KEY_LENGTH characters or more, as a
-    server that cut or masked the key would echo it) with `<redacted>`. Redact first, then cut: `redact_and_cut`."""
+    server that cut or masked the key would echo it) with `<redacted>`. NULs go first (a UTF-16 echo of a key is
+    whole again). Redact first, then cut: `redact_and_cut`; what leaves the process: `scrub`."""
+    text = text.replace("\0", "")
     forms = set().union(*(secret_forms(s) for s in {*secrets, *_KNOWN} if s))
     for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, REDACTED)
@@ -158,7 +190,40 @@ def redact(text: str, *secrets: str | None) -> str:
     text = _QUERY.sub(
         lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}" if _secret_parameter(m.group(2)) else m.group(0), text
     )
+    text = _PAIR.sub(lambda m: _redact_pair(m) if _secret_name_ends(m.group(2)) else m.group(0), text)
+    text = _CREDENTIAL.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
     return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+
+
+def _secret_name_ends(name: str) -> bool:
+    """A mapping's name whose last part is a secret word (`HF_TOKEN`, `password`, `api_key`), not one that names
+    where a secret is (`api_key_env`)."""
+    return _SECRET_PART.search(re.split(r"[._-]", name.upper())[-1]) is not None
+
+
+def _redact_pair(match: re.Match[str]) -> str:
+    quote_name, name, colon, quote_value, _ = match.groups()
+    return f"{quote_name}{name}{quote_name}{colon}{quote_value}{REDACTED}{quote_value}"
+
+
+def scrub_tree(value: Any, *secrets: str | None) -> Any:
+    """`value` (JSON-like: dicts, lists, strings, numbers) with every string, keys included, `scrub`bed."""
+    if isinstance(value, str):
+        return scrub(value, *secrets)
+    if isinstance(value, dict):
+        return {scrub_tree(k, *secrets): scrub_tree(v, *secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_tree(v, *secrets) for v in value]
+    return value
+
+
+def scrub(text: str, *secrets: str | None, limit: int | None = None) -> str:
+    """The one filter for text that leaves the process (records, files, reports, an error line): control
+    characters out (tab and newline stay), so that a key split by them is whole again and no escape sequence
+    drives a terminal, then every secret redacted (`redact`), then cut to `limit` characters (a cut never leaves
+    a piece of a key to redact)."""
+    clean = redact(_CONTROLS.sub("", text), *secrets)
+    return clean if limit is None else clean[:limit]
 
 
 # Tokens by their well-known shapes (OpenAI-style `sk-…`, Hugging Face `hf_…`) and bearer credentials.
@@ -180,8 +245,8 @@ def _secret_parameter(name: str) -> bool:
 
 
 def redact_and_cut(text: str, limit: int, *secrets: str | None) -> str:
-    """`text` redacted, then cut to `limit` characters: a cut never leaves a piece of a key to redact."""
-    return redact(text, *secrets)[:limit]
+    """`text` scrubbed and cut to `limit` characters (`scrub`): a cut never leaves a piece of a key to redact."""
+    return scrub(text, *secrets, limit=limit)
 
 
 _EXCERPT_SOURCE = 65536  # what an excerpt reads of a value: far past its limit, so no cut piece of a key shows
@@ -192,7 +257,10 @@ def excerpt(value: Any, limit: int, *secrets: str | None) -> str:
     as repr() shows it, redacted, then cut to `limit` characters."""
     if not isinstance(value, str | bytes):
         value = str(value)
-    return redact(repr(value[:_EXCERPT_SOURCE]), *secrets)[:limit]
+    head = value[:_EXCERPT_SOURCE]
+    if isinstance(head, bytes):  # a key echoed in UTF-16 or UTF-32 reads as itself once its NULs are gone
+        head = head.replace(b"\0", b"")
+    return redact(repr(_SPLITTERS.sub("", head) if isinstance(head, str) else head), *secrets)[:limit]
 
 
 class RedactingWriter:
@@ -206,7 +274,7 @@ class RedactingWriter:
         lines = (self._pending + text).split("\n")
         self._pending = lines.pop()
         if lines:
-            self._stream.write(redact("\n".join(lines), *self._secrets) + "\n")
+            self._stream.write(redact(_SPLITTERS.sub("", "\n".join(lines)), *self._secrets) + "\n")
         return len(text)
 
     def flush(self) -> None:
@@ -219,7 +287,7 @@ class RedactingWriter:
 
     def close(self) -> None:
         if self._pending:
-            self._stream.write(redact(self._pending, *self._secrets))
+            self._stream.write(redact(_SPLITTERS.sub("", self._pending), *self._secrets))
             self._pending = ""
         self._stream.flush()
 

@@ -13,7 +13,8 @@ The classes that are also `ValueError` (or `RuntimeError`) stay so: pydantic val
     ├── DiscoveryError (ValueError)    a parameter the server contradicts (model, max_model_len, base_url unreachable)
     ├── PromptError (ValueError)       the server's tokenizer would not let a prompt of the planned length be built
     ├── RunRefused (ValueError)        a folder that holds another run, is in use, or was measured otherwise
-    ├── ResultsError (ValueError)      results on disk that cannot be read back (not a run folder, a damaged record)
+    ├── ResultsError (ValueError)      results on disk that cannot be read back (not a run folder, a damaged record,
+    │                                  a field of another type or out of range: ``FILE:LINE: FIELD: ...``)
     │   ├── ReportFormatError          a text that is not a speed test matrix report (``source:line: ...``)
     │   ├── RateSweepError             a rate sweep's file missing or malformed (names the file, and line)
     │   └── StoreError                 a results folder that cannot be written (full disk, no permission)

@@ -87,6 +87,9 @@ class Measurement:
     kv_usage_peak: float | None = None
     kv_budget_tokens: int | None = None
     status_basis: str | None = None  # "server" or "client" (/metrics unreachable or not vLLM's)
+    # why the server's figures of a decode window were refused (its generation counter went back or grew past what
+    # the streams can decode): the cell was judged client-side, its server-side counts left empty
+    metrics_problem: str | None = None
     client_saturated: bool | None = None
     loop_lag_p99_ms: float | None = None
     loop_lag_max_ms: float | None = None

@@ -7,9 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from toolkit.base.api_keys import api_key_from_env, redact
+from toolkit.base.api_keys import api_key_from_env, scrub
 from toolkit.base.errors import ParamsError, ReportFormatError, RunRefused
-from toolkit.base.text import printable
 
 
 def _import_report(args: argparse.Namespace) -> int:
@@ -111,7 +110,7 @@ def _check(args: argparse.Namespace) -> int:
     key = api_key_from_env(args.api_key_env) if args.api_key_env else None
     problems = [problem for folder in args.folders for problem in check_folder(folder, key)]
     for problem in problems:
-        print(printable(redact(problem)))
+        print(scrub(problem))
     if problems:
         print(f"{len(problems)} problem{'s' if len(problems) > 1 else ''}", file=sys.stderr)
         return 2

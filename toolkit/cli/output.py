@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from toolkit.base.api_keys import redact
-from toolkit.base.text import printable
+from toolkit.base.api_keys import scrub
 
 
 def error(text: str) -> None:
     """Print an error on stderr, every secret this process knows redacted, without control characters."""
-    print(printable(redact(f"error: {text}")), file=sys.stderr)
+    print(scrub(f"error: {text}"), file=sys.stderr)

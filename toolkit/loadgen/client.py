@@ -26,11 +26,17 @@ from urllib.parse import urlsplit
 import orjson
 
 from toolkit import __version__
-from toolkit.base.api_keys import redact, redact_and_cut, remember_key
+from toolkit.base.api_keys import redact_and_cut, remember_key, scrub
 from toolkit.base.errors import ConnectError, ParamsError, ToolkitError
-from toolkit.base.text import printable
 from toolkit.loadgen.http_reply import HttpReply
-from toolkit.loadgen.stream_events import ENDPOINT_PATHS, STREAM_OPTIONS, Endpoint, StreamResult, build_request
+from toolkit.loadgen.stream_events import (
+    ENDPOINT_PATHS,
+    STREAM_OPTIONS,
+    Endpoint,
+    StreamResult,
+    build_request,
+    prompt_tokens_max,
+)
 
 __all__ = ["ENDPOINT_PATHS", "STREAM_OPTIONS", "ConnectError", "Endpoint", "StreamClient", "StreamResult",
            "build_request"]  # fmt: skip
@@ -125,6 +131,7 @@ class StreamClient:
         allowed_s = reply_deadline_s(self._read_timeout_s, result.max_tokens)
         deadline = result.started + allowed_s
         payload = orjson.dumps(body)
+        result.prompt_tokens_max = prompt_tokens_max(len(payload))
         request = (
             b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n"
             % ((self._prefix + path).encode("latin-1"), self._headers, len(payload))
@@ -172,7 +179,7 @@ class StreamClient:
         finally:
             result.ended = time.perf_counter()
             if result.error:  # some servers echo the key they rejected, in a body or a stream's error event
-                result.error = printable(redact(result.error, self._api_key))
+                result.error = scrub(result.error, self._api_key)
             if conn is not None:
                 conn.release()
         return result

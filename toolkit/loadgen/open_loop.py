@@ -3,9 +3,9 @@
 One dispatcher coroutine sleeps until the next due time (on the running loop: uvloop under the toolkit's runners)
 and starts that request as a task on the shared `StreamClient`; an optional cap on requests in flight makes a
 request wait for a free slot (its wait shows as scheduling lag). Every request gives one record: due time, send
-time, first and last token, every content chunk's arrival, tokens and error, times in seconds from the step's
-start (`time.perf_counter()`). The fields are those a rate step stores, less the step's own (`step`,
-`offered_rate`), which the caller adds.
+time, first and last token, every content chunk's arrival, tokens, error and note (a reply whose kept text was
+cut), times in seconds from the step's start (`time.perf_counter()`). The fields are those a rate step stores, less
+the step's own (`step`, `offered_rate`), which the caller adds.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from toolkit.loadgen.client import StreamClient, StreamResult
 
 REQUEST_FIELDS: tuple[str, ...] = ("request", "scheduled_s", "sent_s", "first_token_s", "last_token_s",
                                    "chunk_times_s", "input_tokens", "output_tokens", "error",
-                                   "cached_tokens")  # fmt: skip
+                                   "cached_tokens", "note")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ def record(index: int, due: float, result: StreamResult, planned: PlannedRequest
         "output_tokens": int(result.completion_tokens),
         "error": error,
         "cached_tokens": result.cached_tokens,
+        "note": result.text_note,
     }
 
 

@@ -20,6 +20,20 @@ from toolkit.loadgen.sse import SSEDecoder
 Endpoint = Literal["chat", "completions"]
 ENDPOINT_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
+# A usage's prompt count is checked against the request sent: a token stands for at least one byte of its text
+# (byte-level BPE; SentencePiece with byte fallback), and the JSON body holds the prompt's UTF-8 bytes, so the
+# prompt counts at most the body's bytes plus what a chat template adds (role markers, a default system prompt: tens
+# of tokens in the templates we know, a few hundred at most). A count above that is no count of this prompt.
+TEMPLATE_TOKENS_MAX = 1024
+# A reply kept as text (a conversation's history, re-sent at the next turn) keeps at most this many UTF-8 bytes a
+# token asked for: a token's text is a few bytes, the longest in the vocabularies we know a few hundred (runs of
+# spaces or symbols). A server that sends more is not sending the tokens it counts; the rest is not kept.
+REPLY_BYTES_PER_TOKEN = 1024
+
+
+def prompt_tokens_max(body_bytes: int) -> int:
+    """The most prompt tokens a request whose JSON body has `body_bytes` bytes can count (`TEMPLATE_TOKENS_MAX`)."""
+    return body_bytes + TEMPLATE_TOKENS_MAX
 
 
 @dataclass
@@ -35,11 +49,22 @@ class StreamResult:
     cached_tokens: int | None = None
     completion_tokens: int = 0
     max_tokens: int | None = None  # what the request asked for: a usage above it is refused
+    prompt_tokens_max: int | None = None  # the most its prompt can count (`prompt_tokens_max`): above it, refused
     done: bool = False
     cancelled: bool = False
     error: str | None = None
     ended: float | None = None
     text: list[str] | None = None  # given a list, the reply's text pieces are kept in it (a conversation's history)
+    text_bytes: int = 0  # the UTF-8 bytes of text the reply carried, while `text` is kept
+    text_kept_bytes: int | None = None  # a reply cut to its bound (`reply_text_bound`): the bytes kept in `text`
+
+    @property
+    def text_note(self) -> str | None:
+        """Why the kept text is not the whole reply (None when it is)."""
+        if self.text_kept_bytes is None:
+            return None
+        return (f"reply cut to its first {self.text_kept_bytes:,} bytes of {self.text_bytes:,} "
+                f"({REPLY_BYTES_PER_TOKEN:,} bytes a token asked for)")  # fmt: skip
 
     @property
     def ttft_s(self) -> float | None:
@@ -177,12 +202,35 @@ def _apply_parsed(data: bytes, now: float, result: StreamResult) -> bool:
     if result.text is not None and choices:
         piece = reply_text(choices[0])
         if piece:
-            result.text.append(piece)
+            keep_text(result, piece)
     usage = chunk.get("usage")
     if usage is not None:
         apply_usage(usage, now, result)
     result.chunks += 1
     return True
+
+
+def reply_text_bound(max_tokens: int | None) -> int:
+    """The most UTF-8 bytes of a reply's text kept (`REPLY_BYTES_PER_TOKEN` a token asked for, at least one)."""
+    return REPLY_BYTES_PER_TOKEN * max(1, max_tokens or 1)
+
+
+def keep_text(result: StreamResult, piece: str) -> None:
+    """Add a piece of the reply's text to `result.text`, up to `reply_text_bound`; past it, count it only."""
+    assert result.text is not None
+    size = len(piece) if piece.isascii() else len(piece.encode())
+    kept = result.text_bytes if result.text_kept_bytes is None else result.text_kept_bytes
+    result.text_bytes += size
+    if result.text_kept_bytes is not None:
+        return
+    room = reply_text_bound(result.max_tokens) - kept
+    if size <= room:
+        result.text.append(piece)
+        return
+    head = piece.encode()[:room].decode("utf-8", "ignore")  # a character cut in two is left out whole
+    if head:
+        result.text.append(head)
+    result.text_kept_bytes = kept + len(head.encode())
 
 
 def apply_usage(usage: Any, now: float, result: StreamResult) -> None:
@@ -195,6 +243,13 @@ def apply_usage(usage: Any, now: float, result: StreamResult) -> None:
         raise _Malformed("usage.prompt_tokens_details is not an object")
     cached = _count(details, "prompt_tokens_details.cached_tokens") if details else None
     count = _count(usage, "completion_tokens") or 0
+    most = result.prompt_tokens_max
+    if prompt is not None and most is not None and prompt > most:
+        raise _Malformed(f"usage.prompt_tokens is {prompt}, more than the {most:,} its request can hold (a token a "
+                         f"byte of its body, {TEMPLATE_TOKENS_MAX:,} more for a chat template)")  # fmt: skip
+    held = prompt if prompt is not None else result.prompt_tokens if result.prompt_tokens is not None else most
+    if cached is not None and held is not None and cached > held:
+        raise _Malformed(f"usage.prompt_tokens_details.cached_tokens is {cached}, more than the {held:,} prompt tokens")
     if prompt is not None:
         result.prompt_tokens = prompt
     if cached is not None:

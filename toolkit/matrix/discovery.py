@@ -26,6 +26,7 @@ class ServerInfo:
     prefix_caching: bool | None
     metrics_available: bool
     metrics_problem: str | None = None  # why server-side figures are unavailable (unreachable, a gateway's metrics)
+    cache_config_problem: str | None = None  # the cache sizes refused (0 or less, not finite): treated as unknown
     models: list[dict[str, Any]] = field(default_factory=list)
     cache_config: dict[str, str] = field(default_factory=dict)
 
@@ -96,4 +97,5 @@ async def discover(
         metrics_problem=metrics_problem,
         models=models,
         cache_config=config.labels if config else {},
+        cache_config_problem=config.problem if config else None,
     )

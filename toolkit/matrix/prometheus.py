@@ -123,22 +123,40 @@ def mean_delta(
 
 
 def delta(before: MetricsSnapshot | None, after: MetricsSnapshot | None, names: tuple[str, ...]) -> float | None:
-    """Counter difference between two snapshots (None when either is missing)."""
+    """Counter difference between two snapshots (None when either is missing, or when the counter went back: a
+    counter never does, so the two readings are not of one count)."""
+    growth, _why = counter_growth(before, after, names)
+    return growth
+
+
+def counter_growth(
+    before: MetricsSnapshot | None, after: MetricsSnapshot | None, names: tuple[str, ...], most: float | None = None
+) -> tuple[float | None, str | None]:
+    """A counter's growth between two snapshots, or (None, why) when it went back or grew by more than `most` (the
+    caller says why that bound); (None, None) when either snapshot lacks it."""
     if before is None or after is None:
-        return None
+        return None, None
     a, b = before.value(names), after.value(names)
-    return None if a is None or b is None else b - a
+    if a is None or b is None:
+        return None, None
+    if b < a:
+        return None, f"{names[0]} went back by {a - b:,.0f}"
+    if most is not None and b - a > most:
+        return None, f"{names[0]} grew by {b - a:,.0f}"
+    return b - a, None
 
 
 @dataclass(frozen=True)
 class CacheConfig:
-    """KV cache facts from `vllm:cache_config_info`."""
+    """KV cache facts from `vllm:cache_config_info`; a size label that is no whole number >= 1 is None, and
+    `problem` says which were refused."""
 
     block_size: int | None
     num_blocks: int | None
     kv_cache_size_tokens: int | None
     prefix_caching: bool | None
     labels: dict[str, str]
+    problem: str | None = None
 
     @property
     def budget_tokens(self) -> tuple[int | None, str]:
@@ -150,20 +168,36 @@ class CacheConfig:
         return None, "unknown"
 
 
-def _int(text: str | None) -> int | None:
+SIZE_LABELS = ("kv_cache_size_tokens", "num_gpu_blocks", "block_size")  # counts of tokens or blocks: each >= 1
+
+
+def _size(text: str | None) -> int | None:
+    """A size label as a whole number >= 1; None when absent or when it is none (`_refused` says so)."""
+    if text in (None, "", "None"):
+        return None
     try:
-        return int(float(text)) if text not in (None, "", "None") else None
+        value = float(text)  # type: ignore[arg-type]
     except ValueError:
         return None
+    return int(value) if math.isfinite(value) and value >= 1 and value.is_integer() else None
+
+
+def _refused(labels: dict[str, str]) -> str | None:
+    """Which size labels are given but are no whole number >= 1, in one line (None: none)."""
+    bad = [f"{name} {labels[name][:40]!r} is not a whole number >= 1" for name in SIZE_LABELS
+           if labels.get(name) not in (None, "", "None") and _size(labels[name]) is None]  # fmt: skip
+    return f"{CACHE_CONFIG}: {', '.join(bad)}: treated as unknown" if bad else None
 
 
 def cache_config(snapshot: MetricsSnapshot) -> CacheConfig:
+    """The cache facts of a scrape; a size of 0 or less, or not finite, is refused (None), never used."""
     labels = snapshot.labels(CACHE_CONFIG)
     prefix = labels.get("enable_prefix_caching")
     return CacheConfig(
-        block_size=_int(labels.get("block_size")),
-        num_blocks=_int(labels.get("num_gpu_blocks")),
-        kv_cache_size_tokens=_int(labels.get("kv_cache_size_tokens")),
+        block_size=_size(labels.get("block_size")),
+        num_blocks=_size(labels.get("num_gpu_blocks")),
+        kv_cache_size_tokens=_size(labels.get("kv_cache_size_tokens")),
         prefix_caching=None if prefix is None else prefix.lower() == "true",
         labels=labels,
+        problem=_refused(labels),
     )

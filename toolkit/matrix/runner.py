@@ -101,6 +101,8 @@ async def _run_matrix(
         say = partial(tqdm.write, file=sys.stderr)
         if todo and server.metrics_problem:
             say(f"server-side statuses unavailable ({server.metrics_problem}): cells are judged client-side")
+        if todo and server.cache_config_problem:
+            say(server.cache_config_problem)
         gpus = telemetry(say) if decode_todo else nullcontext()
         shielded = protected_from_autogroups(params.base_url, say) if todo else nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
@@ -211,6 +213,8 @@ class _Runner:
                 m = replace(m, **window_telemetry(self.gpu.samples(start, end), start, end))
                 m = replace(m, **energy_per_token(m.gpu_energy_w, m.total_tok_s))
                 self.gpu.discard_before(end)
+            if m.metrics_problem:
+                tqdm.write(f"{what}: {m.metrics_problem}: judged client-side", file=sys.stderr)
             if m.disturbed:
                 tqdm.write(f"{what}: window disturbed ({m.disturbed}); kept and flagged", file=sys.stderr)
             return self.stamp(m, kv_budget_tokens=budget, cell_wall_s=time.perf_counter() - started)

@@ -26,6 +26,7 @@ class ServerAPI:
         self._timeout_s = timeout_s
         # trust_env=False: no HTTP(S)_PROXY from the environment sees the key (the streams go direct too).
         self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s, trust_env=False)
+        self.tokenize_calls = 0  # /tokenize requests made (a trace's prompts are built within a budget of them)
 
     async def __aenter__(self) -> ServerAPI:
         return self
@@ -134,6 +135,7 @@ class ServerAPI:
             body.update(messages=[{"role": "user", "content": text}], add_generation_prompt=True)
         else:
             body["prompt"] = text
+        self.tokenize_calls += 1
         response = await self._fetch("POST", "/tokenize", json=body)
         if response.status_code != 200:
             detail = redact_and_cut(response.text, 200, self._key)

@@ -16,6 +16,7 @@ from toolkit.matrix.prometheus import (
     SPEC_DRAFT_TOKENS,
     SPEC_DRAFTS,
     MetricsSnapshot,
+    counter_growth,
     delta,
     mean_delta,
 )
@@ -26,6 +27,9 @@ from toolkit.method.window import active_at, longest_silence_s, summarize_window
 
 SATURATION_LAG_MS = 20.0  # event-loop lag p99 above this: the client, not the server, set the pace
 SATURATION_CPU_PCT = 90.0
+# No stream decodes faster than this (the fastest single streams served today do a few thousand tokens a second,
+# speculative decoding included): N streams add at most N times as much to the server's generation counter a second.
+MAX_STREAM_TOKENS_PER_S = 10_000.0
 
 
 @dataclass(frozen=True)
@@ -81,11 +85,26 @@ class ServerCounters:
     server_tbt_ms: float | None = None  # mean inter-token latency on the engine's clock
 
 
-def server_counters(results: list[StreamResult], edges: WindowEdges) -> ServerCounters:
-    """What the server counted between the edge scrapes, beside the client's tokens over the same interval."""
+def window_generation(edges: WindowEdges, concurrency: int) -> tuple[float | None, str | None]:
+    """The server's generation counter's growth between the edge scrapes, or (None, why) when it went back or grew
+    by more than `concurrency` streams can decode between the scrapes' outer edges (`MAX_STREAM_TOKENS_PER_S`)."""
+    span_s = edges.after_received - edges.before_sent
+    most = MAX_STREAM_TOKENS_PER_S * concurrency * span_s
+    growth, why = counter_growth(edges.before, edges.after, GENERATION_TOKENS, most)
+    if why is None:
+        return growth, None
+    why += " between the window's scrapes"
+    if "grew" in why:
+        why += (f", more than the {most:,.0f} that {concurrency} stream(s) at {MAX_STREAM_TOKENS_PER_S:,.0f} tok/s "
+                f"decode in {span_s:.2f} s")  # fmt: skip
+    return None, why
+
+
+def server_counters(results: list[StreamResult], edges: WindowEdges, gen: float | None) -> ServerCounters:
+    """What the server counted between the edge scrapes (`gen`: its generated tokens, None when unknown or refused),
+    beside the client's tokens over the same interval."""
     itl = mean_delta(edges.before, edges.after, ITL_SUM, ITL_COUNT)
     server_tbt_ms = None if itl is None else itl * 1000
-    gen = delta(edges.before, edges.after, GENERATION_TOKENS)
     if gen is None:
         return ServerCounters(server_tbt_ms=server_tbt_ms)
     # The server's counters were read somewhere inside each scrape; compare like with like.
@@ -129,6 +148,7 @@ class WindowVerdict:
     max_waiting: int | None
     waiting_fraction: float | None
     status_basis: str | None
+    metrics_problem: str | None  # why the server's figures were refused (a counter that went back or jumped)
     tokens_per_chunk: float | None
     requests_started: int
     client_saturated: bool
@@ -170,8 +190,11 @@ def judge_window(
     # A block that outlasts the window shows in the first probe after it, up to when the "after" scrape returned.
     lag_max = loop_lag_ms(samples, start, edges.after_received, 100)
     silence = longest_silence_s(results, start, end)
+    # A generation counter that went back or jumped between the edge scrapes is no count of this window: the
+    # server's figures are not used, and the status is judged client-side, as without /metrics.
+    generated, metrics_problem = window_generation(edges, concurrency) if use_metrics else (None, None)
     # /metrics answered at the edges but no sample landed inside: the whole window went unsampled.
-    scrapes_ok = use_metrics and edges.before is not None and edges.after is not None
+    scrapes_ok = use_metrics and edges.before is not None and edges.after is not None and metrics_problem is None
     sample_gap = (max_sample_gap_s(samples, start, end) or end - start) if scrapes_ok else None
     disturbed = disturbance(silence_s=silence, tbt_ms=window.tbt_ms, loop_lag_max_ms=lag_max,
                             max_sample_gap_s=sample_gap)  # fmt: skip
@@ -205,9 +228,11 @@ def judge_window(
         client_avg_active=extras.get("client_avg_active", window.client_avg_active),
         concurrency_held=extras.get("concurrency_held"), max_waiting=extras.get("max_waiting"),
         waiting_fraction=extras.get("waiting_fraction"), status_basis=extras.get("status_basis"),
+        metrics_problem=metrics_problem,
         tokens_per_chunk=window.tokens_per_chunk, requests_started=requests_started,
         client_saturated=(lag is not None and lag > SATURATION_LAG_MS) or edges.cpu_pct > SATURATION_CPU_PCT,
         loop_lag_p99_ms=lag, loop_lag_max_ms=lag_max, longest_silence_s=silence, max_sample_gap_s=sample_gap,
-        client_cpu_pct=edges.cpu_pct, counters=server_counters(results, edges),
-        speculation=speculation(edges.before, edges.after),
+        client_cpu_pct=edges.cpu_pct,
+        counters=ServerCounters() if metrics_problem else server_counters(results, edges, generated),
+        speculation=Speculation() if metrics_problem else speculation(edges.before, edges.after),
     )  # fmt: skip

@@ -20,12 +20,14 @@ if TYPE_CHECKING:
 # more than one token); `first_token_s`/`last_token_s` are NaN and `error` a one-line text when it failed.
 # `turn`: the request's turn in its conversation (1 for a single request), `history_tokens` the tokens of the turns
 # before it (prompt and reply, as the server counted them), `cached_tokens` the prompt tokens the server reported
-# found in its prefix cache (NaN: not reported), `warmup`: kept but left out of the step's summary.
+# found in its prefix cache (NaN: not reported), `warmup`: kept but left out of the step's summary, `note` why the
+# client cut what it kept of the reply (a conversation's history past its byte bound; None: nothing cut).
 REQUIRED_RECORD_COLUMNS: tuple[str, ...] = (
     "step", "offered_rate", "request", "scheduled_s", "sent_s", "first_token_s", "last_token_s", "chunk_times_s",
     "input_tokens", "output_tokens", "error",
 )  # fmt: skip
-RECORD_DEFAULTS: dict[str, Any] = {"turn": 1, "history_tokens": 0, "cached_tokens": math.nan, "warmup": False}
+RECORD_DEFAULTS: dict[str, Any] = {"turn": 1, "history_tokens": 0, "cached_tokens": math.nan, "warmup": False,
+                                   "note": None}  # fmt: skip
 RECORD_COLUMNS: tuple[str, ...] = (*REQUIRED_RECORD_COLUMNS, *RECORD_DEFAULTS)  # older files lack the defaulted ones
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
 SLO_BATCHES = 5  # the fraction meeting the level, also over 5 batches of the step's requests in schedule order

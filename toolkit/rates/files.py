@@ -19,9 +19,12 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.base.text import printable_tree
+from toolkit.base.api_keys import scrub, scrub_tree
+from toolkit.base.errors import RateSweepError
 from toolkit.method.goodput import RECORD_COLUMNS, complete_records
-from toolkit.results.store import StoreError, append_line, read_json, read_jsonl, write_json_atomic
+from toolkit.results.step_row import StepRow, validated_step
+from toolkit.results.store import StoreError, append_line, read_json, read_jsonl_lines, write_json_atomic
+from toolkit.results.validation import line_where
 
 RATES_DIR = "rates"
 SWEEP_FILE = "sweep.json"
@@ -49,12 +52,13 @@ def json_safe(value: Any) -> Any:
 def step_line(row: dict[str, Any]) -> bytes:
     """One steps.jsonl line: an infinite rate as "inf", other non-finite numbers as null."""
     clean = {k: "inf" if k in RATE_FIELDS and v == math.inf else json_safe(v) for k, v in row.items()}
+    clean = scrub_tree(clean)  # no secret reaches disk
     return (json.dumps(clean, allow_nan=False) + "\n").encode("utf-8")
 
 
 def write_sweep(out: Path, sweep: dict[str, Any]) -> None:
-    """sweep.json, a server's strings (the model id) without their control characters."""
-    write_json_atomic(rates_dir(out) / SWEEP_FILE, printable_tree(sweep))
+    """sweep.json, a server's strings (the model id) scrubbed, as every document is (write_json_atomic)."""
+    write_json_atomic(rates_dir(out) / SWEEP_FILE, sweep)
 
 
 def read_sweep(out: Path) -> dict[str, Any]:
@@ -81,13 +85,20 @@ def records_frame(records: list[dict[str, Any]], step: int, offered_rate: float)
     return complete_records(frame)  # a field the sender did not set has its default
 
 
+def scrubbed(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with every text cell scrubbed (toolkit.base.api_keys.scrub): no secret reaches a parquet file."""
+    types = pd.api.types
+    text = [c for c in frame.columns if types.is_object_dtype(frame[c]) or types.is_string_dtype(frame[c])]
+    return frame.assign(**{c: frame[c].map(lambda v: scrub(v) if isinstance(v, str) else v) for c in text})
+
+
 def write_step(out: Path, step: int, frame: pd.DataFrame, row: dict[str, Any]) -> None:
     """The step's records (atomically), then its line in steps.jsonl: a line always has its records."""
     path = step_file(out, step)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_parquet(tmp, index=False)
+        scrubbed(frame).to_parquet(tmp, index=False)
         os.replace(tmp, path)
         append_line(rates_dir(out) / STEPS_FILE, step_line(row))
     except OSError as exc:
@@ -98,10 +109,15 @@ def write_step(out: Path, step: int, frame: pd.DataFrame, row: dict[str, Any]) -
         ) from None
 
 
-def read_steps(out: Path) -> list[dict[str, Any]]:
-    """The finished steps' rows, in order ("inf" rates back as infinity)."""
-    rows: list[dict[str, Any]] = read_jsonl(rates_dir(out) / STEPS_FILE)
-    for row in rows:
+def read_steps(out: Path, model: type[StepRow] = StepRow) -> list[dict[str, Any]]:
+    """The finished steps' rows, in order ("inf" rates back as infinity), each validated as `model` (SweepStep:
+    every field a resumed sweep reads back); RateSweepError naming the file, line and field of the first that is
+    not one."""
+    path = rates_dir(out) / STEPS_FILE
+    rows: list[dict[str, Any]] = []
+    for number, row in read_jsonl_lines(path, RateSweepError):
+        validated_step(row, line_where(path, number), model)
+        rows.append(row)
         for key in RATE_FIELDS:
             if row.get(key) == "inf":
                 row[key] = math.inf

@@ -13,7 +13,7 @@ from toolkit.base.api_keys import DEFAULT_KEY_ENV
 from toolkit.loadgen.arrivals import Arrival
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import MAX_LABEL, MAX_SECONDS, ParamsError, RunParams, _one_line, read_yaml_mapping
-from toolkit.rates.traces import TraceWindow
+from toolkit.rates.traces import MIN_TRACE_BLOCK_TOKENS, TraceWindow
 
 __all__ = [
     "DEFAULT_DURATION_S",
@@ -157,7 +157,8 @@ class RateParams(BaseModel):
     time_scale: float | None = Field(None, gt=0, le=1000)  # 2: twice as fast as the trace
     trace_start_s: float | None = Field(None, ge=0)
     trace_duration_s: float | None = Field(None, gt=0)
-    trace_block_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # a hash_ids block's tokens (default 512)
+    # a hash_ids block's tokens (default 512); a block shorter than MIN_TRACE_BLOCK_TOKENS would be mostly its marker
+    trace_block_tokens: int | None = Field(None, ge=MIN_TRACE_BLOCK_TOKENS, le=MAX_TOKENS)
     warmup_s: float = Field(0.0, ge=0, le=MAX_SECONDS)  # a step's first seconds: kept, left out of its summary
     cold_prompts: bool = True  # a unique prefix per request: nothing comes from the prefix cache
     drain: bool = True  # before each step, wait until the server runs and queues nothing

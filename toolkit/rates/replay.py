@@ -13,7 +13,13 @@ from pathlib import Path
 from statistics import median
 
 from toolkit.base.errors import ParamsError
-from toolkit.rates.traces import TraceFormat, TraceWindow, read_trace, window
+from toolkit.rates.traces import (
+    MAX_TRACE_TOKENIZE_CALLS,
+    TraceFormat,
+    TraceWindow,
+    read_window,
+    tokenize_calls_at_least,
+)
 from toolkit.results.peers.read import read_peer_result
 
 MOONCAKE_BLOCK_TOKENS = 512  # a hash_ids block of Mooncake's published traces
@@ -55,12 +61,16 @@ def load_replay(path: str | Path) -> Replay:
 
 
 def load_trace(path: str | Path, kind: TraceFormat, chosen: TraceWindow, block_tokens: int) -> Replay:
-    """The window of a trace file as a step to replay; DatasetError (malformed) or ParamsError (an empty window)
-    in one line naming the file."""
-    requests = window(read_trace(path, kind), chosen)
+    """The window of a trace file as a step to replay; DatasetError (malformed, past the file's limits) or
+    ParamsError (an empty window, one past the limits of toolkit.rates.traces) in one line naming the file."""
+    requests = read_window(path, kind, chosen)
     if not requests:
-        end = "its end" if chosen.duration_s is None else f"{chosen.start_s + chosen.duration_s:g} s"
-        raise ParamsError(f"trace: {path}: no request arrives between {chosen.start_s:g} s and {end}")
+        raise ParamsError(f"trace: {path}: no request arrives {chosen.between()}")
+    if kind == "mooncake" and (calls := tokenize_calls_at_least(requests, block_tokens)) > MAX_TRACE_TOKENIZE_CALLS:
+        raise ParamsError(f"trace: {path}: building the prompts of the requests {chosen.between()} takes at least "
+                          f"{calls:,} /tokenize calls (its distinct {block_tokens}-token blocks), more than "
+                          f"{MAX_TRACE_TOKENIZE_CALLS:,}; choose trace_start_s and trace_duration_s to replay less, or "
+                          "larger trace_block_tokens")  # fmt: skip
     due = [r.at_s for r in requests]
     span = due[-1] - due[0]
     scale = "" if chosen.time_scale == 1 else f" at {chosen.time_scale:g}x"

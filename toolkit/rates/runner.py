@@ -45,10 +45,11 @@ from toolkit.rates.params import Lengths, RateParams, rate_text
 from toolkit.rates.ray_clients import ray_senders
 from toolkit.rates.replay import MOONCAKE_BLOCK_TOKENS, Replay, load_replay, load_trace
 from toolkit.rates.search import next_probe, search_result
-from toolkit.rates.step import StepPlan, StepTools, failure_text, progress_text, run_step
+from toolkit.rates.step import StepPlan, StepTools, cut_text, failure_text, progress_text, run_step
 from toolkit.rates.workload import Workload, check_lengths
 from toolkit.results.rate_runs import has_rates
 from toolkit.results.run_document import RunDocument
+from toolkit.results.step_row import SweepStep
 from toolkit.results.store import RUN_FILE, check_writable
 from toolkit.servers.autogroups import protected_from_autogroups
 from toolkit.servers.launch import launch_info
@@ -234,6 +235,8 @@ class _Sweep:
         self.say(progress_text(row, self.slo))
         if (failed := failure_text(row, frame)) is not None:
             self.say(failed)
+        if (cut := cut_text(row, frame)) is not None:
+            self.say(cut)
         return frame
 
     async def _cold_control(self, measured: StepPlan, frame: pd.DataFrame) -> StepPlan:
@@ -276,6 +279,8 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
         raise RunRefused(f"out: {out} already holds a rate sweep; choose another folder, or resume it")
     async with ServerAPI(params.base_url, api_key=api_key) as api:
         server = await discover(api, model=params.model, api_key_env=params.api_key_env)
+        if server.cache_config_problem:  # its block size is then unknown: no expected hit rate
+            say(server.cache_config_problem)
         check_lengths(params, server.max_model_len)
         if replay and (longest := max(map(sum, zip(replay.input_tokens, replay.output_tokens, strict=True)))) > (
             server.max_model_len
@@ -294,7 +299,8 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
             done, prompts_id = [], sweep["run_id"]
         else:
             _check_same_sweep(out, before, as_written(sweep))
-            done, prompts_id = read_steps(out), f"{before['run_id']}-{random_ids.token_hex(2)}"  # still cold prompts
+            done = read_steps(out, SweepStep)  # every line as the runner writes it: one line naming a damaged one
+            prompts_id = f"{before['run_id']}-{random_ids.token_hex(2)}"  # still cold prompts
             say(f"resuming the sweep in {out}; finished steps kept: {len(done)}")
         workload = Workload(params, api, server.model, prompts_id, dataset, server.block_size)
         senders = ray_senders(params.ray_address, params.clients) if params.ray_address else contextlib.nullcontext()

@@ -18,6 +18,7 @@ import pandas as pd
 from toolkit.loadgen.client import StreamClient
 from toolkit.loadgen.conversations import ConversationPlan, PlannedTurn, send_conversations
 from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
+from toolkit.loadgen.stream_events import REPLY_BYTES_PER_TOKEN
 from toolkit.matrix.decode import drain
 from toolkit.matrix.prometheus import (
     GENERATION_TOKENS,
@@ -181,6 +182,17 @@ def failure_text(row: dict[str, Any], frame: pd.DataFrame) -> str | None:
         return None
     first = " ".join(str(errors.iloc[0]).split())
     return f"step {row['step']}: {len(errors)} of {row['requests']} requests failed; the first: {first}"
+
+
+def cut_text(row: dict[str, Any], frame: pd.DataFrame) -> str | None:
+    """One line when replies of the step were cut to their byte bound (a conversation's history keeps the head):
+    how many, and the first one's note."""
+    notes = frame["note"].dropna()
+    notes = notes[notes.str.startswith("reply cut")]
+    if not len(notes):
+        return None
+    return (f"step {row['step']}: {len(notes)} of {row['requests']} replies cut to {REPLY_BYTES_PER_TOKEN:,} bytes a "
+            f"token asked for; the first: {notes.iloc[0]}")  # fmt: skip
 
 
 def progress_text(row: dict[str, Any], slo: bool) -> str:

@@ -22,6 +22,7 @@ from toolkit.method.prefix_cache import expected_hit_rate, expected_trace_hit_ra
 from toolkit.params import ParamsError
 from toolkit.rates.dataset import DatasetError, DatasetItem
 from toolkit.rates.params import Lengths, RateParams
+from toolkit.rates.traces import MAX_TRACE_TOKENIZE_CALLS, MIN_UNIQUE_TOKENS, blocks_used
 
 TraceBlocks = tuple[list[tuple[int, ...]], int]  # each request's trace block ids, and the tokens of a block
 
@@ -62,15 +63,6 @@ def check_lengths(params: RateParams, max_model_len: int) -> None:
         )
 
 
-MIN_UNIQUE_TOKENS = 16  # a shared-prefix prompt's unique rest: its request marker and some filler
-
-
-def blocks_used(hash_ids: tuple[int, ...], input_tokens: int, block_tokens: int) -> tuple[int, ...]:
-    """The trace blocks a prompt of `input_tokens` starts with: as many of its `hash_ids` as fit whole before
-    its unique rest."""
-    return hash_ids[: max(0, input_tokens - MIN_UNIQUE_TOKENS) // block_tokens]
-
-
 def prefix_groups(rng: np.random.Generator, n: int, prefixes: int, choice: str | None) -> list[int]:
     """Which shared prefix each of `n` requests starts with: uniform, or Zipf's law over the prefixes (1/k)."""
     if choice == "zipf":
@@ -99,6 +91,7 @@ class Workload:
         self._bare: int | None = None  # the same for an empty text without a chat template
         self._blocks: dict[tuple[int, ...], str] = {}  # a trace block (its id and those before it) -> its text
         self._heads: dict[tuple[int, ...], tuple[str, int]] = {}  # a prompt's trace blocks -> text, tokens
+        self._calls_from = 0  # the server API's /tokenize calls when a trace's prompts began to be built
         self.chat = params.endpoint == "chat"
         self._fillers: dict[int, str] = {}  # prompt tokens -> the text after the prefix
         self._reply_tokens: dict[str, int] = {}  # a dataset item -> its reference reply's tokens
@@ -183,9 +176,15 @@ class Workload:
         """Each prompt: its trace blocks' texts (the same id, the same text: shared), then its unique rest."""
         hash_ids, block_tokens = blocks
         used = [blocks_used(ids, tokens, block_tokens) for ids, tokens in zip(hash_ids, inputs, strict=True)]
+        self._calls_from = self.api.tokenize_calls
         planned = []
         for i, (chain, tokens, out) in enumerate(zip(used, inputs, outputs, strict=True)):
             shared, counted = await self._trace_head(chain, block_tokens)
+            if counted >= tokens:  # blocks that count more than their share (their markers, their joins)
+                raise ParamsError(f"trace: request {i + 1} of the window: its {len(chain)} blocks count {counted:,} "
+                                  f"tokens, its whole input_length of {tokens:,} or more, leaving none for its own "
+                                  "rest; choose larger trace_block_tokens")  # fmt: skip
+            self._within_tokenize_calls()
             rest = await self._filler(tokens - counted)
             path, body = build_request(self.params.endpoint, self.model, shared + self.prefix(step, i) + rest, out)
             planned.append(PlannedRequest(path, body, tokens))
@@ -203,12 +202,21 @@ class Workload:
     async def _trace_block(self, chain: tuple[int, ...], block_tokens: int) -> str:
         """The text of a trace block (`chain`: its id and those before it): `block_tokens` tokens, its own words."""
         if chain not in self._blocks:
+            self._within_tokenize_calls()
             if self._bare is None:  # what the server counts for an empty text (BOS): not part of a block
                 self._bare = await self.api.count_tokens(self.model, "", chat=False)
             head = f"[trace block {chain[-1]} at {len(chain)}, run {self.run_id}] "
             built = await build_prompt(self.api, self.model, block_tokens + self._bare, head, chat=False)
             self._blocks[chain] = built.text + " "  # the next block's words start apart from this one's
         return self._blocks[chain]
+
+    def _within_tokenize_calls(self) -> None:
+        """ParamsError once a trace's prompts have taken `MAX_TRACE_TOKENIZE_CALLS` /tokenize calls (before any
+        request is sent: a step builds them all first)."""
+        if self.api.tokenize_calls - self._calls_from > MAX_TRACE_TOKENIZE_CALLS:
+            raise ParamsError(f"trace: building the window's prompts took more than {MAX_TRACE_TOKENIZE_CALLS:,} "
+                              "/tokenize calls; choose trace_start_s and trace_duration_s to replay less, or larger "
+                              "trace_block_tokens")  # fmt: skip
 
     async def _shared_prefix_requests(
         self, step: int, inputs: list[int], outputs: list[int], rng: np.random.Generator

@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-from toolkit.base.api_keys import redact
+from toolkit.base.api_keys import redact, scrub
 from toolkit.base.errors import ReportFormatError
 from toolkit.base.schema import PHASE_TITLES, STATUSES, Measurement, Phase, Status
 from toolkit.method.contexts import MARGIN, format_context, parse_context
@@ -90,7 +90,7 @@ def _block(cur: _Cursor, name: str) -> dict[str, str]:
         value = cur.next(f"the value of {key!r}")
         if value in HEADINGS or key in pairs:
             raise cur.error(f"expected one value for {key!r} in {name}, found {_short(value)!r}")
-        pairs[key] = value[2:].strip() if value.startswith("- ") else value.strip()
+        pairs[key] = scrub(value[2:].strip() if value.startswith("- ") else value.strip())  # a block may hold a URL
     if not pairs:
         raise cur.error(f"expected '- Key' / '- Value' lines under {name!r}", cur.number + 1)
     return pairs

@@ -14,8 +14,12 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.base.api_keys import scrub_tree
 from toolkit.base.errors import ResultsError, StoreError
 from toolkit.base.schema import COLUMNS, SCHEMA_VERSION, Measurement
+from toolkit.results.json_text import MAX_LINE_CHARS, json_lines, parse_json
+from toolkit.results.measurement_row import validated_measurement
+from toolkit.results.validation import line_where
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
@@ -32,7 +36,7 @@ class ResultStore:
         self.path = self.directory / RESULTS_FILE
 
     def append(self, measurement: Measurement) -> None:
-        record = {k: _finite(v) for k, v in measurement.to_dict().items()}
+        record = scrub_tree({k: _finite(v) for k, v in measurement.to_dict().items()})  # no secret reaches disk
         line = (json.dumps(record, allow_nan=False) + "\n").encode("utf-8")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -131,27 +135,39 @@ _TAIL_BLOCK = 64 * 1024
 def read_jsonl(path: str | Path) -> list[Any]:
     """The JSON values of a JSONL file the toolkit appends to; a last line cut short (a crash mid-write) is dropped
     with a one-line warning naming the file and line, any other bad line raises ResultsError naming them."""
+    return [value for _, value in read_jsonl_lines(path)]
+
+
+def read_jsonl_lines(path: str | Path, error: type[ResultsError] = ResultsError) -> list[tuple[int, Any]]:
+    """(line number, JSON value) of every line of a JSONL file the toolkit appends to, read a line at a time: a
+    last line cut short is dropped with a one-line warning; any other bad line raises `error` naming file and line."""
     path = Path(path)
     if not path.exists():
         return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    out = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number == len(lines):
-                warnings.warn(f"{path}:{number}: truncated last line ignored", stacklevel=2)
-                continue
-            raise ResultsError(f"{path}:{number}: not a JSON record") from None
+    out: list[tuple[int, Any]] = []
+    cut: int | None = None  # a line that is not JSON: allowed only as the last
+    try:
+        for number, line in json_lines(path):
+            if cut is not None:
+                raise error(f"{path}:{cut}: not a JSON record")
+            if line is None:
+                raise error(f"{path}:{number}: a line longer than {MAX_LINE_CHARS} characters; not a record")
+            try:
+                out.append((number, parse_json(line)))
+            except json.JSONDecodeError:
+                cut = number
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if cut is not None:
+        warnings.warn(f"{path}:{cut}: truncated last line ignored", stacklevel=3)
     return out
 
 
 def load_measurements(path: str | Path) -> list[Measurement]:
-    """Read a results file; a truncated last line is ignored with a warning, other bad lines raise."""
-    return [Measurement.from_dict(record) for record in read_jsonl(path)]
+    """Read a results file, each line validated against the result schema (ResultsError naming file, line and
+    field); a truncated last line is ignored with a warning, other bad lines raise."""
+    path = Path(path)
+    return [validated_measurement(value, line_where(path, number)) for number, value in read_jsonl_lines(path)]
 
 
 def latest_by_key(measurements: list[Measurement]) -> dict[tuple[str, int, int], Measurement]:
@@ -170,13 +186,15 @@ def to_dataframe(measurements: list[Measurement]) -> pd.DataFrame:
 
 
 def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
-    """Write the document `data`, stamped with this toolkit's `schema_version`, to a unique temporary file beside
-    `path`, fsync it, rename it over `path`, fsync the folder.
+    """Write the document `data`, stamped with this toolkit's `schema_version`, every string scrubbed (no secret,
+    no control character: toolkit.base.api_keys.scrub), to a unique temporary file beside `path`, fsync it,
+    rename it over `path`, fsync the folder.
 
     StoreError (one line) when it cannot be written; the old file is then untouched and no temporary file is left.
     """
     path = Path(path)
     stamped = {"schema_version": SCHEMA_VERSION, **{k: v for k, v in data.items() if k != "schema_version"}}
+    stamped = scrub_tree(json.loads(json.dumps(stamped, default=str)))  # every string through the one filter
     text = (json.dumps(stamped, indent=2, default=str) + "\n").encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -206,7 +224,7 @@ def read_json(path: str | Path) -> dict[str, Any]:
     """A JSON document of the toolkit (run.json, server.json, batch.json, sweep.json); `ResultsError` in one line
     when it is damaged, not an object, or of a newer or unknown schema version."""
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        document = parse_json(Path(path).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{path}: not a JSON document ({exc}); the file is damaged") from None
     if not isinstance(document, dict):

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.base.api_keys import REDACTED, redact, redact_and_cut
+from toolkit.base.api_keys import REDACTED, redact, redact_and_cut, scrub
 from toolkit.base.errors import HealthTimeout, ParamsError, PortTaken, ServerError
 from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import public_paths
@@ -54,14 +54,10 @@ def shown_command(command: Sequence[str], extra_env: Mapping[str, str], api_key:
     Paths are shown as a published report may show them: relative inside the repository, `~` for the home.
     """
     assignments = [f"VLLM_API_KEY={REDACTED}"] if api_key else []
-    # The names were checked (ServerSpec: no keys, tokens, passwords); the key's value is hidden all the same.
-    assignments += [
-        redact(f"{name}={shlex.quote(value)}", api_key)
-        if api_key and api_key in value
-        else f"{name}={shlex.quote(value)}"
-        for name, value in extra_env.items()
-    ]
-    return public_paths(" ".join([*assignments, redact(shlex.join(command), api_key)]))
+    # The names were checked (ServerSpec: no keys, tokens, passwords); a value may still carry a credential (a
+    # proxy's or an index's user:password@, a token= in a URL) and is scrubbed like the command.
+    assignments += [scrub(f"{name}={shlex.quote(value)}", api_key) for name, value in extra_env.items()]
+    return public_paths(" ".join([*assignments, scrub(shlex.join(command), api_key)]))
 
 
 def log_path(spec: ServerSpec, results_dir: Path) -> Path:

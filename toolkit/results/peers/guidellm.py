@@ -16,11 +16,16 @@ is our TPOT and goes to `tpot_*`; its own TPOT, (last token − send) / output t
 and has no counterpart here; its request latency (send to the end of the response) goes to `e2e_*`. `failed`
 counts its errored and incomplete (cancelled) requests. `reproduced` recomputes its figures from the requests by
 its definitions (guidellm/benchmark/schemas/metrics.py, GenerativeMetrics.compile).
+
+Every field read is validated first (peers.guidellm_schema: JSON types, finite, in range), and each request's
+times against each other (no token before its send, no last token before the first, all within a week of the
+first send); a file that fails is refused in one line naming the file, the line and the field.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +34,10 @@ import numpy as np
 import pandas as pd
 
 from toolkit.base.errors import ResultsError
-from toolkit.results.peers.step import QUANTITIES, PeerStep, number, records_frame
+from toolkit.results.limits import MAX_DURATION_S, MIN_WINDOW_S
+from toolkit.results.peers.guidellm_schema import Benchmark, ByStatus, Metrics, SavedRequest, Strategy
+from toolkit.results.peers.step import QUANTITIES, PeerStep, records_frame
+from toolkit.results.validation import Loc, document_where, field_name, shown, validated
 
 FORMAT = "GuideLLM's benchmarks JSON (metadata.guidellm_version, benchmarks[].metrics, benchmarks[].requests)"
 SCHEMA_VERSION = 2  # metadata.version of GuideLLM 0.8.1's report
@@ -68,97 +76,122 @@ def read(path: Path, document: Any) -> PeerStep | None:
     if not (isinstance(document, dict) and isinstance(document.get("benchmarks"), list)):
         return None
     metadata = _dict(document.get("metadata"))
-    kinds = {_dict(bench).get("type_") for bench in document["benchmarks"]}
+    kinds = {kind for bench in document["benchmarks"] if isinstance(kind := _dict(bench).get("type_"), str)}
     if "guidellm_version" not in metadata and "generative_benchmark" not in kinds:
         return None
     if metadata.get("version") != SCHEMA_VERSION:
         raise ResultsError(
-            f"{path}: GuideLLM report schema version {metadata.get('version')!r}; this reads version "
+            f"{path}: GuideLLM report schema version {shown(metadata.get('version'))}; this reads version "
             f"{SCHEMA_VERSION} (GuideLLM 0.8.1)"
         )
     if len(document["benchmarks"]) != 1:
         raise ResultsError(
             f"{path}: holds {len(document['benchmarks'])} benchmarks; this reads a file of one (one rate per run)"
         )
-    return _step(path, document["benchmarks"][0], metadata.get("guidellm_version"))
+    version = metadata.get("guidellm_version")
+    return _step(path, document["benchmarks"][0], " ".join(version.split())[:40] if isinstance(version, str) else None)
 
 
-def _step(path: Path, bench: Any, version: Any) -> PeerStep:
-    if not (isinstance(bench, dict) and isinstance(bench.get("metrics"), dict)):
+def _step(path: Path, raw: Any, version: str | None) -> PeerStep:
+    if not (isinstance(raw, dict) and isinstance(raw.get("metrics"), dict)):
         raise ResultsError(f"{path}: benchmarks[0] has no metrics; the file is damaged")
+    bench = validated(Benchmark, raw, document_where(path), within=("benchmarks", 0))
     requests = _requests(path, bench)
-    config = _dict(bench.get("config"))
-    backend = _dict(config.get("backend"))
+    config = bench.config
     return PeerStep(
         source=f"GuideLLM {version}" if version else "GuideLLM",
         file=path,
-        offered_rate=_offered(config.get("strategy")),
+        offered_rate=_offered(config.strategy if config else None),
         records=_records(requests) if requests else None,
-        reported=_reported(bench["metrics"]),
+        reported=_reported(bench.metrics or Metrics()),
         reproduced=_reproduced(requests, _window(path, bench)) if requests else {},
-        model=backend.get("model") if isinstance(backend.get("model"), str) else None,
-        duration_s=number(bench.get("duration")),
+        model=config.backend.model if config and config.backend else None,
+        duration_s=bench.duration,
     )
 
 
-def _offered(strategy: Any) -> float:
+def _where(path: Path) -> Callable[[Loc], str]:
+    """FILE:LINE of a field of the file's one benchmark."""
+    located = document_where(path)
+    return lambda loc: located(("benchmarks", 0, *loc))
+
+
+def _offered(strategy: Strategy | None) -> float:
     """The strategy's rate; inf for `throughput` (all at once); NaN for closed loops (synchronous, concurrent)."""
-    strategy = _dict(strategy)
-    rate = number(strategy.get("rate"))
-    if rate is not None:
-        return rate
-    return math.inf if strategy.get("type_") == "throughput" else math.nan
+    if strategy is not None and strategy.rate is not None:
+        return strategy.rate
+    return math.inf if strategy is not None and strategy.type_ == "throughput" else math.nan
 
 
-def _reported(metrics: dict[str, Any]) -> dict[str, float | None]:
+def _reported(metrics: Metrics) -> dict[str, float | None]:
     figures: dict[str, float | None] = {ours: _statistic(metrics, *spec) for ours, spec in GUIDELLM_REPORTED.items()}
-    totals = _dict(metrics.get("request_totals"))
-    errored, incomplete = number(totals.get("errored")), number(totals.get("incomplete"))
-    figures["completed"] = number(totals.get("successful"))
-    figures["failed"] = errored + incomplete if errored is not None and incomplete is not None else None
+    totals = metrics.request_totals
+    if totals is not None:
+        figures["completed"] = None if totals.successful is None else float(totals.successful)
+        if totals.errored is not None and totals.incomplete is not None:
+            figures["failed"] = float(totals.errored + totals.incomplete)
     return {name: figures.get(name) for name in QUANTITIES}
 
 
-def _statistic(metrics: dict[str, Any], name: str, status: str, statistic: str, factor: float) -> float | None:
-    summary = _dict(_dict(metrics.get(name)).get(status))
-    saved = summary.get("mean") if statistic == "mean" else _dict(summary.get("percentiles")).get(statistic)
-    value = number(saved)
-    return None if value is None else value * factor
+def _statistic(metrics: Metrics, name: str, status: str, statistic: str, factor: float) -> float | None:
+    by_status: ByStatus[float] | None = getattr(metrics, name)
+    summary = getattr(by_status, status) if by_status is not None else None
+    if summary is None:
+        return None
+    saved = summary.mean if statistic == "mean" else (summary.percentiles or {}).get(statistic)
+    return None if saved is None else saved * factor
 
 
-def _requests(path: Path, bench: dict[str, Any]) -> list[Request]:
-    groups = bench.get("requests")
-    if not isinstance(groups, dict):
+def _requests(path: Path, bench: Benchmark) -> list[Request]:
+    groups = bench.requests
+    if groups is None:
         raise ResultsError(f"{path}: benchmarks[0] has no requests; the file is damaged")
-    requests = []
+    requests, places = [], []
     for status in STATUSES:
-        saved = groups.get(status) or []
-        if not isinstance(saved, list):
-            raise ResultsError(f"{path}: benchmarks[0].requests.{status} is not a list; the file is damaged")
+        saved: list[SavedRequest] = getattr(groups, status) or []
         requests += [_request(path, f"{status}[{i}]", status, raw) for i, raw in enumerate(saved)]
+        places += [("requests", status, i) for i in range(len(saved))]
+    base = min((request.start for request in requests), default=0.0)
+    for request, place in zip(requests, places, strict=True):
+        if problem := _times_problem(request, base):
+            name = field_name(("benchmarks", 0, *place))
+            raise ResultsError(f"{_where(path)(place)}: {name}: {problem}; the file is damaged")
     return requests
 
 
-def _request(path: Path, where: str, status: str, raw: Any) -> Request:
-    raw = _dict(raw)
-    info = _dict(raw.get("info"))
-    timings = info.get("timings")
-    if not isinstance(timings, dict):
+def _request(path: Path, where: str, status: str, raw: SavedRequest) -> Request:
+    timings = raw.info.timings if raw.info is not None else None
+    if timings is None:
         raise ResultsError(f"{path}: benchmarks[0].requests.{where} has no info.timings; the file is damaged")
-    start = _either(number(timings.get("request_start")), number(timings.get("resolve_start")))
+    start = _either(timings.request_start, timings.resolve_start)
     if start is None:
         raise ResultsError(f"{path}: benchmarks[0].requests.{where} has no request_start time; the file is damaged")
-    text = info.get("error") or ("cancelled before it finished" if status == "incomplete" else "no error text")
+    saved_error = raw.info.error if raw.info is not None else None
+    text = saved_error or ("cancelled before it finished" if status == "incomplete" else "no error text")
     error = None if status == "successful" else " ".join(f"{status}: {text}".split())
     return Request(
-        status=status, start=start, targeted=number(timings.get("targeted_start")),
-        first=number(timings.get("first_token_iteration")), last=number(timings.get("last_token_iteration")),
-        end=_either(number(timings.get("request_end")), number(timings.get("resolve_end"))),
-        iterations=int(number(timings.get("token_iterations")) or 0),
-        input_tokens=int(number(raw.get("prompt_tokens")) or 0),
-        output_tokens=int(number(raw.get("output_tokens")) or 0),
+        status=status, start=start, targeted=timings.targeted_start,
+        first=timings.first_token_iteration, last=timings.last_token_iteration,
+        end=_either(timings.request_end, timings.resolve_end),
+        iterations=timings.token_iterations or 0,
+        input_tokens=raw.prompt_tokens or 0,
+        output_tokens=raw.output_tokens or 0,
         error=error,
     )  # fmt: skip
+
+
+def _times_problem(request: Request, base: float) -> str | None:
+    """Why a request's times cannot be one request's (its first token before its send, its last before its first,
+    a time more than MAX_DURATION_S from the run's first send), else None."""
+    first, last, end = request.first, request.last, request.end
+    if any(t is not None and t < request.start for t in (first, last, end)):
+        return "a token or its end before its send (info.timings)"
+    if first is not None and last is not None and last < first:
+        return "its last token before its first (info.timings)"
+    times = [t for t in (request.targeted, request.start, first, last, end) if t is not None]
+    if max(abs(t - base) for t in times) > MAX_DURATION_S:
+        return f"a time more than {MAX_DURATION_S:g} s from the first send (info.timings)"
+    return None
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -169,12 +202,15 @@ def _either(value: float | None, fallback: float | None) -> float | None:
     return value if value is not None else fallback
 
 
-def _window(path: Path, bench: dict[str, Any]) -> tuple[float, float]:
+def _window(path: Path, bench: Benchmark) -> tuple[float, float]:
     """The measurement window (epoch seconds) GuideLLM computed its metrics over: warm-up and cool-down excluded."""
-    scheduler = _dict(bench.get("scheduler_metrics"))
-    low, high = number(scheduler.get("measure_start_time")), number(scheduler.get("measure_end_time"))
+    scheduler = bench.scheduler_metrics
+    low, high = (scheduler.measure_start_time, scheduler.measure_end_time) if scheduler else (None, None)
     if low is None or high is None or not high > low:
         raise ResultsError(f"{path}: benchmarks[0].scheduler_metrics has no measurement window; the file is damaged")
+    if not MIN_WINDOW_S <= high - low <= MAX_DURATION_S:
+        raise ResultsError(f"{_where(path)(('scheduler_metrics',))}: benchmarks[0].scheduler_metrics: a window of "
+                           f"{high - low:.3g} s; expected {MIN_WINDOW_S:g} to {MAX_DURATION_S:g} s")  # fmt: skip
     return low, high
 
 

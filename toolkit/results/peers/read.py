@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.base.errors import ResultsError
+from toolkit.results.json_text import parse_json
 from toolkit.results.peers import aiperf, guidellm, vllm_bench
 from toolkit.results.peers.step import PeerStep
 
@@ -22,7 +23,8 @@ def expected() -> str:
 
 
 def load_document(path: Path) -> Any:
-    """The file as JSON, or as JSON lines (a list of the lines' values); ResultsError naming the file and line."""
+    """The file as JSON, or as JSON lines (a list of the lines' values); ResultsError naming the file and line (a
+    value nested too deep for Python's parser too)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -30,7 +32,7 @@ def load_document(path: Path) -> Any:
     except UnicodeDecodeError:
         raise ResultsError(f"{path}: not a text file; expected {expected()}") from None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as whole:
         lines = [line for line in text.splitlines() if line.strip()]
         if len(lines) < 2:
@@ -40,7 +42,7 @@ def load_document(path: Path) -> Any:
         if not line.strip():
             continue
         try:
-            values.append(json.loads(line))
+            values.append(parse_json(line))
         except json.JSONDecodeError as exc:
             raise ResultsError(f"{path}:{number}: not a JSON line ({exc.msg}); expected {expected()}") from None
     return values
@@ -53,5 +55,8 @@ def read_peer_result(path: str | Path) -> PeerStep:
     for module in FORMATS:
         if (step := module.read(path, document)) is not None:
             return step
-    held = ", ".join(sorted(document)[:6]) if isinstance(document, dict) else f"a {type(document).__name__}"
+    if isinstance(document, dict):  # its first keys, each on one line and short
+        held = ", ".join(" ".join(key.split())[:40] for key in sorted(document)[:6])
+    else:
+        held = f"a {type(document).__name__}"
     raise ResultsError(f"{path}: not a result file this toolkit reads (it holds {held}); expected {expected()}")
