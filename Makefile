@@ -31,9 +31,12 @@ demo: install model
 # test-offline: every test that needs no real engine (works after `make install` alone). Three workers on two cores:
 # its kernels and subprocesses keep both cores busy. The component files, the slowest, are collected first.
 PYTEST_EXTRA ?=
-FAST_TESTS := $(TK) -m pytest -n 5 --dist worksteal -m "unit or component" $(PYTEST_EXTRA) tests/component tests/unit
-OFFLINE_TESTS := $(TK) -m pytest -n 3 --dist worksteal -m "not engine" $(PYTEST_EXTRA) tests/component tests/unit
-ENGINE_TESTS := $(TK) -m pytest -m engine $(PYTEST_EXTRA) tests/integration
+# Each tier is held to its budget in tests/budget.toml (tests/budget.py prints it at the end of the run).
+FAST_TESTS := $(TK) -m pytest -n 5 --dist worksteal -m "unit or component" --budget-tier fast $(PYTEST_EXTRA) \
+	tests/component tests/unit
+OFFLINE_TESTS := $(TK) -m pytest -n 3 --dist worksteal -m "not engine" --budget-tier offline $(PYTEST_EXTRA) \
+	tests/component tests/unit
+ENGINE_TESTS := $(TK) -m pytest -m engine --budget-tier engine $(PYTEST_EXTRA) tests/integration
 
 # The report screenshot tests drive Debian's chromium: installed when missing and permitted (root, apt-get), else
 # `make test` stops at once, before any install, with one line saying what to run.

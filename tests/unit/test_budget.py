@@ -1,0 +1,65 @@
+"""The suite's time budget (tests/budget.py): a call past twice its ceiling fails naming both, an exception raises a
+test's ceiling, and the summary sets the tier's time against its budget and lists the slowest calls."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.budget import BUDGET_FILE, Budget, BudgetPlugin
+
+BUDGET = Budget(tiers={"fast": 60.0}, ceilings={"unit": 5.0, "process": 30.0}, exceptions={"t.py::slow": 100.0})
+
+
+def item(nodeid: str, tier: str) -> Any:
+    return types.SimpleNamespace(nodeid=nodeid, iter_markers=lambda: [types.SimpleNamespace(name=tier)])
+
+
+def judged(nodeid: str, tier: str, seconds: float, when: str = "call") -> pytest.TestReport:
+    """The report of a passed phase after the plugin's hook wrapper has seen it."""
+    report = pytest.TestReport(nodeid, ("t.py", 1, nodeid), {}, "passed", None, when, duration=seconds)
+    hook = BudgetPlugin(BUDGET, "fast").pytest_runtest_makereport(item(nodeid, tier), None)  # type: ignore[arg-type]
+    next(hook)
+    with pytest.raises(StopIteration):
+        hook.send(types.SimpleNamespace(get_result=lambda: report))
+    return report
+
+
+def test_a_call_past_twice_its_ceiling_fails_naming_both() -> None:
+    assert judged("t.py::quick", "unit", 9.9).passed
+    late = judged("t.py::quick", "unit", 10.1)
+    assert late.failed and "took 10.1 s, more than twice its ceiling of 5 s (unit tier" in str(late.longrepr)
+    assert judged("t.py::kernel", "process", 59).passed and judged("t.py::kernel", "process", 61).failed
+
+
+def test_only_the_call_is_held_and_an_exception_raises_the_ceiling() -> None:
+    assert judged("t.py::quick", "unit", 300, when="setup").passed  # a shared fixture's set-up is shown apart
+    assert judged("t.py::slow", "unit", 199).passed and judged("t.py::slow", "unit", 201).failed
+    assert judged("t.py::slow[1000]", "unit", 199).passed  # an exception covers every parameter of its test
+
+
+def test_the_summary_sets_the_tier_against_its_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    plugin = BudgetPlugin(BUDGET, "fast")
+    for name, seconds in (("a", 1.5), ("b", 7.25)):
+        plugin.pytest_runtest_logreport(pytest.TestReport(name, ("t.py", 1, name), {}, "passed", None, "call",
+                                                          duration=seconds))  # fmt: skip
+    plugin.ledger.started -= 75  # the run began 75 s ago
+    lines: list[str] = []
+    reporter = types.SimpleNamespace(section=lambda title: lines.append(f"== {title}"), write_line=lines.append)
+    plugin.pytest_terminal_summary(reporter, types.SimpleNamespace())  # type: ignore[arg-type]
+    assert lines[1] == "fast tier: 75 s of its 60 s budget (OVER it), 2 tests"
+    assert lines[2:5] == ["slowest calls:", "      7.2 s  b", "      1.5 s  a"]
+
+
+def test_the_budget_file_names_every_tier_and_real_tests(request: pytest.FixtureRequest) -> None:
+    budget = Budget.load(BUDGET_FILE)
+    assert set(budget.tiers) == {"fast", "offline", "engine"}
+    assert set(budget.ceilings) == {"unit", "component", "process", "engine"}
+    root = Path(str(request.config.rootpath))
+    for nodeid, ceiling in budget.exceptions.items():
+        path, _, name = nodeid.partition("::")
+        assert (root / path).is_file() and f"def {name.split('[')[0]}(" in (root / path).read_text(), nodeid
+        assert ceiling > min(budget.ceilings.values())  # an exception raises a ceiling
