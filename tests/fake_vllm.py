@@ -20,6 +20,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--ignore-sigterm", action="store_true", help="say so in the log and go on (SIGKILL only)")
+    parser.add_argument("-H", "--header", action="append", help="taken and ignored, as a proxy's header would be")
     args = parser.parse_args()
     stop = threading.Event()
 

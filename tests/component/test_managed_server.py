@@ -8,6 +8,7 @@ the log tail; `--resume` launches it again and completes the run. The real vLLM:
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import signal
@@ -84,24 +85,38 @@ def key(r: dict[str, Any]) -> tuple[str, int, int]:
     return (r["phase"], r["context_tokens"], r["concurrency"])
 
 
+# A proxy's, an index's and a hub's credentials in the server's environment, and a header on its command line.
+CREDENTIALS = {"HTTPS_PROXY": "http://user:proxypass-2931@127.0.0.1:9", "PIP_INDEX_URL": "https://u:idxtok-5521@127.0.0.1/s",
+               "HF_ENDPOINT": "http://127.0.0.1:9/?token=hubtok-7741"}  # fmt: skip
+HEADER = "Authorization: Bearer hdrtok-3313abcd"
+
+
 def test_run_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    done = run(toolkit_run(tmp_path, fake_params(free_port()), out))
+    params = fake_params(free_port())
+    params["server"]["env"] |= CREDENTIALS
+    params["server"]["command"] += ["-H", HEADER]
+    done = run(toolkit_run(tmp_path, params, out))
     assert done.returncode == 0, done.stderr[-3000:]
     launched = record(out)
     assert launched["exit_code"] is None and launched["stopped_at"] and launched["pid"]
     assert_group_gone(launched["pid"])  # its own group (pgid = pid), stopped after the reports
     assert os.getpgid(0) != launched["pid"]
     python = public_paths(sys.executable)  # .venv/bin/python when the virtualenv is inside the checkout
-    shown = (f"VLLM_API_KEY=<redacted> FAKE_VLLM_SETTING=on {python} -m tests.fake_vllm --port "
-             f"{launched['base_url'].rsplit(':', 1)[1]}")  # fmt: skip
+    shown = ("VLLM_API_KEY=<redacted> FAKE_VLLM_SETTING=on HF_ENDPOINT='http://127.0.0.1:9/?token=<redacted>' "
+             "HTTPS_PROXY=http://<redacted>@127.0.0.1:9 PIP_INDEX_URL=https://<redacted>@127.0.0.1/s "
+             f"{python} -m tests.fake_vllm --port {launched['base_url'].rsplit(':', 1)[1]} "
+             "-H 'Authorization: Bearer <redacted>'")  # fmt: skip
     assert launched["command"] == shown
     run_json = json.loads((out / RUN_FILE).read_text())
     assert run_json["launch_command"] == shown and run_json["launch"]["launched_by_toolkit"] is True
     assert "run" not in run_json  # display strings are computed when shown, not stored
     assert RunDocument.load(out).run_block()["Server"] == "launched by the toolkit"
     assert f"```\n{shown}\n```" in (out / "report.md").read_text()
-    assert shown.replace("<", "&lt;").replace(">", "&gt;") in (out / "report.html").read_text()
+    assert (
+        shown in html.unescape((out / "report.html").read_text())
+        and "<redacted>" not in (out / "report.html").read_text()
+    )
     statuses = {key(r): r["status"] for r in results(out)}
     assert statuses == {("prefill", 64, 1): "Valid", ("decode", 64, 1): "Valid", ("decode", 64, 2): "Valid"}, (
         statuses, done.stderr[-3000:])  # fmt: skip
@@ -114,8 +129,9 @@ def test_run_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
     assert page.count("<img") == 3 and "Sustained decode" in page and "Extras" in page
     assert BANNER in (out / "server.log").read_text()
     assert done.stderr.count(NO_TELEMETRY) == 1, done.stderr[-3000:]
-    leaks = [p for p in out.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
-    assert leaks == [] and SECRET not in done.stdout + done.stderr
+    secrets = [SECRET, "proxypass-2931", "idxtok-5521", "hubtok-7741", "hdrtok-3313abcd"]
+    leaks = [(p, s) for p in out.rglob("*") if p.is_file() for s in secrets if s.encode() in p.read_bytes()]
+    assert leaks == [] and not [s for s in secrets if s in done.stdout + done.stderr]
     assert not (out / LOCK_FILE).exists()  # the folder's lock goes with the run
 
     # --resume with another server command: refused before the launch, the run left exactly as it was
@@ -123,7 +139,7 @@ def test_run_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
     other = fake_params(int(launched["base_url"].rsplit(":", 1)[1]))
     other["server"]["env"] = {"FAKE_VLLM_SETTING": "off"}
     line = _one_line_error(run(toolkit_run(tmp_path, other, out, "--resume")), 2, "resume: this launch is not the one")
-    assert "(launch command: 'VLLM_API_KEY=<redacted> FAKE_VLLM_SETTING=on " in line, line
+    assert '(launch command: "VLLM_API_KEY=<redacted> FAKE_VLLM_SETTING=on ' in line, line  # repr: it holds quotes
     assert snapshot(out) == before
 
 

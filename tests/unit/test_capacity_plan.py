@@ -96,3 +96,17 @@ def test_a_folder_without_a_sweep_is_one_line(tmp_path: Path, capsys: pytest.Cap
         capsys.readouterr().err.strip() == f"error: run_dir: {tmp_path} holds no rate sweep (no rates/ folder); "
         "run `rates` first"
     )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--target-rps", "inf"], ["--target-rps", "1e-300"], ["--target-rps", "nan"], ["--target-rps", "-4"],
+     ["--target-rps", "40", "--price-per-gpu-hour", "-3"], ["--target-rps", "40", "--price-per-gpu-hour", "nan"]],
+)  # fmt: skip
+def test_an_impossible_target_or_price_is_one_line(options: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """inf overflowed and 1e-300 divided by zero (tracebacks); a negative or NaN price was taken."""
+    assert main(["capacity", str(PEERS / "toolkit-4rps"), *options]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: target-rps or target-multiple from 1e-06 to 1e+09, a price from 0 to 1e+09, headroom in [0, 1), "
+        "gpus-per-server 1 or more"
+    )

@@ -160,3 +160,19 @@ def test_the_replayed_fixture_sent_vllm_benchs_own_requests() -> None:
     # token longer than the prefix the filler was sized with, as in our own steps (toolkit-4rps: 64, then 65s).
     off = [a - b for a, b in zip(ours["input_tokens"], theirs["input_tokens"], strict=True)]
     assert off[0] == 0 and set(off) <= {0, 1}, off
+
+
+def test_an_escape_sequence_in_a_files_version_reaches_no_terminal_and_no_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads((PEERS / "vllm-bench-4rps.json").read_text())
+    data["vllm_version"] = "0.32\x1b[2J\x1b]0;owned\x07"
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps(data))
+    assert main(["import-results", str(hostile), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "vllm bench serve 0.32[2J]0;owned" in printed and "\x1b" not in printed and "\x07" not in printed
+    written = [
+        p for p in (tmp_path / "out").rglob("*.json*") if b"\\u001b" in p.read_bytes() or b"\x1b" in p.read_bytes()
+    ]
+    assert written == []

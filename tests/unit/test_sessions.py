@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.base.errors import ParamsError
 from toolkit.servers import autogroups as sessions
 from toolkit.servers.autogroups import (
+    client_nice_setting,
     needs_protection,
     parse_autogroup_nice,
     protected_from_autogroups,
@@ -65,6 +67,16 @@ def test_weight_raised_while_measuring_and_restored(layout: Path) -> None:
         assert parse_autogroup_nice(layout.read_text()) == -15
     assert parse_autogroup_nice(layout.read_text()) == 0
     assert len(said) == 1 and "nice 0 -> -15" in said[0]
+
+
+@pytest.mark.parametrize("value", ["-15 sk-secret-value-1234", "nice", "-21", "1e3"])
+def test_a_bad_autogroup_nice_is_one_line_without_its_value(
+    layout: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("TOOLKIT_AUTOGROUP_NICE", value)
+    with pytest.raises(ParamsError) as refused:
+        client_nice_setting()
+    assert str(refused.value) == "TOOLKIT_AUTOGROUP_NICE: not a whole number from -20 to 19 (its value is not shown)"
 
 
 def test_restored_after_an_error_inside(layout: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import html
 import json
 import os
 import re
@@ -188,11 +189,26 @@ def redact(text: str, *secrets: str | None) -> str:
         lambda m: m.group(1) + m.group(2) + REDACTED if looks_secret(m.group(2)[:-1]) else m.group(0), text
     )
     text = _QUERY.sub(
-        lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}" if _secret_parameter(m.group(2)) else m.group(0), text
+        lambda m: (
+            f"{m.group(1)}{m.group(2)}={REDACTED}"
+            if _secret_parameter(m.group(2)) and m.group(3) and not _redacted_already(text, m.end(3))
+            else m.group(0)
+        ),
+        text,
     )
     text = _PAIR.sub(lambda m: _redact_pair(m) if _secret_name_ends(m.group(2)) else m.group(0), text)
     text = _CREDENTIAL.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
-    return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    return _USERINFO.sub(
+        lambda m: m.group(0) if m.group(0)[len(m.group(1)) : -1] in _MARKERS else m.group(1) + REDACTED + "@", text
+    )
+
+
+_MARKERS = (REDACTED, html.escape(REDACTED))  # redacted already: as written, and as an HTML page escapes it
+
+
+def _redacted_already(text: str, end: int) -> bool:
+    """Whether a value cut short at `end` is a redaction marker (its `<` or `&` stopped the value's match)."""
+    return text.startswith(_MARKERS, end)
 
 
 def _secret_name_ends(name: str) -> bool:

@@ -4,11 +4,14 @@ capacity, check, notebooks."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from toolkit.base.api_keys import api_key_from_env, scrub
 from toolkit.base.errors import ParamsError, ReportFormatError, RunRefused
+
+MIN_TARGET, MAX_TARGET = 1e-6, 1e9  # a capacity target (req/s or a multiple) and a price: plausible, never 0 or inf
 
 
 def _import_report(args: argparse.Namespace) -> int:
@@ -29,6 +32,8 @@ def _import_report(args: argparse.Namespace) -> int:
         existing = RunDocument.load(out).source if (out / RUN_FILE).exists() else "imported"
         if (out / RESULTS_FILE).exists() or existing != "imported":  # re-importing is fine
             raise RunRefused(f"out: {out} already holds a measured run; choose another folder")
+        if (out / RESULTS_CSV).is_symlink():  # written only inside the folder named: a link is never followed
+            raise RunRefused(f"out: {out / RESULTS_CSV} is a link; remove it or choose another folder")
         to_dataframe(report.measurements).to_csv(out / RESULTS_CSV, index=False)
         RunDocument.model_validate({**report.run_info, "source_file": source.name}).save(out)
         print(f"{len(report.measurements)} measurements: {out / RESULTS_CSV}, {out / RUN_FILE}")
@@ -66,7 +71,7 @@ def _reconcile(args: argparse.Namespace) -> int:
     run_dirs, out = [Path(d).resolve() for d in args.run_dirs], Path(args.out)
     with hold(out):
         paths = write_reconcile(run_dirs, out, labels)
-    print(paths["reconcile.md"].read_text(encoding="utf-8"))
+    print(scrub(paths["reconcile.md"].read_text(encoding="utf-8")))  # an imported file's strings reach a terminal
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
@@ -80,7 +85,7 @@ def _import_results(args: argparse.Namespace) -> int:
     with hold(out):
         rows = import_results(args.files, out)
     for line in comparison_lines(rows):
-        print(line)
+        print(scrub(line))  # a file's version strings may hold escape sequences
     print(f"run folder: {out} ({len(rows)} steps; compare, report and rate_sweep.ipynb read it)")
     return 0
 
@@ -92,7 +97,13 @@ def _capacity(args: argparse.Namespace) -> int:
 
     if not has_rates(args.run_dir):
         raise ParamsError(f"run_dir: {args.run_dir} holds no rate sweep (no rates/ folder); run `rates` first")
-    if (args.target_rps or args.target_multiple or 0) <= 0 or not 0 <= args.headroom < 1 or args.gpus_per_server < 1:
+    numbers = (args.target_rps, args.target_multiple, args.price_per_gpu_hour, args.headroom)
+    target_ok = MIN_TARGET <= (args.target_rps or args.target_multiple or 0) <= MAX_TARGET
+    price_ok = args.price_per_gpu_hour is None or 0 <= args.price_per_gpu_hour <= MAX_TARGET
+    if not all(math.isfinite(n) for n in numbers if n is not None) or not (target_ok and price_ok):
+        raise ParamsError(f"target-rps or target-multiple from {MIN_TARGET:g} to {MAX_TARGET:g}, a price from 0 to "
+                          f"{MAX_TARGET:g}, headroom in [0, 1), gpus-per-server 1 or more")  # fmt: skip
+    if not 0 <= args.headroom < 1 or args.gpus_per_server < 1:
         raise ParamsError("target-rps or target-multiple above 0, headroom in [0, 1), gpus-per-server 1 or more")
     target = CapacityTarget(args.target_rps, args.price_per_gpu_hour, args.gpus_per_server, args.headroom,
                             args.target_multiple)  # fmt: skip

@@ -26,10 +26,15 @@ def copy_notebooks(folder: str | Path, *, overwrite: bool = False) -> list[Path]
     target = Path(folder)
     sources = shipped_notebooks()
     if not overwrite:
+        links = [s.name for s in sources if (target / s.name).is_symlink()]  # a dangling one too: never written through
         differing = [
             s.name for s in sources if (target / s.name).exists() and (target / s.name).read_bytes() != s.read_bytes()
         ]
-        if differing:
-            raise ParamsError(f"{target}: {', '.join(differing)} already there and different; --force replaces them")
+        if links or differing:
+            there = ", ".join(sorted({*links, *differing}))
+            raise ParamsError(f"{target}: {there} already there and different (or a link); --force replaces them")
     target.mkdir(parents=True, exist_ok=True)
+    for source in sources:
+        if (target / source.name).is_symlink():
+            (target / source.name).unlink()  # --force replaces the link itself, never what it points to
     return [Path(shutil.copyfile(source, target / source.name)) for source in sources]

@@ -21,6 +21,7 @@ import pandas as pd
 from toolkit.method.goodput import inter_token_ms, request_latencies, steady_mask
 from toolkit.method.multiplicity import adjusted_p_values, marked
 from toolkit.method.spread import Interval, batch_means, median_interval, ratio_test, t_quantile, welch_dof
+from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 from toolkit.results.rate_runs import RateSweep
 
@@ -156,7 +157,7 @@ def sources_text(sweeps: Mapping[str, RateSweep]) -> str:
     lines = [f"Each quantity as a ratio to **{labels[0]}**, computed from every run's request records under the "
              "toolkit's definitions over each step's steady part; the tool's own figure beside it. q: the ratio's "
              "p-value adjusted over all of the table's tests (Benjamini–Hochberg); *: q below 0.05.", ""]  # fmt: skip
-    return "\n".join(lines + [f"- **{label}**: {_source(sweep)}" for label, sweep in sweeps.items()])
+    return "\n".join(lines + [f"- **{inert(label)}**: {inert(_source(sweep))}" for label, sweep in sweeps.items()])
 
 
 def reconciliation_markdown(sweeps: Mapping[str, RateSweep]) -> str:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from toolkit.base.errors import ParamsError
 from toolkit.servers.listeners import is_this_machine, listening_pids
 
 AUTOGROUP_SETTING = Path("/proc/sys/kernel/sched_autogroup_enabled")
@@ -79,7 +81,11 @@ def own_autogroup_nice() -> int | None:
 def client_nice_setting() -> int:
     """The nice the client's autogroup takes while measuring (TOOLKIT_AUTOGROUP_NICE, default -15)."""
     value = os.environ.get("TOOLKIT_AUTOGROUP_NICE", "").strip()
-    return int(value) if value else DEFAULT_CLIENT_NICE
+    if not value:
+        return DEFAULT_CLIENT_NICE
+    if not re.fullmatch(r"-?\d{1,2}", value) or not -20 <= int(value) <= 19:
+        raise ParamsError("TOOLKIT_AUTOGROUP_NICE: not a whole number from -20 to 19 (its value is not shown)")
+    return int(value)
 
 
 def _write_own_nice(nice: int) -> None:
