@@ -23,6 +23,13 @@ def test_inert_escapes_html_and_drops_control_characters() -> None:
     assert inert("a & b\tc\nd") == "a &amp; b\tc\nd"  # tab and newline are text, not control
 
 
+def test_an_image_in_outside_text_is_not_fetched_when_the_report_is_viewed() -> None:
+    assert inert("![x](http://evil/p.png) [a link](http://b)") == "!\\[x](http://evil/p.png) [a link](http://b)"
+    info = {"title": "![x](http://evil/p.png)", "engine": {"Engine": "![y](http://evil/q.png)"}}
+    report = report_markdown(pd.DataFrame([m.to_dict() for m in A], columns=list(COLUMNS)), info)
+    assert "![x](" not in report and "![y](" not in report and "!\\[x](http://evil/p.png)" in report
+
+
 def test_a_report_whose_every_text_field_is_hostile_has_no_raw_tag() -> None:
     cells = [replace(m, context=HOSTILE, error=HOSTILE) for m in A]
     frame = pd.DataFrame([m.to_dict() for m in cells], columns=list(COLUMNS))
