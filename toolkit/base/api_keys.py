@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 from toolkit.base.errors import SecretError
+from toolkit.base.text import map_strings, printable
 
 REDACTED = "<redacted>"
 DEFAULT_KEY_ENV = "VLLM_API_KEY"  # the variable that holds the key unless api_key_env names another
@@ -52,9 +53,8 @@ _PAIR = re.compile(r"""(["'])([A-Za-z_][A-Za-z0-9_.-]*)\1(\s*:\s*)(["'])((?:(?!\
 _CREDENTIAL = re.compile(r"\b(Bearer|Basic)(\s+)(?!<redacted>)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
 # What splits a key for the eye but not for a scan: control characters (C0 but tab, newline and carriage return;
 # DEL; C1). NULs between its characters are how UTF-16 and UTF-32 echo an ASCII key read as UTF-8.
-# A terminal's stream keeps \r and ESC (progress bars, coloured tracebacks); text that is stored loses them too.
+# A terminal's stream keeps \r and ESC (progress bars, coloured tracebacks); stored text loses them too (printable).
 _SPLITTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # A URL query parameter whose name looks secret: `?token=...`, `&api_key=...` (a mirror or proxy URL).
 _QUERY = re.compile(r"([?&;])([A-Za-z0-9_.-]+)=([^&#;\s'\"]*)")
 _KNOWN: set[str] = set()  # every key read from the environment by this process
@@ -224,13 +224,7 @@ def _redact_pair(match: re.Match[str]) -> str:
 
 def scrub_tree(value: Any, *secrets: str | None) -> Any:
     """`value` (JSON-like: dicts, lists, strings, numbers) with every string, keys included, `scrub`bed."""
-    if isinstance(value, str):
-        return scrub(value, *secrets)
-    if isinstance(value, dict):
-        return {scrub_tree(k, *secrets): scrub_tree(v, *secrets) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [scrub_tree(v, *secrets) for v in value]
-    return value
+    return map_strings(value, lambda text: scrub(text, *secrets))
 
 
 def scrub(text: str, *secrets: str | None, limit: int | None = None) -> str:
@@ -238,7 +232,7 @@ def scrub(text: str, *secrets: str | None, limit: int | None = None) -> str:
     characters out (tab and newline stay), so that a key split by them is whole again and no escape sequence
     drives a terminal, then every secret redacted (`redact`), then cut to `limit` characters (a cut never leaves
     a piece of a key to redact)."""
-    clean = redact(_CONTROLS.sub("", text), *secrets)
+    clean = redact(printable(text), *secrets)
     return clean if limit is None else clean[:limit]
 
 

@@ -4,6 +4,7 @@ id or an error body would otherwise drive the terminal that prints it, or the vi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
@@ -14,12 +15,17 @@ def printable(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-def printable_tree(value: Any) -> Any:
-    """`value` (JSON-like: dicts, lists, strings, numbers) with every string, keys included, `printable`."""
+def map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """`value` (JSON-like: dicts, lists, strings, numbers) with `change` applied to every string, keys included."""
     if isinstance(value, str):
-        return printable(value)
+        return change(value)
     if isinstance(value, dict):
-        return {printable_tree(k): printable_tree(v) for k, v in value.items()}
+        return {map_strings(k, change): map_strings(v, change) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [printable_tree(v) for v in value]
+        return [map_strings(v, change) for v in value]
     return value
+
+
+def printable_tree(value: Any) -> Any:
+    """`value` (JSON-like) with every string, keys included, `printable`."""
+    return map_strings(value, printable)

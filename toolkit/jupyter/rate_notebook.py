@@ -91,13 +91,13 @@ def run_sweep_parameters(params: RunParams, results_dir: Path, *, resume: bool =
 
     The block is checked here, before any load: ParamsError naming ``rate_sweep.<field>``.
     """
-    from toolkit.rates.params import FROM_THE_RUN, SWEEP_BLOCK, make_rate_params, run_sweep_values
+    from toolkit.rates.params import FROM_THE_RUN, SWEEP_BLOCK, run_sweep_values
 
     values = run_sweep_values(params.model_dump(), params.rate_sweep)
     allowed = [n.lower() for n in RATE_PARAMETERS if n.lower() not in FROM_THE_RUN]
     if unknown := sorted(set(params.rate_sweep or {}) - set(allowed)):
         raise ParamsError(f"{SWEEP_BLOCK}.{unknown[0]}: not a rate sweep parameter; allowed: {', '.join(allowed)}")
-    make_rate_params({**values, "results_dir": str(results_dir)}, prefix=f"{SWEEP_BLOCK}.")
+    sweep_of(params, results_dir)  # every field checked as the sweep will read it
     values.pop("run_label", None)  # names a new folder only; the run's folder is given
     if isinstance(values.get("rates"), list):  # papermill would write inf as a bare name
         values["rates"] = ["inf" if isinstance(r, float) and math.isinf(r) else r for r in values["rates"]]
