@@ -24,10 +24,18 @@ two 12-cell matrices of the same kind (3 quantities, 36 tests, Benjamini–Hochb
 `ab_detected`, the share of compares at 5 s windows where B is truly 10 % faster whose overall total tok/s ratio
 leaves out 1, with `ab_cells_marked`, the share of cells marked.
 
-    .venv/bin/python benchmarks/calibration.py [--trials 400] [--truth-trials 1000] [--seed 1] [--machine-drift 0.05]
+Then the regression gate (`toolkit.method.gate`, as `vllm-speedtest gate` judges an interleaved folder): per kind,
+`--gate-trials` gates of total tok/s at a 3 % limit over 4 interleaved rounds of 4 cells (5 s windows) on a machine
+whose speed takes a random walk of `--machine-drift` a run: with B's true speed exactly at the limit (0.97×), the
+share that says "fail" and the share that says "pass" (each a wrong answer: the truth is on the limit), and with
+no true change, the share that says "fail" (a false alarm) and "pass" (its power at 3 %).
 
-Last line: `calibration: trials=… kinds=independent,ar1,drift <interval>=<cov>,<cov>,<cov>@<width %> …
-min=… max=… aa_any_marked=… ab_detected=… ab_cells_marked=…` over the three kinds the goal names.
+    .venv/bin/python benchmarks/calibration.py [--trials 400] [--truth-trials 1000] [--seed 1] [--machine-drift 0.05]
+    .venv/bin/python benchmarks/calibration.py --gate-only [--gate-trials 200]
+
+Last lines: `calibration: trials=… kinds=independent,ar1,drift <interval>=<cov>,<cov>,<cov>@<width %> …
+min=… max=… aa_any_marked=… ab_detected=… ab_cells_marked=…` over the three kinds the goal names, and
+`gate: trials=… kinds=independent,ar1,drift at_limit_fail=…,…,… at_limit_pass=… no_change_fail=… no_change_pass=…`.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ from toolkit.method.drift import (  # noqa: E402
     corrected_ratio,
     pair_correction,
 )
+from toolkit.method.gate import Verdict, family_level, paired_interval, verdict  # noqa: E402
 from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio  # noqa: E402
 from toolkit.method.paired import alternating_order, paired_ratio  # noqa: E402
 from toolkit.method.spread import Interval, ratio_test, t_quantile  # noqa: E402
@@ -69,6 +78,7 @@ GOAL_KINDS = ("independent", "ar1", "drift")
 ROUNDS = 3
 MATRIX_CELLS = 12
 COMPARES = 40
+GATE_LIMIT, GATE_ROUNDS, GATE_CELLS = 0.03, 4, 4
 
 
 def measure(results: list[StreamResult], window_s: float) -> dict[str, Interval | None]:
@@ -233,6 +243,41 @@ def machine_compare(
     return judged(plain), (any(flags), whole is not None and abs(whole.interval.value - 1) > whole.interval.half_width)
 
 
+def gate_trial(noise: Noise, rng: random.Random, truth: float, drift_sd: float, window_s: float = 5.0) -> Verdict:
+    """One gate of total tok/s (GATE_LIMIT) over GATE_ROUNDS interleaved rounds of GATE_CELLS cells, B at `truth`
+    times A's speed, the machine's speed a random walk of `drift_sd` a run, as `vllm-speedtest gate` judges it."""
+    speed, rounds_a, rounds_b = 1.0, list[float](), list[float]()
+    for _round, side in alternating_order(GATE_ROUNDS):
+        cell = Cell(window_s=window_s, speed=speed * (truth if side == "B" else 1.0))
+        totals = [measure(window_streams(noise, cell, rng), window_s)["total_tok_s"] for _ in range(GATE_CELLS)]
+        mean = math.exp(statistics.fmean(math.log(t.value) for t in totals if t))
+        (rounds_b if side == "B" else rounds_a).append(mean)
+        speed *= math.exp(rng.gauss(0.0, drift_sd))
+    interval = paired_interval(rounds_a, rounds_b, family_level(1))
+    return Verdict.INCONCLUSIVE if interval is None else verdict(interval, GATE_LIMIT, True)
+
+
+def gate_rates(kinds: list[str], trials: int, drift_sd: float, rng: random.Random) -> dict[str, dict[str, float]]:
+    """Per kind: the shares of fail and pass with the truth on the limit, and with no change."""
+    out = {}
+    for kind in kinds:
+        at_limit = [gate_trial(Noise(kind), rng, 1 - GATE_LIMIT, drift_sd) for _ in range(trials)]
+        unchanged = [gate_trial(Noise(kind), rng, 1.0, drift_sd) for _ in range(trials)]
+        out[kind] = {"at_limit_fail": at_limit.count(Verdict.FAIL) / trials,
+                     "at_limit_pass": at_limit.count(Verdict.PASS) / trials,
+                     "no_change_fail": unchanged.count(Verdict.FAIL) / trials,
+                     "no_change_pass": unchanged.count(Verdict.PASS) / trials}  # fmt: skip
+        print(f"gate {kind}: " + ", ".join(f"{k}={v:.3f}" for k, v in out[kind].items()), flush=True)
+    return out
+
+
+def gate_line(rates: dict[str, dict[str, float]], trials: int, drift_sd: float) -> str:
+    names = ("at_limit_fail", "at_limit_pass", "no_change_fail", "no_change_pass")
+    parts = [f"{n}={','.join(f'{rates[k][n]:.3f}' for k in rates)}" for n in names]
+    return (f"gate: trials={trials} limit={100 * GATE_LIMIT:g}% rounds={GATE_ROUNDS} cells={GATE_CELLS} "
+            f"machine_drift={100 * drift_sd:g}% kinds={','.join(rates)} {' '.join(parts)}")  # fmt: skip
+
+
 def _table(rows: dict[str, dict[str, tuple]]) -> str:
     shown = (*INTERVALS, *SHOWN_ONLY)
     head = f"{'kind':<12}" + "".join(f"{k:>22}" for k in shown)
@@ -250,8 +295,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--machine-drift", type=float, default=0.05, help="sd of the machine's change over a run")
+    ap.add_argument("--gate-trials", type=int, default=200, help="gates per kind and truth")
+    ap.add_argument("--gate-only", action="store_true", help="only the regression gate's error rates")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
+    gate_kinds = [k for k in GOAL_KINDS if k in args.kinds.split(",")]
+    if args.gate_only:
+        print(gate_line(gate_rates(gate_kinds, args.gate_trials, args.machine_drift, rng), args.gate_trials,
+                        args.machine_drift))  # fmt: skip
+        return
     cell = Cell()
     rows: dict[str, dict[str, tuple]] = {}
     for kind in args.kinds.split(","):
@@ -293,6 +345,8 @@ def main(argv: list[str] | None = None) -> None:
         f"max={max(values):.3f} aa_any_marked={aa_any:.3f} ab_detected={ab_detected:.3f} "
         f"ab_cells_marked={ab_cells:.3f}"
     )
+    print(gate_line(gate_rates(gate_kinds, args.gate_trials, args.machine_drift, rng), args.gate_trials,
+                    args.machine_drift))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Command line, `vllm-speedtest` or `python -m toolkit`: serve, matrix, run, import-report, import-results,
-compare, reconcile, interleave, batch, rates, capacity, check, notebooks, demo."""
+compare, reconcile, interleave, batch, rates, capacity, check, gate, notebooks, demo."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from toolkit.base.api_keys import redact
 from toolkit.base.errors import ToolkitError
-from toolkit.cli import folders, measure
+from toolkit.cli import folders, gate, measure
 from toolkit.cli.output import error
 from toolkit.rates.cli import add_parser as add_rates_parser
 
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_rates_parser,
         folders.add_capacity,
         folders.add_check,
+        gate.add_gate,
         folders.add_notebooks,
         measure.add_demo,
     ):

@@ -76,21 +76,35 @@ def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_
     return out
 
 
+APART_MARK = "†"  # an overall ratio whose interval leaves out 1 between runs measured apart: not a verdict
+
+
 def overall_text(table: pd.DataFrame) -> str | None:
     """One line: each quantity's overall ratio with its interval and over how many cells (within drift when a
-    throughput ratio is within the runs' drift of 1); None without any."""
-    parts = []
+    throughput ratio is within the runs' drift of 1; † when its interval leaves out 1, which between runs
+    measured apart is not a verdict: the machine's change between them is in no interval); None without any."""
+    parts, marked = [], False
     drift = next((d for d in table.get("drift", []) if as_number(d) is not None), None)
     for q, ratio in overall_ratios(table).items():
         cells = int(table[f"{q}_ratio_hw"].notna().sum())
         within = " within drift" if q in DRIFT_QUANTITIES and within_drift(ratio.value, drift) else ""
+        apart = not within and ratio.value > 0 and abs(math.log(ratio.value)) > math.log1p(ratio.relative)
+        marked |= apart
         parts.append(
-            f"{RATIO_QUANTITIES[q]} {format_ratio(ratio.value)} ±{ratio.half_width:.2f}{within} ({cells_text(cells)})"
+            f"{RATIO_QUANTITIES[q]} {format_ratio(ratio.value)} ±{ratio.half_width:.2f}{within} "
+            f"({cells_text(cells)}){APART_MARK if apart else ''}"
         )
     if not parts:
         return None
+    note = (
+        f" {APART_MARK} The interval leaves out 1, but the runs were measured apart: not a verdict "
+        "(`vllm-speedtest gate` calls it inconclusive unless given a between-run allowance, `--between-runs`)."
+        if marked
+        else ""
+    )
     return (
         "Overall, B / A (geometric mean of the cells' ratios, 95 %): " + "; ".join(parts) + ". A change of the "
         "machine between the two runs moves every cell alike and no control sees it: read a small overall "
         "difference between runs far apart with care (`toolkit interleave` measures two servers so that it cancels)."
+        + note
     )
