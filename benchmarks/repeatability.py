@@ -9,7 +9,8 @@ times one after the other. Per decode cell and run, three 95 % intervals of tota
 - drift: round 1's value ± its within-window half-width widened by the run's control drift (toolkit.method.drift).
 
 Coverage, for each kind: over every ordered pair of runs (i, j), how often run j's value (of the same kind) lies
-inside run i's interval. An honest interval covers about 95 % (docs/METHOD.md, Spread, Repeats, Drift).
+inside run i's interval. An honest interval covers about 95 % (docs/method/spread.md, Spread, Repeats;
+docs/method/drift.md, Drift).
 
     .venv/bin/python benchmarks/repeatability.py [--runs 4] [--repeats 2]
 

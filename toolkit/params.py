@@ -38,7 +38,8 @@ _FLAG_HINTS = {
 
 
 class CapacityParams(BaseModel):
-    """A params file's `capacity:` block: the traffic to plan for from the run's rate sweep (docs/METHOD.md)."""
+    """A params file's `capacity:` block: the traffic to plan for from the run's rate sweep
+    (docs/method/capacity-plan.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 

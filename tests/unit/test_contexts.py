@@ -1,4 +1,4 @@
-"""Context labels and the context rules of docs/METHOD.md, against both reference reports."""
+"""Context labels and the context rules of docs/method/matrix.md, against both reference reports."""
 
 import pytest
 
@@ -18,7 +18,7 @@ K = 1024
 def prefill_contexts(
     max_model_len: int, max_output: int, candidates: list[int] = DEFAULT_DECODE_CANDIDATES
 ) -> list[int]:
-    """The prefill contexts of docs/METHOD.md: every decode context, then the prefill-only one."""
+    """The prefill contexts of docs/method/matrix.md: every decode context, then the prefill-only one."""
     return [*decode_contexts(max_model_len, max_output, candidates), prefill_only_context(max_model_len)]
 
 

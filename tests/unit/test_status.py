@@ -1,4 +1,4 @@
-"""Status rules of docs/METHOD.md, "Status of a cell"."""
+"""Status rules of docs/method/cells.md, "Status of a cell"."""
 
 import pytest
 

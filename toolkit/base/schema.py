@@ -20,7 +20,7 @@ RAN_STATUSES: tuple[Status, ...] = ("Valid", "Requests queued")  # the cell ran:
 
 @dataclass(frozen=True)
 class Measurement:
-    """One prefill measurement or one sustained-decode cell, as docs/METHOD.md defines them.
+    """One prefill measurement or one sustained-decode cell, as docs/method/ defines them.
 
     Throughput fields are None when the cell was not run (Over capacity) or failed (Error).
     For prefill, ``total_tok_s`` is prompt tokens per second of the cold request.
@@ -54,7 +54,7 @@ class Measurement:
     tbt_ms_ci: float | None = None
     sub_windows: int | None = None
     ttft_ms_ci: float | None = None
-    # Repeats (docs/METHOD.md, Repeats): the record's round of the matrix (1-based; None: one round). A cell's
+    # Repeats (docs/method/spread.md, Repeats): the record's round of the matrix (1-based; None: one round). A cell's
     # combined row (toolkit.results.rounds) holds the median of its usable rounds, how many, and their spread.
     round: int | None = None
     repeats: int | None = None

@@ -162,7 +162,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
 def _add_matrix_options(parser: argparse.ArgumentParser) -> None:
     """What a matrix measures, as `matrix` and `interleave` take it (`_matrix_values` reads it back)."""
     parser.add_argument("--model")
-    parser.add_argument("--contexts", help="comma-separated, e.g. 1K,2K (default: rules of docs/METHOD.md)")
+    parser.add_argument("--contexts", help="comma-separated, e.g. 1K,2K (default: rules of docs/method/matrix.md)")
     parser.add_argument("--concurrency", help="comma-separated, e.g. 1,2,4")
     parser.add_argument("--duration", type=float, help="seconds per measurement (default 30)")
     parser.add_argument("--max-output", type=int, help="tokens per request (default 4096)")

@@ -2,7 +2,7 @@
 
 jupyter_client starts every kernel with `setsid` (a session of its own). Linux gives each session its own
 scheduler autogroup, and on a small machine a busy vLLM in one autogroup starves a client in another for
-seconds at a time (docs/METHOD.md, Pauses). These classes launch the kernel exactly as jupyter_client's
+seconds at a time (docs/method/client.md, Machine pauses). These classes launch the kernel exactly as jupyter_client's
 local provisioner does, except that it gets a process group of its own (interrupts and kills still reach
 the kernel and its children as one) inside the caller's session.
 """

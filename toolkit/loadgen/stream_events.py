@@ -78,7 +78,7 @@ class StreamResult:
 def build_request(
     endpoint: Endpoint, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True
 ) -> tuple[str, dict[str, Any]]:
-    """Path and JSON body of a streamed request as docs/METHOD.md, Prompts, prescribes."""
+    """Path and JSON body of a streamed request as docs/method/matrix.md, Prompts, prescribes."""
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,

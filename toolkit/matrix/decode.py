@@ -1,4 +1,4 @@
-"""One sustained-decode cell: N re-issuing streams, readiness gate, fixed window, drain (docs/METHOD.md)."""
+"""One sustained-decode cell: N re-issuing streams, readiness gate, fixed window, drain (docs/method/cells.md)."""
 
 from __future__ import annotations
 

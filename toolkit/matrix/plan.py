@@ -1,4 +1,4 @@
-"""Which measurements a run makes, in order: pure, from the params and the server's facts (docs/METHOD.md)."""
+"""Which measurements a run makes, in order: pure, from the params and the server's facts (docs/method/)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class Plan:
 
 
 def make_plan(params: RunParams, max_model_len: int) -> Plan:
-    """Contexts by the rules of docs/METHOD.md, or the explicit lists checked against max_model_len."""
+    """Contexts by the rules of docs/method/matrix.md, or the explicit lists checked against max_model_len."""
     if params.contexts is None:
         decode = decode_contexts(max_model_len, params.max_output)
     else:

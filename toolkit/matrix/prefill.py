@@ -1,4 +1,4 @@
-"""Cold prefill: one request of max_tokens = 1; prompt tok/s = prompt tokens / TTFT (docs/METHOD.md)."""
+"""Cold prefill: one request of max_tokens = 1; prompt tok/s = prompt tokens / TTFT (docs/method/cells.md)."""
 
 from __future__ import annotations
 

@@ -160,7 +160,7 @@ class CacheConfig:
 
     @property
     def budget_tokens(self) -> tuple[int | None, str]:
-        """KV budget and where it came from, by the order of preference of docs/METHOD.md, Capacity."""
+        """KV budget and where it came from, by the order of preference of docs/method/matrix.md, Capacity."""
         if self.kv_cache_size_tokens:
             return self.kv_cache_size_tokens, "kv_cache_size_tokens"
         if self.num_blocks and self.block_size:

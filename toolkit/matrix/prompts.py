@@ -13,7 +13,7 @@ MAX_TOKENIZE_CALLS = 64  # a build takes about a dozen; far more means the count
 
 
 def prompt_tolerance(target_tokens: int) -> int:
-    """Allowed distance from the target: max(16, 0.5 %) as docs/METHOD.md, Prompts, states."""
+    """Allowed distance from the target: max(16, 0.5 %) as docs/method/matrix.md, Prompts, states."""
     return max(16, int(target_tokens * 0.005))
 
 

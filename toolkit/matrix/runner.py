@@ -251,7 +251,7 @@ class _Runner:
         if ctx not in self.warm:  # warm the prefix cache once per context (prefill measured elsewhere)
             path, body = build_request(self.params.endpoint, self.server.model, text, 1)
             warm_up = await self.client.stream(path, body)
-            if warm_up.error:  # a failed stream makes the cell an Error (docs/METHOD.md), the warm-up's too
+            if warm_up.error:  # a failed stream makes the cell an Error (docs/method/cells.md), the warm-up's too
                 raise CellFailure(f"warm-up request failed: {warm_up.error}")
             self.warm.add(ctx)
         return (text,) * n

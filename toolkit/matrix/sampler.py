@@ -32,7 +32,7 @@ class Samples:
 
 
 class Sampler:
-    """Scrape `/metrics` every `interval_s` (docs/METHOD.md: at least 2 Hz) and probe the event loop's lag.
+    """Scrape `/metrics` every `interval_s` (docs/method/cells.md: at least 2 Hz) and probe the event loop's lag.
 
     The lag probe is its own task on a short period, so a slow scrape cannot hide a blocked loop.
     """
@@ -100,6 +100,6 @@ def loop_lag_ms(samples: Samples, start: float, end: float, pct: float) -> float
 
 
 def max_sample_gap_s(samples: Samples, start: float, end: float) -> float | None:
-    """Longest time without a server sample inside the window (docs/METHOD.md asks for at most 0.5 s)."""
+    """Longest time without a server sample inside the window (docs/method/cells.md asks for at most 0.5 s)."""
     times = [start] + [t for t, _, _ in samples.server_between(start, end)] + [end]
     return max(b - a for a, b in pairwise(times)) if len(times) > 2 else None

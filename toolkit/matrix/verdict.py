@@ -1,5 +1,5 @@
 """A decode window judged: its status and numbers from what the client saw and the server's samples and counters
-(pure; docs/METHOD.md), as a typed WindowVerdict whose fields are the Measurement's."""
+(pure; docs/method/cells.md), as a typed WindowVerdict whose fields are the Measurement's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Over capacity rule (docs/METHOD.md, Capacity): N × (context + max_output) > KV budget (tokens)."""
+"""The Over capacity rule (docs/method/matrix.md, Capacity): N × (context + max_output) > KV budget (tokens)."""
 
 from __future__ import annotations
 

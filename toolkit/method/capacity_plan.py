@@ -1,4 +1,4 @@
-"""How many servers a target traffic needs, and what its output tokens cost (pure; docs/METHOD.md, Capacity plan).
+"""How many servers a target traffic needs, and what its output tokens cost (pure; docs/method/capacity-plan.md).
 
 A rate sweep gives, per server, the highest request rate meeting the service level as a bracket: the highest rate
 shown to meet it (`low`) and the lowest shown to fail (`high`, None when none failed); the true highest rate lies

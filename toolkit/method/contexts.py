@@ -1,4 +1,4 @@
-"""Context lengths: labels ("8K" = 8,192 tokens) and the context rules of docs/METHOD.md."""
+"""Context lengths: labels ("8K" = 8,192 tokens) and the context rules of docs/method/matrix.md."""
 
 from __future__ import annotations
 

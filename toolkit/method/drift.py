@@ -16,7 +16,7 @@ be checked against the line, and on the shared machine a 1-stream reading moves 
 says; there compare widens the ratio by the larger of the runs' |change| (`drift`) as a bias spread over ±drift
 (`widened`), a guard rather than a calibrated interval. What no control can see is a jump between the runs (B
 started on a machine faster or slower than A ended on): against that, a throughput ratio within `drift` of 1 is
-marked "within drift" (docs/METHOD.md, Drift). Runs recorded before trends kept the range as `drift`;
+marked "within drift" (docs/method/drift.md, Drift). Runs recorded before trends kept the range as `drift`;
 it is read as it was written.
 """
 

@@ -2,7 +2,7 @@
 
 A rate step stores one record per request (`RECORD_COLUMNS`, times in seconds from the step's start). Everything a
 step reports is computed here from those records alone, so a finished sweep can be judged again against another
-service level without a server (docs/METHOD.md, Open-loop rates).
+service level without a server (docs/method/rates.md, Open-loop rates).
 """
 
 from __future__ import annotations

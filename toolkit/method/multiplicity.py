@@ -5,7 +5,7 @@ run compared with itself would show several "significant" cells by chance alone.
 runs are adjusted together by Benjamini–Hochberg (scipy.stats.false_discovery_control): a cell is marked when
 its adjusted p is at most 5 %, which holds the expected share of false marks among the marked at 5 %, and the
 chance of any false mark at 5 % when the runs do not differ at all. The overall ratio is the geometric mean of
-the cells' ratios with its interval (docs/METHOD.md, Comparisons).
+the cells' ratios with its interval (docs/method/drift.md, Comparisons).
 """
 
 from __future__ import annotations

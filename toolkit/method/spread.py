@@ -5,7 +5,7 @@ time between tokens, and the half-width is Student's t over those three values (
 freedom, not 2. Three long batches, not ten short ones: token rates are autocorrelated (a slow machine stays
 slow for a while), and short batches then look independent when they are not. Three batches still see part
 of that correlation as signal; the half degree taken off (`DOF_DISCOUNT`) pays for it, chosen by measuring
-coverage on synthetic streams whose truth is known (`benchmarks/calibration.py`, docs/METHOD.md, Spread):
+coverage on synthetic streams whose truth is known (`benchmarks/calibration.py`, docs/method/spread.md, Spread):
 0.96–0.98 with independent gaps, under a speed that wanders (AR(1), ρ = 0.5 between tenths of the window) and
 under a 3 % drift, where ten batches merged on a lag-1 test covered 0.80 under the wandering speed, and three
 batches with 2 degrees of freedom 0.89.

@@ -1,4 +1,4 @@
-"""Status of a sustained-decode cell, by the rules of docs/METHOD.md, "Status of a cell"."""
+"""Status of a sustained-decode cell, by the rules of docs/method/cells.md, "Status of a cell"."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ _TIME_TOLERANCE_S = 1e-6  # so 10.6 - 10.1 counts as 0.5 s despite float roundin
 STALL_MIN_S = 1.0  # no token from any stream for this long (or 10 time-between-tokens) disturbs a window
 STALL_TBT_MULTIPLE = 10.0
 LOOP_BLOCKED_MS = 250.0  # the client's event loop stalled this long: arrival times are not the server's
-SAMPLE_GAP_MAX_S = 1.5  # docs/METHOD.md samples every 0.5 s at least; a gap of 3 periods leaves the status unfounded
+# docs/method/cells.md samples every 0.5 s at least; a gap of 3 periods leaves the status unfounded
+SAMPLE_GAP_MAX_S = 1.5
 
 
 def disturbance(

@@ -1,4 +1,4 @@
-"""Pure arithmetic of a measurement window over the streams' token events (docs/METHOD.md quantities)."""
+"""Pure arithmetic of a measurement window over the streams' token events (docs/method/cells.md quantities)."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def _complete(values: list[float], k: int) -> Interval | None:
 
 
 def window_spread(results: Sequence[StreamResult], start: float, end: float) -> WindowSpread:
-    """The window's intervals (docs/METHOD.md, Spread)."""
+    """The window's intervals (docs/method/spread.md, Spread)."""
     ttft = median_interval([r.ttft_s * 1000 for r in results if r.ttft_s is not None])
     if end <= start:
         return WindowSpread(0, None, None, None, ttft)

@@ -2,7 +2,7 @@
 
 The server's gauges (running, waiting, KV use) are sampled during the step; its prompt and generation token
 counters are read before the first send and after the server has finished the step's last request, and set
-against the client's sums of the same tokens (docs/METHOD.md, Open-loop rates).
+against the client's sums of the same tokens (docs/method/rates.md, Open-loop rates).
 """
 
 from __future__ import annotations

@@ -73,8 +73,8 @@ RATIO_CAPTION = (
     "(column Machine), and that estimate's uncertainty is in the ±; with fewer, the larger of the runs' drifts is "
     "added to the throughput ratio's spread instead. A change between the runs themselves no control can see: a "
     "throughput ratio within the larger of the runs' drifts of 1 is marked within drift (it can be the machine). "
-    "With repeats, a cell's spread is the larger of its window's and its rounds' (docs/METHOD.md, Spread, Repeats, "
-    "Drift)."
+    "With repeats, a cell's spread is the larger of its window's and its rounds' "
+    "(docs/method/spread.md, Spread, Repeats; docs/method/drift.md, Drift)."
 )
 NOT_SIGNIFICANT = "n.s."
 MACHINE_COLUMN = "Machine A → B"

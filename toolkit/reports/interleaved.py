@@ -99,7 +99,7 @@ def interleaved_markdown(
         f"{rounds} rounds measured in alternating order ({a} {b}, {b} {a}, …): each round's two runs are neighbours "
         "in time, so the machine's slow change moves both alike and cancels in their ratio. Per cell, the "
         "geometric mean of the rounds' ratios with its 95 % t interval over the rounds; n.s.: no significant "
-        "difference once every test of the table is counted (Benjamini–Hochberg at 5 %). docs/METHOD.md, "
+        "difference once every test of the table is counted (Benjamini–Hochberg at 5 %). docs/method/drift.md, "
         "Comparisons.",
     ]
     if sums:

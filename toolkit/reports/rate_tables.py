@@ -1,4 +1,4 @@
-"""Tables and lines of an open-loop rate sweep, as display strings (pure; docs/METHOD.md, Open-loop rates).
+"""Tables and lines of an open-loop rate sweep, as display strings (pure; docs/method/rates.md, Open-loop rates).
 
 The steps DataFrame is `toolkit.results.rate_runs.RateSweep.steps`: one row per step, the columns of
 `toolkit.method.goodput.StepSummary.row()` plus the server samples and flags the runner adds.

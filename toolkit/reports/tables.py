@@ -52,7 +52,7 @@ DISTURBED_NOTE = (
     "comparisons."
 )
 SPREAD_NOTE = (
-    "±: the 95 % interval of total tok/s from the kept window's sub-windows (docs/METHOD.md, Spread). It covers "
+    "±: the 95 % interval of total tok/s from the kept window's sub-windows (docs/method/spread.md). It covers "
     "the noise inside the window, not the machine changing speed between windows or runs."
 )
 NOT_HELD_MARK = "concurrency not held"

@@ -1,4 +1,4 @@
-"""Reading an open-loop rate sweep back from a run folder: `<run>/rates/` (docs/METHOD.md, Open-loop rates).
+"""Reading an open-loop rate sweep back from a run folder: `<run>/rates/` (docs/method/rates.md, Open-loop rates).
 
 `rates/sweep.json` holds the parameters as run (and the search's result), `rates/steps.jsonl` one line per step
 (its summary, server samples and token cross-check), `rates/step-<NNN>.parquet` that step's per-request records

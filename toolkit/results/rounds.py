@@ -1,6 +1,6 @@
 """Repeats: the records of a matrix measured in rounds, and one combined row per cell (pure).
 
-A run with `repeats: R` measures every cell once per round (docs/METHOD.md, Repeats); each record carries its
+A run with `repeats: R` measures every cell once per round (docs/method/spread.md, Repeats); each record carries its
 `round`. Resume goes by (cell, round): the latest record of each. The reports go by cell: over the rounds that
 ran undisturbed, the mean of each quantity with a 95 % t half-width across rounds (total and per-request tok/s,
 TTFT: the number and its interval belong together), the median of the others, how many, and their range.

@@ -2,7 +2,7 @@
 
 Linux gives every session (`setsid`) its own scheduler autogroup when `kernel.sched_autogroup_enabled` is 1;
 on a small machine a busy vLLM in one autogroup and the client in another starve each other for seconds at
-a time (docs/METHOD.md, Pauses). Papermill and JupyterLab start every kernel in a session of its own, and a
+a time (docs/method/client.md, Pauses). Papermill and JupyterLab start every kernel in a session of its own, and a
 server started from another terminal has its own too. While it measures such a server, the client raises its
 own autogroup's weight (`/proc/self/autogroup`, nice -15: measured in benchmarks/machine_pauses.py) when it
 may, and restores it afterwards; when it may not, it says what would help in that layout.

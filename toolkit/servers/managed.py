@@ -1,7 +1,7 @@
 """A server process the toolkit launches: its own process group in the caller's session, `/health`, stop.
 
 Not a new session: Linux gives every session its own scheduler autogroup, and a busy vLLM in one autogroup
-starves a client in another for seconds at a time (docs/METHOD.md, Machine pauses).
+starves a client in another for seconds at a time (docs/method/client.md, Machine pauses).
 """
 
 from __future__ import annotations
