@@ -15,12 +15,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import psutil
 import pytest
 
-from toolkit.servers.embedded.server import EmbeddedServer, ServerConfig, ServerError
+from tests.processes import assert_stop_leaves_no_vllm_process
+from toolkit.servers.embedded.server import EmbeddedServer, ServerConfig, ServerError, free_port
 
 TEST_API_KEY = "sk-toolkit-TEST-7f3a9c"  # distinctive, so output scans can look for it
 
@@ -99,7 +103,42 @@ def constrained_server() -> Iterator[EmbeddedServer]:
     try:
         yield server
     finally:
-        server.stop()
+        assert_stop_leaves_no_vllm_process(server)  # the API server and its engine processes all end
+
+
+def _healthy(base_url: str) -> bool:
+    try:
+        return httpx.get(base_url + "/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def server_in_own_session() -> Iterator[str]:
+    """The embedded vLLM started from 'another terminal': `python -m toolkit serve` in a session of its own, with
+    --stream-interval 4 and the test key; its base URL. One launch serves two tests that each need a server apart
+    from the main one: plain papermill against a server in another session (tests/integration/test_sessions.py)
+    and chunks of 4 tokens (test_matrix_engine.py's stream-interval test)."""
+    port = free_port()
+    command = [sys.executable, "-m", "toolkit", "serve", "--port", str(port), "--max-model-len", "4096",
+               "--stream-interval", "4"]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "VLLM_API_KEY": TEST_API_KEY})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
+                      for c in psutil.net_connections("tcp")):  # fmt: skip
+            assert proc.poll() is None and time.monotonic() < deadline, "the embedded vLLM did not start"
+            time.sleep(0.5)
+        base_url = f"http://127.0.0.1:{port}"
+        while not _healthy(base_url):  # listening comes before the engine is ready
+            assert proc.poll() is None and time.monotonic() < deadline, "the embedded vLLM never became healthy"
+            time.sleep(0.2)
+        yield base_url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 @pytest.fixture

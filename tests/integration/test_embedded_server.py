@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import httpx
 
 from tests.conftest import TEST_API_KEY
-from tests.processes import assert_group_gone
 from toolkit.matrix.prometheus import cache_config, parse_metrics
 from toolkit.servers.embedded.server import BLOCK_SIZE_TOKENS, EmbeddedServer, ServerConfig
 
@@ -48,38 +46,6 @@ def test_metrics_kv_size_equals_kv_blocks_times_block_size(constrained_server: E
     assert config.block_size == BLOCK_SIZE_TOKENS
     assert config.num_blocks == 104
     assert config.kv_cache_size_tokens == 104 * BLOCK_SIZE_TOKENS
-
-
-def assert_stop_leaves_no_vllm_process(server: EmbeddedServer) -> None:
-    """Stop a running embedded server: its API server and engine processes (two or more, one group) all end."""
-    pgid = server.process.pid
-    members = [p for p in os.listdir("/proc") if p.isdigit() and _in_group(int(p), pgid)]
-    server.stop()
-    assert len(members) >= 2, "expected the API server and at least one engine process"
-    assert_group_gone(pgid, timeout_s=10, what="the stopped vLLM")
-    port_flag = f"--port\0{server.port}\0"
-    assert not [p for p in members if _alive(p) and port_flag in _cmdline(p)]
-
-
-def _alive(pid: str) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _cmdline(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text()
-    except OSError:
-        return ""
-
-
-def _in_group(pid: int, pgid: int) -> bool:
-    try:
-        return os.getpgid(pid) == pgid
-    except ProcessLookupError:
-        return False
 
 
 def test_request_without_api_key_is_refused(vllm_server: EmbeddedServer) -> None:

@@ -1,7 +1,8 @@
 """Autogroups on every path: the toolkit's own layout (one session), plain papermill against a server in its own
 session (the measuring kernel raises its weight), and a notebook that starts the embedded server itself.
 
-Separate sessions get separate scheduler autogroups, which stall each other for seconds (docs/METHOD.md, Pauses).
+Separate sessions get separate scheduler autogroups, which stall each other for seconds
+(docs/method/client.md, Machine pauses).
 """
 
 from __future__ import annotations
@@ -11,15 +12,14 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import nbformat
 import psutil
 import pytest
 import yaml
 
+from tests.conftest import TEST_API_KEY
 from tests.processes import assert_group_gone
 from toolkit.jupyter.execute import execute_path
 from toolkit.results.store import ResultStore, latest_by_key
@@ -97,48 +97,20 @@ def test_a_server_in_another_session_raises_the_clients_weight_or_warns() -> Non
         listener.wait()
 
 
-def _healthy(base_url: str) -> bool:
-    try:
-        return httpx.get(base_url + "/health", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def server_in_own_session() -> Iterator[str]:
-    """The embedded vLLM started from 'another terminal': `python -m toolkit serve` in a session of its own."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "serve", "--port", str(port), "--max-model-len", "4096"],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300
-        while not any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
-                      for c in psutil.net_connections("tcp")):  # fmt: skip
-            assert proc.poll() is None and time.monotonic() < deadline, "the embedded vLLM did not start"
-            time.sleep(0.5)
-        base_url = f"http://127.0.0.1:{port}"
-        while not _healthy(base_url):  # listening comes before the engine is ready
-            assert proc.poll() is None and time.monotonic() < deadline, "the embedded vLLM never became healthy"
-            time.sleep(0.2)
-        yield base_url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-
-
 @needs_autogroups
 def test_plain_papermill_against_a_server_in_its_own_session_measures_clean(
     server_in_own_session: str, tmp_path: Path
 ) -> None:
-    """The issue's layout: 5 of 6 cells were disturbed here before the kernel raised its weight."""
+    """The issue's layout: 5 of 6 cells were disturbed here before the kernel raised its weight. The server
+    (conftest's, shared with the stream-interval test) sends chunks of 4 tokens: the matrix does not mind."""
     privileged = may_raise_weight()
     out = tmp_path / "run"
     parameters = {"BASE_URL": server_in_own_session, "CONTEXTS": "512,1K", "CONCURRENCY": "1,2,4", "DURATION_S": 3,
                   "CONTROL_WINDOW_S": 1, "MAX_OUTPUT": 512, "RESULTS_DIR": str(out)}  # fmt: skip
     subprocess.run([sys.executable, "-m", "papermill", "notebooks/decode_matrix.ipynb", str(tmp_path / "out.ipynb"),
                     "-y", yaml.safe_dump(parameters)], cwd=REPO, check=True, capture_output=True,
-                   env={k: v for k, v in os.environ.items() if k != "TOOLKIT_AUTOGROUP_NICE"})  # fmt: skip
+                   env={**{k: v for k, v in os.environ.items() if k != "TOOLKIT_AUTOGROUP_NICE"},
+                        "VLLM_API_KEY": TEST_API_KEY})  # fmt: skip
     executed = (tmp_path / "out.ipynb").read_text()
     if not privileged:
         assert "may not raise its scheduler weight" in executed, "no privilege: the warning must say what helps"
