@@ -16,6 +16,7 @@ import pytest
 from tests.faultserver import FaultServer
 from toolkit import cli
 from toolkit.base.schema import Measurement
+from toolkit.jupyter.execute import execute_path
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
 from toolkit.reports import compare
@@ -47,7 +48,13 @@ def test_committed_notebook_is_a_document_without_outputs() -> None:
     (parameters,) = [c for c in cells if c.metadata.get("tags") == ["parameters"]]
     assert parameters.source.startswith("RUN_DIRS = [") and "\nLABELS = None" in parameters.source
     headings = [c.source.splitlines()[0] for c in cells if c.cell_type == "markdown" and c.source.startswith("## ")]
-    assert headings == ["## Prefill", "## Each run against the baseline", "## Trade-off", "## Status differences"]
+    assert headings == [
+        "## Prefill",
+        "## Each run against the baseline",
+        "## Trade-off",
+        "## Status differences",
+        "## Regression gate",
+    ]
     code = "\n".join(c.source for c in cells if c.cell_type == "code")
     for call in ("runs.load_runs(RUN_DIRS, LABELS)", "compare_plots.ratio_heatmaps(", "compare_plots.tradeoff_figure(",
                  "service_level.highest_concurrency(frame, SLO_TTFT_MS, SLO_PER_REQUEST_TOK_S)"):  # fmt: skip
@@ -159,3 +166,23 @@ def test_compare_two_small_runs(fault_runs: list[Path], tmp_path: Path) -> None:
     assert ratio > 1.5  # tokens every 10 ms against every 30 ms
     run = json.loads((slower / "run.json").read_text())
     assert run["source"] == "toolkit" and run["run_label"] == "slower"
+
+
+def test_the_gate_section_shows_the_commands_verdicts_and_their_figure(
+    fault_runs: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GATE_MAX_REGRESSION set: each later run's gate lines, the same as `vllm-speedtest gate` prints for the two
+    folders, and the figure of the intervals against the allowed band. The candidate streams 3× faster: never FAIL."""
+    slower, faster = fault_runs
+    limits = ["--max-regression", "5%", "--between-runs", "10%"]
+    status = cli.main(["gate", str(slower), str(faster), *limits])
+    command_lines = capsys.readouterr().out.strip().splitlines()
+    assert status in (0, 3) and len(command_lines) == 2, command_lines
+    assert all(line.split()[0] in ("PASS", "INCONCLUSIVE") for line in command_lines), command_lines
+    executed = tmp_path / "compare.ipynb"
+    execute_path(NOTEBOOK, executed, {"RUN_DIRS": [str(slower), str(faster)], "GATE_MAX_REGRESSION": "5%",
+                                      "GATE_BETWEEN_RUNS": "10%"})  # fmt: skip
+    (cell,) = [c for c in nbformat.read(executed, as_version=4).cells if c.get("id") == "gate"]
+    printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream").splitlines()
+    assert printed == ["Regression gate, faster (r1) against slower (r1):", *command_lines]
+    assert sum("image/png" in o.get("data", {}) for o in cell.outputs) == 1

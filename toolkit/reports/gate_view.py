@@ -7,6 +7,7 @@ quantity's verdict (toolkit.reports.gate_ratios) with the context its text needs
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from toolkit.base.errors import ResultsError
 from toolkit.method.gate import Verdict, family_level, gated, parse_limits, percent
@@ -14,9 +15,12 @@ from toolkit.reports.gate_ratios import Found, Judged, judge
 from toolkit.reports.gate_text import GateContext
 from toolkit.results.gate_inputs import INTERLEAVED, GateInput, gate_input
 
-__all__ = ["gate_folders", "interleave_command"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-CONSOLE_SCRIPT = "vllm-speedtest"  # pyproject.toml's [project.scripts], as toolkit.cli.entry names it
+__all__ = ["gate_folders", "gate_pair", "interleave_command"]
+
+_CONSOLE_SCRIPT = "vllm-speedtest"  # pyproject.toml's [project.scripts], as toolkit.cli.entry names it
 
 
 def gate_folders(
@@ -45,6 +49,18 @@ def gate_folders(
         intervals, command = _apart(found, names, level)
     context = GateContext(found.design, *found.labels, rounds, level, counts_as, command)
     return judge(intervals, quantities, limits, allowance), context
+
+
+def gate_pair(
+    baseline: str, candidate: str, max_regression: str, between_runs: str | None = None, title: str | None = None
+) -> tuple[str, Figure]:
+    """The gate's view of one run folder against the baseline's, as the compare notebook shows it: the command's
+    lines (one per quantity) and each interval against its allowed band, coloured by verdict."""
+    from toolkit.reports.gate_plots import gate_figure
+    from toolkit.reports.gate_text import gate_line
+
+    judged, context = gate_folders([baseline, candidate], max_regression, between_runs=between_runs)
+    return "\n".join(gate_line(item, context) for item in judged), gate_figure(judged, title)
 
 
 def _interleaved(found: GateInput, names: list[str], level: float) -> tuple[dict[str, Found], int]:
@@ -84,4 +100,4 @@ def interleave_command(found: GateInput) -> str:
         params = RunDocument.load(folder).params or {}
         url = params.get("base_url")
         urls.append(str(url) if isinstance(url, str) and url.startswith("http") else f"URL_{side}")
-    return f"{CONSOLE_SCRIPT} interleave --a-url {urls[0]} --b-url {urls[1]} --rounds 4 --out OUT"
+    return f"{_CONSOLE_SCRIPT} interleave --a-url {urls[0]} --b-url {urls[1]} --rounds 4 --out OUT"
