@@ -37,7 +37,7 @@ EXPORTED: dict[str, list[str]] = {
         "ratio_display", "ratio_key", "ratio_table", "run_labels", "runs_table", "status_differences",
         "status_display", "tradeoff_points",
     ],
-    "toolkit.reports.gate_view": ["gate_folders", "gate_pair", "interleave_command"],
+    "toolkit.reports.gate_view": ["gate_folders", "gate_pair", "interleave_command", "round_frames"],
     "toolkit.reports.compare_plots": ["MIN_RATIO_SPAN", "prefill_comparison", "ratio_heatmaps", "tradeoff_figure"],
     "toolkit.reports.plots": [
         "ERROR_LABEL", "HEATMAP_METRICS", "LOG_SCALE_RATIO", "MARKED_NOTE", "METRIC_TITLES", "OVER_LABEL",

@@ -70,6 +70,7 @@ def _plan(args: argparse.Namespace) -> int:
             raise ParamsError(f"{name.replace('_', '-')}: not an option of `gate plan` (only --detect)")
     from toolkit.method.drift import run_drift
     from toolkit.reports.gate_planning import interleaved_spreads, plan_lines, planned, run_spreads
+    from toolkit.reports.gate_view import round_frames
     from toolkit.results.gate_inputs import gate_input, interleaved_rounds
     from toolkit.results.runs import load_run
     from toolkit.results.store import RUN_FILE
@@ -80,9 +81,7 @@ def _plan(args: argparse.Namespace) -> int:
         spreads, what = run_spreads(frame, run_drift(info)), f"one run, {folder}"
     else:
         found = gate_input([str(folder)])
-        a = {r: load_run(found.baseline[r])[0] for r in found.rounds}
-        b = {r: load_run(found.candidate[r])[0] for r in found.rounds}
-        spreads, what = interleaved_spreads(a, b), f"{found.labels[1]} / {found.labels[0]}, interleaved"
+        spreads, what = interleaved_spreads(*round_frames(found)), f"{found.labels[1]} / {found.labels[0]}, interleaved"
     if not spreads:
         raise ParamsError(f"{folder}: no decode cell with a measured spread; nothing to plan from")
     level = family_level(len(DEFAULT_QUANTITIES))

@@ -16,9 +16,10 @@ from toolkit.reports.gate_text import GateContext
 from toolkit.results.gate_inputs import INTERLEAVED, GateInput, gate_input
 
 if TYPE_CHECKING:
+    import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["gate_folders", "gate_pair", "interleave_command"]
+__all__ = ["gate_folders", "gate_pair", "interleave_command", "round_frames"]
 
 _CONSOLE_SCRIPT = "vllm-speedtest"  # pyproject.toml's [project.scripts], as toolkit.cli.entry names it
 
@@ -66,15 +67,21 @@ def gate_pair(
 def _interleaved(found: GateInput, names: list[str], level: float) -> tuple[dict[str, Found], int]:
     """The intervals over the rounds both sides have results for, and how many."""
     from toolkit.reports.gate_ratios import interleaved_intervals
-    from toolkit.results.runs import load_run
 
-    a = {r: load_run(found.baseline[r])[0] for r in found.rounds}
-    b = {r: load_run(found.candidate[r])[0] for r in found.rounds}
+    a, b = round_frames(found)
     measured = [r for r in found.rounds if len(a[r]) and len(b[r])]  # a failed round's folder holds no results
     if len(measured) < 2:
         raise ResultsError(f"{found.labels[0]} and {found.labels[1]} have results in {len(measured)} common "
                            "round(s); a paired gate needs two or more")  # fmt: skip
     return interleaved_intervals({r: a[r] for r in measured}, {r: b[r] for r in measured}, names, level), len(measured)
+
+
+def round_frames(found: GateInput) -> tuple[dict[int, pd.DataFrame], dict[int, pd.DataFrame]]:
+    """An interleaved folder's results by round: the baseline's, then the candidate's."""
+    from toolkit.results.runs import load_run
+
+    return ({r: load_run(found.baseline[r])[0] for r in found.rounds},
+            {r: load_run(found.candidate[r])[0] for r in found.rounds})  # fmt: skip
 
 
 def _apart(found: GateInput, names: list[str], level: float) -> tuple[dict[str, Found], str]:
