@@ -7,7 +7,7 @@ token counts no prompt sent can hold ("huge-prompt-usage", "huge-cached-usage"),
 tokens asked ("huge-events"), malformed SSE (bad JSON, fields of the wrong type, an event without its end), a stalled
 stream, an error event in the stream, `/metrics` gone, NaN, a gateway's own, trickling, a gzip bomb, or a generation
 counter that goes back or jumps by a million at every scrape, other endpoints answering 200 with what vLLM never
-sends.
+sends, and a final chunk's per-request `metrics` that is malformed or contradicts the client's clock.
 Everything else is tested against the embedded vLLM.
 
     with FaultServer() as server:             # aiohttp in a background thread, free 127.0.0.1 port
@@ -22,10 +22,18 @@ Everything else is tested against the embedded vLLM.
         server.set_metrics_fault("drop", after=3)  # ... once 3 more streamed requests have started
         server.clear_fault()
         server.set_reply("/version", "<html>gateway</html>", "text/html")  # a canned 200 reply for a path
+        server.set_fault("metrics-malformed", times=2)  # 2 streams end in `"metrics": {"queue_time_ms": "soon"}`
         server.completion_requests()          # the request log, filtered
 
 The same controls are reachable over HTTP: `POST /_fault {"kind": ..., "after": K, "times": M}`,
 `POST /_metrics_fault {"kind": one of METRICS_FAULTS or null, "after": K}`, `GET /_log`.
+
+With `FaultServer(per_request_metrics=True)` (vLLM's `--enable-per-request-metrics`) every stream's final usage
+chunk carries a `metrics` object: the request's queue, TTFT from scheduling and generation time, as this server
+measured them on its own clock (`time.perf_counter()`, the client's clock too: the client's TTFT holds the queue and
+the server's TTFT). The "metrics-*" fault kinds put their own object there, with or without it. With
+`timing_histograms=True`, `/metrics` also holds vLLM's queue, prefill and decode time histograms of the finished
+requests.
 
 Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
 the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
@@ -54,7 +62,8 @@ MODEL = "fault-model"
 TEMPLATE_TOKENS = 8
 FAULT_KINDS = ("500", "401", "cut", "malformed", "stall", "usage-not-object", "choices-object", "string-count",
                "unterminated", "error-event", "keepalive", "echo-500", "trickle", "absurd-usage",
-               "echo-encoded", "huge-prompt-usage", "huge-cached-usage", "huge-events")  # fmt: skip
+               "echo-encoded", "huge-prompt-usage", "huge-cached-usage", "huge-events", "metrics-malformed",
+               "metrics-contradicting")  # fmt: skip
 # "echo-encoded": each hit echoes the key presented in the next of these spellings, which a plain scan for the key
 # does not find: UTF-16 and UTF-32 bodies, NULs between its characters in a JSON message, every byte
 # percent-encoded, base64 inside `user:KEY`, a response header, and an in-stream error event with NULs.
@@ -72,6 +81,11 @@ UNTERMINATED_BYTES = 4 * 1024 * 1024  # sent as one event without its blank line
 # The usage of every event of the stream, else a normal stream: counts no prompt sent can hold.
 USAGE_FAULTS: dict[str, dict[str, int]] = {"huge-prompt-usage": {"prompt_tokens": 2**62},
                                            "huge-cached-usage": {"cached_tokens": 2**63 - 1}}  # fmt: skip
+# A normal stream whose final chunk's `metrics` (vLLM's per-request timing) is malformed, or says the request queued
+# for `CONTRADICTING_QUEUE` times its real TTFT: more than the client can have waited.
+TIMING_FAULTS = ("metrics-malformed", "metrics-contradicting")
+MALFORMED_TIMING = "soon"  # "metrics-malformed": the queue_time_ms it gives
+CONTRADICTING_QUEUE = 10
 HUGE_EVENTS, HUGE_EVENT_BYTES = 100, 1_000_000  # "huge-events": this many events of this much text, usage unchanged
 METRICS_FAULTS = ("404", "drop", "nan", "gateway", "trickle", "gzip", "counter-back", "counter-jump")
 MAX_BODY_BYTES = 512 * 1024 * 1024  # request bodies it reads (aiohttp's default 1 MiB; vLLM sets none)
@@ -122,6 +136,11 @@ class ServerState:
     prefix_queries: int = 0
     prefix_hits: int = 0
     requests_total: int = 0
+    # Of the finished streams, on the server's clock (seconds): vLLM's queue, prefill and decode time histograms.
+    queue_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    timed: int = 0
     seen_prompts: set[str] = field(default_factory=set)
     log: list[dict[str, Any]] = field(default_factory=list)
 
@@ -149,6 +168,8 @@ class FaultServer:
         tokens_per_chunk: int = 1,
         model: str = MODEL,
         port: int = 0,
+        per_request_metrics: bool = False,
+        timing_histograms: bool = False,
     ) -> None:
         self.api_key = api_key
         self.max_model_len = max_model_len
@@ -156,6 +177,8 @@ class FaultServer:
         self.token_interval_s = token_interval_s
         self.tokens_per_chunk = tokens_per_chunk
         self.model = model
+        self.per_request_metrics = per_request_metrics  # a `metrics` object on every final usage chunk
+        self.timing_histograms = timing_histograms  # vLLM's request timing histograms on /metrics
         self.state = ServerState()
         self.fault: Fault | None = None
         self.metrics_fault: str | None = None
@@ -370,9 +393,12 @@ class FaultServer:
             f'kv_cache_size_tokens="{self.kv_cache_size_tokens}",'
             f'num_gpu_blocks="{self.kv_cache_size_tokens // 16}"}} 1.0',
         ]
+        if self.timing_histograms:
+            lines += _timing_histograms(s, labels)
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.perf_counter()  # the request's queueing starts (its timing's clock: the client's too)
         body = await request.json()
         _LOG_ENTRY.get()["prompt"] = body.get("prompt", body.get("messages"))  # what was asked, for the tests
         chat = request.path.endswith("/chat/completions")
@@ -402,10 +428,10 @@ class FaultServer:
             return _error(401, f"Incorrect API key provided: {presented}", "AuthenticationError")
         if not body.get("stream"):
             return _error(400, "the fault server only streams", "BadRequestError")
-        return await self._stream(request, body, chat, prompt_tokens, max_tokens, fault)
+        return await self._stream(request, body, chat, prompt_tokens, max_tokens, fault, arrived)
 
     async def _stream(self, request: web.Request, body: dict[str, Any], chat: bool, prompt_tokens: int,
-                      max_tokens: int, fault: str | None) -> web.StreamResponse:  # fmt: skip
+                      max_tokens: int, fault: str | None, arrived: float) -> web.StreamResponse:  # fmt: skip
         s = self.state
         key = hashlib.sha256(repr(body.get("messages") or body.get("prompt")).encode()).hexdigest()
         cached = prompt_tokens if key in s.seen_prompts else 0
@@ -418,7 +444,10 @@ class FaultServer:
         created = int(time.time())
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
         override = USAGE_FAULTS.get(fault or "", {})
-        fault = None if override else fault
+        timing_fault = fault if fault in TIMING_FAULTS else None
+        fault = None if override or timing_fault else fault
+        scheduled = time.perf_counter()
+        first_at = last_at = None
         s.running += 1
         try:
             await response.prepare(request)
@@ -467,11 +496,21 @@ class FaultServer:
                 produced += step
                 s.generation_tokens += step
                 finish = "length" if produced == max_tokens else None
+                last_at = time.perf_counter()
+                first_at = first_at or last_at
                 await response.write(chunk(" tok" * step, produced, finish))
                 if produced < max_tokens:
                     await asyncio.sleep(self.token_interval_s)
             final = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
                      "model": self.model, "choices": [], "usage": usage(produced)}  # fmt: skip
+            if first_at is not None and last_at is not None:
+                timing = (scheduled - arrived, first_at - scheduled, last_at - first_at)
+                s.queue_s += timing[0]
+                s.prefill_s += timing[1]
+                s.decode_s += timing[2]
+                s.timed += 1
+                if self.per_request_metrics or timing_fault:
+                    final["metrics"] = per_request_metrics(*timing, produced, timing_fault)
             await response.write(b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n")
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
@@ -548,6 +587,39 @@ class FaultServer:
 
     async def _control_log(self, request: web.Request) -> web.Response:
         return web.json_response(self.log)
+
+
+def per_request_metrics(
+    queue_s: float, prefill_s: float, decode_s: float, tokens: int, fault: str | None = None
+) -> dict[str, Any]:
+    """A final chunk's `metrics` as vLLM 0.32 writes it, from a request's queue, prefill and decode on the server's
+    clock; "metrics-malformed": a queue time that is no number, "metrics-contradicting": a queue time
+    `CONTRADICTING_QUEUE` times the request's whole TTFT on the server."""
+    queue_ms, ttft_ms, generation_ms = queue_s * 1e3, prefill_s * 1e3, decode_s * 1e3
+    metrics: dict[str, Any] = {
+        "time_to_first_token_ms": round(ttft_ms, 6),
+        "generation_time_ms": round(generation_ms, 6),
+        "queue_time_ms": round(queue_ms, 6),
+        "mean_itl_ms": round(generation_ms / (tokens - 1), 6) if tokens > 1 else None,
+        "tokens_per_second": round(tokens / (prefill_s + decode_s), 3) if prefill_s + decode_s > 0 else None,
+    }
+    if fault == "metrics-malformed":
+        metrics["queue_time_ms"] = MALFORMED_TIMING
+    elif fault == "metrics-contradicting":
+        metrics["queue_time_ms"] = round(CONTRADICTING_QUEUE * (queue_ms + ttft_ms), 6)
+    return metrics
+
+
+def _timing_histograms(state: ServerState, labels: str) -> list[str]:
+    """vLLM's request queue, prefill and decode time histograms (one +Inf bucket, its sum and count)."""
+    lines = []
+    for name, total in (("queue", state.queue_s), ("prefill", state.prefill_s), ("decode", state.decode_s)):
+        family = f"vllm:request_{name}_time_seconds"
+        inf_labels = labels[:-1] + ',le="+Inf"}'
+        lines += [f"# HELP {family} Histogram of time spent in {name.upper()} phase for request.",
+                  f"# TYPE {family} histogram", f"{family}_bucket{inf_labels} {float(state.timed)}",
+                  f"{family}_sum{labels} {total}", f"{family}_count{labels} {float(state.timed)}"]  # fmt: skip
+    return lines
 
 
 def _echo(encoding: str, key: str) -> web.Response:

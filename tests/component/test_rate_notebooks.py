@@ -2,7 +2,9 @@
 
 rate_sweep.ipynb shows a finished sweep without measuring and judges it again against other limits: the goodputs
 it gives equal those computed here straight from the per-request Parquet records. report.ipynb gains its rate
-section only when the run holds `rates/`; compare.ipynb overlays the curves only when two runs do.
+section only when the run holds `rates/`; compare.ipynb overlays the curves only when two runs do. Where the server
+timed its replies, both show where the time goes (a sweep without that timing: tests/unit/test_breakdown_views.py,
+and the conversation sweep here, whose fake server gives none).
 """
 
 from __future__ import annotations
@@ -18,15 +20,19 @@ import pytest
 from tests.component.test_notebooks_offline import execute, pngs
 from tests.rate_folders import add_matrix_results, write_rate_sweep
 from toolkit.jupyter.execute import html_report, markdown_report
+from toolkit.reports import breakdown_views
+from toolkit.results.rate_runs import load_rate_sweep
 from toolkit.results.store import RUN_FILE, write_json_atomic
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 RATE_CELLS = ("rates", "rate-steps", "rate-knee", "rate-goodput", "rate-queue")
+BREAKDOWN_CELLS = ("rate-breakdown", "rate-breakdown-figure")
 
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_rate_sweep(tmp_path_factory.mktemp("sweep") / "run", searched=(6.5, 5.75), lag_flagged=(2,))
+    return write_rate_sweep(tmp_path_factory.mktemp("sweep") / "run", searched=(6.5, 5.75), lag_flagged=(2,),
+                            server_timing=True, mismatched={3: 2})  # fmt: skip
 
 
 def direct_goodputs(folder: Path, ttft_ms: float | None, tpot_ms: float | None, target: float) -> list[tuple]:
@@ -75,6 +81,16 @@ def test_rejudging_gives_the_goodputs_of_the_records(sweep_dir: Path, tmp_path: 
     assert all(pngs(executed, cell) == 1 for cell in ("knee", "goodput", "queue"))
     knee = {line["label"]: line["xy"] for line in probe["knee"]["figure"][0]["lines"]}
     assert len(knee["TTFT p99"]) == 6 and len(knee["lag flagged"]) == 2
+    assert pngs(executed, "breakdown") == 1  # where the time goes: the server timed every reply
+    split = rows(probe["breakdown-numbers"]["frame"])
+    assert [(r["step"], r["basis"], r["timing_mismatches"]) for r in split] == [
+        (0, "per-request", 0), (1, "per-request", 0), (2, "per-request", 0), (5, "per-request", 0),
+        (4, "per-request", 0), (3, "per-request", 2)]  # fmt: skip
+    (numbers,) = [c for c in executed.cells if c.id == "breakdown-numbers"]
+    assert numbers.outputs[0].text.startswith("Timing cross-check: 2 requests' server timing exceeds the client's")
+    picked = rows(probe["breakdown-requests"]["frame"])  # BREAKDOWN_STEP None: the highest rate, 8 req/s
+    assert [(r["step"], r["request"], r["mismatch"]) for r in picked][:2] == [(3, 0, True), (3, 2, False)]
+    assert len(picked) == 5
 
 
 def test_the_two_levels_judge_the_records_apart(sweep_dir: Path) -> None:
@@ -88,27 +104,32 @@ def test_the_two_levels_judge_the_records_apart(sweep_dir: Path) -> None:
 
 
 def test_report_with_a_rate_sweep_and_matrix_results(tmp_path: Path) -> None:
-    folder = add_matrix_results(write_rate_sweep(tmp_path / "run", searched=(6.0,)))
+    folder = add_matrix_results(write_rate_sweep(tmp_path / "run", searched=(6.0,), server_timing=True))
     executed, probe = execute("report", tmp_path, {"RESULTS_DIR": str(folder)})
-    assert [pngs(executed, cell) for cell in RATE_CELLS[2:]] == [1, 1, 1]
+    assert [pngs(executed, cell) for cell in (*RATE_CELLS[2:], "rate-breakdown-figure")] == [1, 1, 1, 1]
     goodput = {line["label"]: line["xy"] for line in probe["rate-goodput"]["figure"][0]["lines"]}
     assert [x for x, _ in goodput["goodput"]] == [1.0, 2.0, 4.0, 6.0, 8.0]
     page = html_report(nbformat.read(tmp_path / "report.ipynb", as_version=4))
     assert "<h2>Open-loop rates</h2>" in page and "Highest rate meeting the service level: 4.00 req/s" in page
     assert "Speed test matrix" in page and ">Sustained decode<" in page and "rate_views." not in page
+    assert '<h3 id="where-the-time-goes">Where the time goes</h3>' in page and "Timing cross-check" not in page
     markdown = markdown_report(folder, nbformat.read(tmp_path / "report.ipynb", as_version=4))
     section = markdown[markdown.index("## Open-loop rates") :]
     assert "Highest rate meeting the service level: 4.00 req/s" in section and "## Sustained decode" in markdown
     figures = ["rate-knee", "rate-goodput", "rate-queue"]
     assert [f"![{key}]({key}.png)" in section for key in figures] == [True] * 3
     assert all((folder / f"{key}.png").read_bytes().startswith(b"\x89PNG") for key in figures)
+    breakdown = section[section.index("### Where the time goes") :]
+    assert "| 3 | 8.00 | per request |" in breakdown and "![rate-breakdown](rate-breakdown.png)" in breakdown
+    assert (folder / "rate-breakdown.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_report_without_rates_shows_no_rate_section(tmp_path: Path) -> None:
     folder = add_matrix_results(tmp_path / "run")
     write_json_atomic(folder / RUN_FILE, {"source": "toolkit", "run_label": "matrix"})
     executed, _ = execute("report", tmp_path, {"RESULTS_DIR": str(folder)})
-    assert [c.outputs for c in executed.cells if c.id in RATE_CELLS] == [[]] * len(RATE_CELLS)
+    shown = (*RATE_CELLS, *BREAKDOWN_CELLS)
+    assert [c.outputs for c in executed.cells if c.id in shown] == [[]] * len(shown)
     assert "Open-loop rates" not in html_report(nbformat.read(tmp_path / "report.ipynb", as_version=4))
 
 
@@ -154,6 +175,9 @@ def test_a_conversation_sweep_shows_ttft_by_turn_beside_its_cold_control(tmp_pat
     assert len(knee["TTFT p99"]) == 1  # the cold control is not a step of the sweep's curve
     report, _ = execute("report", tmp_path, {"RESULTS_DIR": str(folder)})
     assert pngs(report, "rate-turns") == 1
+    if not breakdown_views.has_breakdown(load_rate_sweep(folder).steps):  # the fake server timed no reply
+        assert [c.outputs for c in report.cells if c.id in BREAKDOWN_CELLS] == [[], []]
+        assert [c.outputs for c in executed.cells if c.id.startswith("breakdown")] == [[], [], []]
     markdown = markdown_report(folder, nbformat.read(tmp_path / "report.ipynb", as_version=4))
     section = markdown[markdown.index("### The workload and the prefix cache") :]
     assert "cold-control" in section and "![rate-turns](rate-turns.png)" in section

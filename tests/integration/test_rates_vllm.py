@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel, summarize_step
+from toolkit.method.goodput import RECORD_COLUMNS, TIMING_COLUMNS, ServiceLevel, steady_mask, summarize_step
 from toolkit.rates.files import rates_dir, read_records, read_steps
 from toolkit.rates.params import make_rate_params
 from toolkit.rates.runner import run_rates
@@ -58,6 +58,37 @@ def test_sweep_holds_its_rates_queues_past_capacity_and_agrees_with_the_server_c
         assert again.goodput == pytest.approx(row["goodput"]) and again.slo_met == row["slo_met"]
     first = records.iloc[0]
     assert len(first["chunk_times_s"]) >= 32 and first["chunk_times_s"][-1] == first["last_token_s"]
+    assert_the_server_clock_splits_every_step(records, steps)
+
+
+def assert_the_server_clock_splits_every_step(records, steps) -> None:
+    """Issue 45 on the same sweep: every reply carried the server's own timing (the embedded vLLM runs with
+    --enable-per-request-metrics); per request, the client's TTFT is queue + server TTFT + wire (the data, not the
+    formula: the three are stored apart); below capacity the queue is nothing and the wire small, past it the queue
+    takes over; the server's histograms give the same split (the fallback where replies carry no timing)."""
+    assert records[list(TIMING_COLUMNS)].notna().all().all()  # no request failed, so every one was timed
+    ttft = (records["first_token_s"] - records["sent_s"]) * 1e3
+    parts = records["server_queue_ms"] + records["server_ttft_ms"] + records["wire_ttft_ms"]
+    assert (ttft - parts).abs().max() < 1e-6 and (records["wire_ttft_ms"] >= 0).all()
+    for rate, row in steps.items():
+        group = records[records["step"] == row["step"]].reset_index(drop=True)
+        steady = steady_mask(group)
+        assert row["breakdown_basis"] == "per-request" and row["timing_mismatches"] == 0, row
+        assert row["timed_requests"] == int(steady.sum())
+        assert row["ttft_p50_ms"] == pytest.approx(float(ttft[records["step"] == row["step"]][steady.values].median()))
+        # The server's decode of 64 tokens is the client's, less the wait for the first token.
+        e2e = (group["last_token_s"] - group["first_token_s"]) * 1e3
+        assert float(group["server_generation_ms"].median()) == pytest.approx(float(e2e.median()), rel=0.1), rate
+        # Its histograms over the step: the same requests, so the same means (the fallback's basis).
+        assert row["queue_mean_ms"] == pytest.approx(float(group["server_queue_ms"].mean()), rel=0.2, abs=0.5)
+        assert row["server_ttft_mean_ms"] == pytest.approx(float(group["server_ttft_ms"].mean()), rel=0.2)
+    below, past = steps[BELOW[0]], steps[RATES[-1]]
+    print(
+        f"wire p50 {below['wire_ttft_p50_ms']:.1f} ms of TTFT p50 {below['ttft_p50_ms']:.1f} ms at {BELOW[0]} req/s; "
+        f"queue p50 {past['queue_p50_ms']:.0f} ms of TTFT p50 {past['ttft_p50_ms']:.0f} ms at {RATES[-1]} req/s"
+    )
+    assert below["queue_p50_ms"] < 1.0 and below["wire_ttft_p50_ms"] < 50
+    assert past["queue_p50_ms"] > 0.5 * past["ttft_p50_ms"]
 
 
 def test_a_shared_prefix_workload_hits_the_cache_as_its_construction_says(

@@ -89,6 +89,10 @@ def test_the_rate_sweep_block_is_measured_into_the_run_and_reported(run_dir: Pat
     text = (run_dir / "report.md").read_text()
     assert "## Sustained decode" in text and "## Open-loop rates" in text
     assert "(rate-knee.png)" in text and (run_dir / "rate-knee.png").stat().st_size > 5000
+    # Where the time went (issue 45): the launched vLLM gave every reply its own timing, drawn step by step.
+    assert all(row["breakdown_basis"] == "per-request" and row["timing_mismatches"] == 0 for row in steps), steps
+    assert "### Where the time goes" in text and "![rate-breakdown](rate-breakdown.png)" in text
+    assert (run_dir / "rate-breakdown.png").stat().st_size > 5000
 
 
 def test_markdown_matrix_holds_the_numbers_of_results_csv(run_dir: Path) -> None:
@@ -144,6 +148,9 @@ def test_html_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path)
     dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
     assert "Over capacity" in dom and "Sustained decode" in dom
     assert dom.count("<img") >= 3 and "data:image/png;base64" in dom
+    assert '<h3 id="where-the-time-goes">Where the time goes</h3>' in html
+    at = dom.index('id="where-the-time-goes"')
+    assert dom.index("data:image/png;base64", at) > at  # the stacked figure follows its heading
 
 
 def test_explore_notebook_on_a_demo_cell(run_dir: Path, tmp_path: Path) -> None:

@@ -72,8 +72,13 @@ EXPORTED: dict[str, list[str]] = {
         "steps_table", "verdict_mark",
     ],
     "toolkit.reports.rate_views": [
-        "HEADING", "RejudgePanel", "SLIDERS_ELSEWHERE", "comparison_heading", "heading", "rejudge_panel", "rejudged",
-        "steps", "summary", "turns", "verdict", "workload",
+        "BREAKDOWN_ID", "HEADING", "RejudgePanel", "SLIDERS_ELSEWHERE", "breakdown", "comparison_heading", "heading",
+        "rejudge_panel", "rejudged", "steps", "summary", "turns", "verdict", "workload",
+    ],
+    "toolkit.reports.breakdown_views": [
+        "BASIS_TEXT", "CAPTION", "HEADING", "HISTOGRAM_MARK", "REQUEST_COLUMNS", "SHOWN_COLUMNS", "SPLIT_COLUMNS",
+        "WIRE_CLIPPED", "breakdown_figure", "breakdown_markdown", "breakdown_shown", "breakdown_table",
+        "has_breakdown", "mismatch_line", "request_breakdown",
     ],
     "toolkit.reports.workload_views": [
         "CACHE_CAPTION", "CACHE_COLUMNS", "HEADING", "SHARE_COLUMNS", "TURN_COLUMNS", "cache_shown", "cache_table",

@@ -112,6 +112,21 @@ class Measurement:
     windows_s: float | None = None
     retries_s: float | None = None
     drain_s: float | None = None
+    # Where a decode cell's time went (toolkit.method.breakdown): medians over its requests that ended in the window
+    # on the server's clock (basis "per-request"), else means of the server's histograms ("histograms"), else "".
+    breakdown_basis: Literal["per-request", "histograms", ""] | None = None
+    queue_p50_ms: float | None = None
+    server_ttft_p50_ms: float | None = None
+    wire_ttft_p50_ms: float | None = None  # the client's TTFT less the server's queue and TTFT: outside the engine
+    decode_p50_ms: float | None = None
+    server_itl_p50_ms: float | None = None
+    client_itl_p50_ms: float | None = None  # the same requests' mean time between tokens on the client's clock
+    timed_requests: int | None = None
+    timing_mismatches: int | None = None  # requests whose server timing exceeds the client's clock
+    queue_mean_ms: float | None = None
+    server_ttft_mean_ms: float | None = None
+    wire_ttft_mean_ms: float | None = None
+    decode_mean_ms: float | None = None
     error: str | None = None
     run_id: str | None = None
     started_at: str | None = None

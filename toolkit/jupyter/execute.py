@@ -26,7 +26,7 @@ from toolkit.jupyter.shipped import NOTEBOOKS
 from toolkit.jupyter.watchdog import MEASURING_FLOOR_S, CellBounds, Watchdog, run_bounds
 from toolkit.matrix.plan import Plan
 from toolkit.params import RunParams
-from toolkit.reports import capacity_views, compare, rate_tables, reconcile, workload_views
+from toolkit.reports import breakdown_views, capacity_views, compare, rate_tables, reconcile, workload_views
 from toolkit.reports import tables as report_tables
 from toolkit.results import rate_runs, runs
 from toolkit.results.run_document import RunDocument
@@ -188,6 +188,7 @@ def _first_drawn(
 
 
 WORKLOAD_FIGURES = ("rate-turns",)  # report.ipynb's figures of the workload section
+BREAKDOWN_FIGURES = ("rate-breakdown",)  # and of where the time goes
 
 
 def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
@@ -201,6 +202,7 @@ def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
     sweep = rate_runs.load_rate_sweep(results_dir)
     figures = {key: drawn[0] for key, drawn in drawn_images(executed).items() if key.startswith("rate-") and drawn}
     turns = {key: figures.pop(key) for key in WORKLOAD_FIGURES if key in figures}
+    split = {key: figures.pop(key) for key in BREAKDOWN_FIGURES if key in figures}
     section = rate_tables.rate_markdown(
         sweep.steps,
         sweep.level,
@@ -208,10 +210,12 @@ def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
         sweep.sweep.get("search_precision"),
         images=save_images(figures, results_dir),
     )
+    breakdown = breakdown_views.breakdown_markdown(sweep.steps, save_images(split, results_dir))
     workload = workload_views.workload_markdown(
         sweep.steps, sweep.records, sweep.controls, save_images(turns, results_dir)
     )
-    section = section.rstrip("\n") + ("\n\n" + workload if workload else "")
+    for part in (breakdown, workload):
+        section = section.rstrip("\n") + ("\n\n" + part if part else "")
     target = capacity_views.target_from(run_info)
     plan = "" if target is None else "\n\n" + capacity_views.capacity_markdown(sweep, target)
     return report.rstrip("\n") + "\n\n" + section.rstrip("\n") + plan

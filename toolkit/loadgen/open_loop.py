@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.loadgen.client import StreamClient, StreamResult
+from toolkit.loadgen.server_timing import SERVER_FIELDS, ServerTiming
 
 REQUEST_FIELDS: tuple[str, ...] = ("request", "scheduled_s", "sent_s", "first_token_s", "last_token_s",
                                    "chunk_times_s", "input_tokens", "output_tokens", "error",
-                                   "cached_tokens", "note")  # fmt: skip
+                                   "cached_tokens", "note", *SERVER_FIELDS, "wire_ttft_ms")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ def record(index: int, due: float, result: StreamResult, planned: PlannedRequest
         error = "no token in the reply"
     failed = error is not None
     prompt = result.prompt_tokens if result.prompt_tokens is not None else planned.input_tokens
+    ttft_ms = None if failed or first is None else (first - (result.started - start)) * 1e3
     return {
         "request": index,
         "scheduled_s": due,
@@ -65,8 +67,18 @@ def record(index: int, due: float, result: StreamResult, planned: PlannedRequest
         "output_tokens": int(result.completion_tokens),
         "error": error,
         "cached_tokens": result.cached_tokens,
-        "note": result.text_note,
+        "note": result.note,
+        **server_fields(result.server_timing, ttft_ms),
     }
+
+
+def server_fields(timing: ServerTiming | None, ttft_ms: float | None) -> dict[str, float]:
+    """A record's `server_*` fields and `wire_ttft_ms`: the client's TTFT less the server's queue and TTFT, the
+    time outside the engine (network, HTTP, the API server, the client). NaN where a figure is missing."""
+    fields = {k: math.nan if v is None else v for k, v in (timing or ServerTiming()).fields().items()}
+    queue, server_ttft = fields["server_queue_ms"], fields["server_ttft_ms"]
+    wire = math.nan if ttft_ms is None else ttft_ms - queue - server_ttft
+    return {**fields, "wire_ttft_ms": wire}
 
 
 async def send_open_loop(

@@ -15,6 +15,7 @@ import orjson
 
 from toolkit.base.api_keys import excerpt, redact_and_cut
 from toolkit.base.errors import ReplyError, SSEError
+from toolkit.loadgen.server_timing import ServerTiming, read_server_timing
 from toolkit.loadgen.sse import SSEDecoder
 
 Endpoint = Literal["chat", "completions"]
@@ -57,6 +58,8 @@ class StreamResult:
     text: list[str] | None = None  # given a list, the reply's text pieces are kept in it (a conversation's history)
     text_bytes: int = 0  # the UTF-8 bytes of text the reply carried, while `text` is kept
     text_kept_bytes: int | None = None  # a reply cut to its bound (`reply_text_bound`): the bytes kept in `text`
+    server_timing: ServerTiming | None = None  # the final chunk's `metrics` (toolkit.loadgen.server_timing)
+    server_timing_note: str | None = None  # why a `metrics` object the server sent was not read
 
     @property
     def text_note(self) -> str | None:
@@ -65,6 +68,12 @@ class StreamResult:
             return None
         return (f"reply cut to its first {self.text_kept_bytes:,} bytes of {self.text_bytes:,} "
                 f"({REPLY_BYTES_PER_TOKEN:,} bytes a token asked for)")  # fmt: skip
+
+    @property
+    def note(self) -> str | None:
+        """What the record says of the reply beyond its figures: its text cut, its server timing not read."""
+        notes = [n for n in (self.text_note, self.server_timing_note) if n]
+        return "; ".join(notes) or None
 
     @property
     def ttft_s(self) -> float | None:
@@ -155,12 +164,13 @@ def apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
 
     Once the first text has arrived, only the usage matters: when `"usage"` is the chunk's last key (as vLLM
     writes it), just that object is parsed (inside a JSON string the quotes would be escaped, so the match
-    is the key). Any other shape takes the full parse. A field of the wrong type fails the stream.
+    is the key). Any other shape, or a chunk that names `"metrics"` (the final chunk's server timing), takes the
+    full parse. A field of the wrong type fails the stream; a malformed `metrics` object only goes unread.
     """
     try:
         if result.first_token_at is not None and result.text is None:
             at = data.rfind(b'"usage":')
-            if at > 0:
+            if at > 0 and b'"metrics":' not in data:
                 try:
                     usage = orjson.loads(data[at + 8 : -1])
                 except orjson.JSONDecodeError:
@@ -206,8 +216,22 @@ def _apply_parsed(data: bytes, now: float, result: StreamResult) -> bool:
     usage = chunk.get("usage")
     if usage is not None:
         apply_usage(usage, now, result)
+    metrics = chunk.get("metrics")
+    if metrics is not None:
+        apply_server_timing(metrics, result)
     result.chunks += 1
     return True
+
+
+def apply_server_timing(metrics: Any, result: StreamResult) -> None:
+    """Read a chunk's `metrics` into `result.server_timing`; a malformed one leaves it unset and says why."""
+    try:
+        timing = read_server_timing(metrics)
+    except ReplyError as exc:
+        result.server_timing, result.server_timing_note = None, f"server timing not read: {exc}"
+        return
+    if timing is not None:
+        result.server_timing = timing
 
 
 def reply_text_bound(max_tokens: int | None) -> int:

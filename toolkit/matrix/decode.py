@@ -11,6 +11,7 @@ from functools import partial
 
 from toolkit.base.schema import Measurement
 from toolkit.loadgen.client import Endpoint, StreamClient, StreamResult, build_request
+from toolkit.matrix.cell_timing import cell_breakdown
 from toolkit.matrix.prometheus import PREEMPTIONS, PREFIX_HITS, PROMPT_TOKENS, MetricsSnapshot, delta
 from toolkit.matrix.sampler import Sampler, Samples
 from toolkit.matrix.server_api import ServerAPI
@@ -230,7 +231,7 @@ async def measure_decode_cell(
         preemptions=_int(delta(before_cell, after_cell, PREEMPTIONS)),
         server_prompt_tokens=_int(delta(before_cell, after_cell, PROMPT_TOKENS)),
         kv_usage_peak=sampler.samples.kv_usage_peak, readiness_queued=gate.queued or None,
-        attempts=attempt, **asdict(times),
+        attempts=attempt, **asdict(times), **cell_breakdown(results, edges.start, edges.end, edges.before, edges.after),
     ), trace  # fmt: skip
 
 

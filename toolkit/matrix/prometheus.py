@@ -29,6 +29,10 @@ SPEC_DRAFTS = ("vllm:spec_decode_num_drafts_total",)
 SPEC_DRAFT_TOKENS = ("vllm:spec_decode_num_draft_tokens_total",)
 SPEC_ACCEPTED_TOKENS = ("vllm:spec_decode_num_accepted_tokens_total",)
 CACHE_CONFIG = "vllm:cache_config_info"
+# Per finished request, on the engine's clock: queued to scheduled, scheduled to first token, first token to last.
+QUEUE_TIME = ("vllm:request_queue_time_seconds_sum", "vllm:request_queue_time_seconds_count")
+PREFILL_TIME = ("vllm:request_prefill_time_seconds_sum", "vllm:request_prefill_time_seconds_count")
+DECODE_TIME = ("vllm:request_decode_time_seconds_sum", "vllm:request_decode_time_seconds_count")
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,8 @@ class MetricsSnapshot:
 USED_FAMILIES: tuple[str, ...] = tuple(
     {name.removesuffix("_total") for group in (RUNNING, WAITING, GENERATION_TOKENS, PROMPT_TOKENS, PREFIX_QUERIES,
                                                PREFIX_HITS, PREEMPTIONS, KV_USAGE, REQUEST_SUCCESS, ITL_SUM,
-                                               ITL_COUNT, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)
+                                               ITL_COUNT, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS,
+                                               QUEUE_TIME, PREFILL_TIME, DECODE_TIME)
      for name in group} | {CACHE_CONFIG}
 )  # fmt: skip
 
@@ -120,6 +125,14 @@ def mean_delta(
     """Mean of a histogram's observations made between two snapshots (None without any)."""
     total, count = delta(before, after, sums), delta(before, after, counts)
     return None if total is None or not count else total / count
+
+
+def histogram_split(before: MetricsSnapshot | None, after: MetricsSnapshot | None) -> dict[str, float | None]:
+    """The means, in ms, of the server's queue, prefill and decode histograms over the requests it finished between
+    two scrapes (None: not exported, or none finished): the breakdown's fallback (toolkit.method.breakdown)."""
+    means = {name: mean_delta(before, after, (pair[0],), (pair[1],)) for name, pair in
+             (("queue", QUEUE_TIME), ("server_ttft", PREFILL_TIME), ("decode", DECODE_TIME))}  # fmt: skip
+    return {name: None if value is None else value * 1e3 for name, value in means.items()}
 
 
 def delta(before: MetricsSnapshot | None, after: MetricsSnapshot | None, names: tuple[str, ...]) -> float | None:

@@ -21,13 +21,18 @@ if TYPE_CHECKING:
 # `turn`: the request's turn in its conversation (1 for a single request), `history_tokens` the tokens of the turns
 # before it (prompt and reply, as the server counted them), `cached_tokens` the prompt tokens the server reported
 # found in its prefix cache (NaN: not reported), `warmup`: kept but left out of the step's summary, `note` why the
-# client cut what it kept of the reply (a conversation's history past its byte bound; None: nothing cut).
+# client cut what it kept of the reply (a conversation's history past its byte bound), or why it did not read the
+# server's timing (None: nothing to say). `server_*`: the request on the server's own clock (the final chunk's
+# `metrics`, toolkit.loadgen.server_timing; NaN: not given), `wire_ttft_ms` the client's TTFT less the server's queue
+# and TTFT (toolkit.method.breakdown).
 REQUIRED_RECORD_COLUMNS: tuple[str, ...] = (
     "step", "offered_rate", "request", "scheduled_s", "sent_s", "first_token_s", "last_token_s", "chunk_times_s",
     "input_tokens", "output_tokens", "error",
 )  # fmt: skip
+TIMING_COLUMNS: tuple[str, ...] = ("server_queue_ms", "server_ttft_ms", "server_generation_ms", "server_itl_ms",
+                                   "server_tok_s", "wire_ttft_ms")  # fmt: skip
 RECORD_DEFAULTS: dict[str, Any] = {"turn": 1, "history_tokens": 0, "cached_tokens": math.nan, "warmup": False,
-                                   "note": None}  # fmt: skip
+                                   "note": None, **dict.fromkeys(TIMING_COLUMNS, math.nan)}  # fmt: skip
 RECORD_COLUMNS: tuple[str, ...] = (*REQUIRED_RECORD_COLUMNS, *RECORD_DEFAULTS)  # older files lack the defaulted ones
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
 SLO_BATCHES = 5  # the fraction meeting the level, also over 5 batches of the step's requests in schedule order
@@ -60,7 +65,13 @@ def complete_records(frame: pd.DataFrame) -> pd.DataFrame:
         name: default if name not in frame.columns else frame[name].astype(object).where(frame[name].notna(), default)
         for name, default in RECORD_DEFAULTS.items()
     }
-    types = {"turn": "int64", "history_tokens": "int64", "warmup": "bool", "cached_tokens": "float64"}
+    types = {
+        "turn": "int64",
+        "history_tokens": "int64",
+        "warmup": "bool",
+        "cached_tokens": "float64",
+        **dict.fromkeys(TIMING_COLUMNS, "float64"),
+    }
     return frame.assign(**filled)[list(RECORD_COLUMNS)].astype(types)
 
 

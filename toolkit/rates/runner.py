@@ -45,7 +45,7 @@ from toolkit.rates.params import Lengths, RateParams, rate_text
 from toolkit.rates.ray_clients import ray_senders
 from toolkit.rates.replay import MOONCAKE_BLOCK_TOKENS, Replay, load_replay, load_trace
 from toolkit.rates.search import next_probe, search_result
-from toolkit.rates.step import StepPlan, StepTools, cut_text, failure_text, progress_text, run_step
+from toolkit.rates.step import StepPlan, StepTools, cut_text, failure_text, progress_text, run_step, timing_text
 from toolkit.rates.workload import Workload, check_lengths
 from toolkit.results.rate_runs import has_rates
 from toolkit.results.run_document import RunDocument
@@ -237,6 +237,8 @@ class _Sweep:
             self.say(failed)
         if (cut := cut_text(row, frame)) is not None:
             self.say(cut)
+        if (timing := timing_text(row, frame)) is not None:
+            self.say(timing)
         return frame
 
     async def _cold_control(self, measured: StepPlan, frame: pd.DataFrame) -> StepPlan:

@@ -27,10 +27,12 @@ from toolkit.matrix.prometheus import (
     PROMPT_TOKENS,
     MetricsSnapshot,
     delta,
+    histogram_split,
 )
 from toolkit.matrix.sampler import Sampler, Samples
 from toolkit.matrix.server_api import ServerAPI
-from toolkit.method.goodput import StepSummary, summarize_step
+from toolkit.method.breakdown import breakdown_row, mismatch_text, request_split
+from toolkit.method.goodput import StepSummary, steady_mask, summarize_step
 from toolkit.method.prefix_cache import expected_conversation_hit_rate, measured_hit_rate
 from toolkit.rates.files import records_frame
 from toolkit.rates.params import RateParams
@@ -129,6 +131,7 @@ def server_figures(
         "server_prompt_tokens": None if prompt is None else int(prompt),
         "server_generation_tokens": None if generated is None else int(generated),
         "prefix_cache_hit_rate": measured_hit_rate(hits, queries),
+        "histograms": histogram_split(before, after),
     }
 
 
@@ -160,6 +163,7 @@ def step_row(
         "workload": "cold-control" if plan.control_of is not None else params.workload or "cold",
         "control_of": plan.control_of,
         "warmup_requests": int(frame["warmup"].sum()),
+        **breakdown_row(request_split(frame), server["histograms"], steady_mask(frame, params.steady_trim)),
     }
 
 
@@ -193,6 +197,21 @@ def cut_text(row: dict[str, Any], frame: pd.DataFrame) -> str | None:
         return None
     return (f"step {row['step']}: {len(notes)} of {row['requests']} replies cut to {REPLY_BYTES_PER_TOKEN:,} bytes a "
             f"token asked for; the first: {notes.iloc[0]}")  # fmt: skip
+
+
+def timing_text(row: dict[str, Any], frame: pd.DataFrame) -> str | None:
+    """One line when the server's timing of some requests was not read (a malformed `metrics` object) or breaks
+    the cross-check against the client's clock (toolkit.method.breakdown)."""
+    notes = frame["note"].dropna()
+    unread = notes[notes.str.contains("server timing not read", regex=False)]
+    lines = []
+    if len(unread):
+        first = next(n for n in unread.iloc[0].split("; ") if n.startswith("server timing not read"))
+        lines.append(f"step {row['step']}: {len(unread)} of {row['requests']} requests' {first}")
+    mismatch = mismatch_text(f"step {row['step']}", row, row["requests"])
+    if mismatch:
+        lines.append(mismatch)
+    return "\n".join(lines) or None
 
 
 def progress_text(row: dict[str, Any], slo: bool) -> str:

@@ -19,16 +19,17 @@ from matplotlib.figure import Figure
 
 from toolkit.base.front_end import widget_front_end
 from toolkit.method.goodput import ServiceLevel, request_latencies
-from toolkit.reports import rate_tables, views, workload_views
+from toolkit.reports import breakdown_views, rate_tables, views, workload_views
 from toolkit.results.rate_runs import RateSweep
 
 __all__ = [
-    "HEADING", "SLIDERS_ELSEWHERE", "RejudgePanel", "comparison_heading", "heading", "rejudge_panel", "rejudged",
-    "steps", "summary", "turns", "verdict", "workload",
+    "BREAKDOWN_ID", "HEADING", "SLIDERS_ELSEWHERE", "RejudgePanel", "breakdown", "comparison_heading", "heading",
+    "rejudge_panel", "rejudged", "steps", "summary", "turns", "verdict", "workload",
 ]  # fmt: skip
 SLIDERS_ELSEWHERE = "Sliders that judge every step again appear when this cell runs in JupyterLab."
 
 HEADING = "Open-loop rates"
+BREAKDOWN_ID = "where-the-time-goes"  # the breakdown heading's id in report.html
 
 
 def _summary(sweep: RateSweep) -> str:
@@ -65,6 +66,18 @@ def workload(sweep: RateSweep | None) -> HTML | None:
     shown = workload_views.cache_shown(sweep.steps, sweep.records, sweep.controls)
     table = views.table(shown, caption=workload_views.CACHE_CAPTION)
     return HTML(f"<h3>{workload_views.HEADING}</h3>" + table.to_html())
+
+
+def breakdown(sweep: RateSweep | None) -> HTML | None:
+    """Where the time goes: the heading, each step's split (queue, prefill, wire, decode) and the line on requests
+    that broke the timing cross-check; None without a sweep or when no step has a breakdown (the server gave no
+    timing, or the folder is from before it was recorded)."""
+    if sweep is None or not breakdown_views.has_breakdown(sweep.steps):
+        return None
+    table = views.table(breakdown_views.breakdown_shown(sweep.steps), caption=breakdown_views.CAPTION)
+    line = breakdown_views.mismatch_line(sweep.steps)
+    note = f'<p class="footnote">{html.escape(line)}</p>' if line else ""
+    return HTML(f'<h3 id="{BREAKDOWN_ID}">{breakdown_views.HEADING}</h3>' + table.to_html() + note)
 
 
 def turns(sweep: RateSweep | None) -> Figure | None:

@@ -38,6 +38,7 @@ StepIndex = Annotated[int, Field(ge=0, le=MAX_STEPS)]
 _COPIES = r"(?:_as_reported|_reproduced)?"  # an imported step's figure as the tool reported it, or reproduced
 _EXTRAS: tuple[tuple[str, Any], ...] = (
     (r"lag_(?:p[0-9.]+|max)_ms", SignedMs),  # sent before its due time: negative
+    (r"wire_ttft_(?:p[0-9.]+|mean)_ms", SignedMs),  # a server timing that breaks the cross-check: negative
     (rf"[a-z0-9_]+_p[0-9.]+_ms{_COPIES}", Ms),
     (rf"output_tok_s{_COPIES}", TokensPerS),
     (rf"request_throughput{_COPIES}", RequestsPerS),
@@ -97,6 +98,12 @@ class StepRow(FileModel):
     source: Text | None = None
     source_file: Text | None = None
     figures_by: Text | None = None
+    breakdown_basis: Literal["per-request", "histograms", ""] | None = None
+    timed_requests: WholeCount | None = None
+    timing_mismatches: WholeCount | None = None
+    queue_mean_ms: Ms | None = None
+    server_ttft_mean_ms: Ms | None = None
+    decode_mean_ms: Ms | None = None
 
 
 class SweepStep(StepRow):

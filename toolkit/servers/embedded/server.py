@@ -148,6 +148,7 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
         "--enforce-eager",
         "--enable-prefix-caching",
         "--enable-prompt-tokens-details",  # each reply's usage says how many prompt tokens the cache held
+        "--enable-per-request-metrics",  # each stream's final chunk has the request's own timing (vLLM >= 0.32)
     ]
     if config.kv_blocks is not None:
         cmd += ["--num-gpu-blocks-override", str(config.kv_blocks)]
