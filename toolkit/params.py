@@ -30,11 +30,52 @@ NUMBER_FIELDS = ("duration_s", "max_output", "max_model_len", "kv_budget_tokens"
                  "read_timeout_s", "disturbed_retries", "gpu_count", "repeats", "control_window_s",
                  "cell_timeout_s")  # fmt: skip
 # Fields whose input is never echoed in an error: it may hold a secret put in the wrong place.
-_UNECHOED = {"api_key_env", "base_url", "launch_command", "command", "env"}
+_UNECHOED = {"api_key_env", "base_url", "server_metrics", "launch_command", "command", "env"}
 _FLAG_HINTS = {
     "--api-key": "the server gets the key as VLLM_API_KEY from the variable named by api_key_env",
     "--hf-token": "the server inherits HF_TOKEN from the toolkit's environment",
 }
+
+
+SERVER_METRICS_EXAMPLE = "e.g. http://10.0.0.1:8000,http://10.0.0.2:8000 (each server's /metrics, or its full URL)"
+
+
+def user_info_problem(url: str) -> str | None:
+    """Why a server URL may not be used (None: it may): user info (user:password@) would put a secret in files."""
+    if "@" in urlsplit(url).netloc:
+        return ("holds user info (user:password@); allowed: http(s)://host[:port][/prefix], the key in the "
+                "variable named by api_key_env")  # fmt: skip
+    return None
+
+
+def parse_server_metrics(value: Any) -> list[str] | None:
+    """`server_metrics`: the `/metrics` URLs to scrape instead of base_url's (replicas behind a gateway), from a
+    list or a comma-separated string. Each is a server's URL (`/metrics` appended) or its full `/metrics` URL;
+    returned as full URLs, in the order given. ValueError (one line, no input echoed whole) when one is not an
+    http(s) URL, holds user info, a query or a fragment, or is given twice; or when none is given."""
+    if value is None:
+        return None
+    items = (value.split(",") if value.strip() else []) if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(x, str) for x in items):
+        raise ValueError(f"is not a list of URLs; allowed: {SERVER_METRICS_EXAMPLE}")
+    urls: list[str] = []
+    for item in (x.strip() for x in items):
+        shown = redact(repr(item[:80]))
+        if not item.startswith(("http://", "https://")) or not urlsplit(item).hostname:
+            raise ValueError(f"{shown} is not an http(s) URL; allowed: {SERVER_METRICS_EXAMPLE}")
+        if problem := user_info_problem(item):  # not echoed: the password is in it
+            raise ValueError(f"a URL {problem}")
+        parts = urlsplit(item)
+        if parts.query or parts.fragment or item.endswith(("?", "#")):
+            raise ValueError(f"{shown} has a query or fragment; allowed: {SERVER_METRICS_EXAMPLE}")
+        url = item.rstrip("/")
+        url = url if url.endswith("/metrics") else f"{url}/metrics"
+        if url in urls:
+            raise ValueError(f"{redact(repr(url))} is given twice; allowed: each server's /metrics once")
+        urls.append(url)
+    if not urls:
+        raise ValueError(f"is empty; allowed: {SERVER_METRICS_EXAMPLE}, or no server_metrics (base_url's /metrics)")
+    return urls
 
 
 class CapacityParams(BaseModel):
@@ -62,6 +103,9 @@ class RunParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     base_url: str = "http://127.0.0.1:8000"
+    # The /metrics of the servers behind base_url (a gateway's replicas), scraped and summed instead of base_url's
+    # (parse_server_metrics); None: base_url's own /metrics.
+    server_metrics: list[str] | None = None
     model: str | None = None
     contexts: list[int] | None = None
     prefill_only_contexts: list[int] | None = None
@@ -129,14 +173,16 @@ class RunParams(BaseModel):
             raise ValueError("is true or false; allowed: a number")
         return value
 
+    @field_validator("server_metrics", mode="before")
+    @classmethod
+    def _server_metrics(cls, value: Any) -> list[str] | None:
+        return parse_server_metrics(value)
+
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if "@" in urlsplit(value).netloc:
-            raise ValueError(
-                "holds user info (user:password@); allowed: http(s)://host[:port][/prefix], the key "
-                "in the variable named by api_key_env"
-            )
+        if problem := user_info_problem(value):
+            raise ValueError(problem)
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http(s) URL; allowed: e.g. http://127.0.0.1:8000")
         return value.rstrip("/")

@@ -1,16 +1,19 @@
 """The real vLLM behind a small reverse proxy that answers `/metrics` with its own metrics, as a gateway does
 (issue 28): the matrix takes about the time it takes without the proxy, its statuses come from the client side,
-and the report says that server-side figures were not available. The rerunnable measurement with longer windows:
+and the report says that server-side figures were not available; with `server_metrics` naming the vLLM behind it
+(issue 45), its statuses and counters come from the server again. The rerunnable measurement with longer windows:
 benchmarks/gateway_proxy.py."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.gateway_proxy import gateway
+from toolkit.base.schema import Measurement
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
 from toolkit.reports.tables import CLIENT_BASIS_NOTE, report_markdown
@@ -20,12 +23,17 @@ from toolkit.servers.embedded.server import EmbeddedServer
 pytestmark = pytest.mark.timeout(600)
 
 
-def measure(base_url: str, out: Path) -> tuple[float, list[tuple[str, int, str, str | None]]]:
+def measure_cells(base_url: str, out: Path, **extra: Any) -> tuple[float, list[Measurement]]:
     params = make_params({"base_url": base_url, "contexts": ["256"], "concurrency": [1, 2], "duration_s": 1.5,
-                          "max_output": 256, "readiness_timeout_s": 60, "control_window_s": 0})  # fmt: skip
+                          "max_output": 256, "readiness_timeout_s": 60, "control_window_s": 0, **extra})  # fmt: skip
     started = time.monotonic()
     cells = run_matrix(params, out, progress=False)
-    return time.monotonic() - started, [(m.phase, m.concurrency, m.status, m.status_basis) for m in cells]
+    return time.monotonic() - started, cells
+
+
+def measure(base_url: str, out: Path, **extra: Any) -> tuple[float, list[tuple[str, int, str, str | None]]]:
+    took, cells = measure_cells(base_url, out, **extra)
+    return took, [(m.phase, m.concurrency, m.status, m.status_basis) for m in cells]
 
 
 def test_a_vllm_behind_a_gateway_is_measured_client_side_in_about_the_same_time(
@@ -46,3 +54,25 @@ def test_a_vllm_behind_a_gateway_is_measured_client_side_in_about_the_same_time(
     assert CLIENT_BASIS_NOTE in report and "gateway_requests_total" in report
     direct_frame, direct_info = runs.load_run(tmp_path / "direct")
     assert CLIENT_BASIS_NOTE not in report_markdown(direct_frame, direct_info)
+
+
+def test_a_vllm_behind_a_gateway_named_in_server_metrics_is_judged_server_side_again(
+    vllm_server: EmbeddedServer, api_key_env: str, tmp_path: Path
+) -> None:
+    with gateway(vllm_server.base_url) as proxied_url:
+        _took, cells = measure_cells(proxied_url, tmp_path / "named", server_metrics=[vllm_server.base_url])
+    assert [(m.phase, m.concurrency, m.status) for m in cells] == [
+        ("prefill", 1, "Valid"), ("decode", 1, "Valid"), ("decode", 2, "Valid")
+    ]  # fmt: skip
+    decode = [m for m in cells if m.phase == "decode"]
+    assert {m.status_basis for m in decode} == {"server"}
+    for m in decode:  # the counter read from the replica's /metrics lies in the client's bracket (2 % either way)
+        assert m.metrics_problem is None and m.client_tokens_min > 0, m
+        assert 0.98 * m.client_tokens_min <= m.server_output_tokens <= 1.02 * m.client_tokens_max, m
+    timed = [m for m in decode if m.timed_requests]
+    assert timed and {m.breakdown_basis for m in timed} == {"per-request"}  # vLLM's timing passes the proxy
+    frame, info = runs.load_run(tmp_path / "named")
+    report = report_markdown(frame, info)
+    assert CLIENT_BASIS_NOTE not in report
+    assert f"Server-side figures from 1 endpoint: {vllm_server.base_url}/metrics" in report
+    assert info["server"]["metrics_endpoints"] == [f"{vllm_server.base_url}/metrics"]

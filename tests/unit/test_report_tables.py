@@ -280,3 +280,15 @@ def test_the_matrix_shows_the_spread_and_extras_show_speculation_and_energy() ->
     bare = frame([Measurement("decode", 1024, "1K", 2, "Valid", total_tok_s=341.0, ttft_ms=40.0)])
     assert "±" not in decode_matrix(bare).loc["1K", 2]
     assert "Draft acceptance" not in extras_table(bare).columns
+
+
+def test_concurrency_held_is_a_fraction_shown_as_a_percent() -> None:
+    """`concurrency_held` is running / N (0-1): a held cell reads 100 %, not 1 %."""
+    df = frame(
+        [
+            Measurement("decode", 8192, "8K", 4, "Valid", 91.1, 24.8, 382.0, 40.3, 4.0, concurrency_held=1.0),
+            Measurement("decode", 8192, "8K", 8, "Valid", 91.1, 24.8, 382.0, 40.3, 4.0, concurrency_held=0.62),
+        ]
+    )
+    held = extras_table(df)["Concurrency held"].tolist()
+    assert [float(re.sub(r"[^0-9.]", "", text)) for text in held] == [100, 62], held

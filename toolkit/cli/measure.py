@@ -39,7 +39,8 @@ def _matrix_values(args: argparse.Namespace) -> dict[str, object]:
 def _matrix(args: argparse.Namespace) -> int:
     from toolkit.params import make_params
 
-    values = {**_matrix_values(args), "base_url": args.base_url, "run_label": args.label, "repeats": args.repeats}
+    values = {**_matrix_values(args), "base_url": args.base_url, "run_label": args.label, "repeats": args.repeats,
+              "server_metrics": args.server_metrics}  # fmt: skip
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
     api_key = ApiKey.from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.matrix.run_folder import hold
@@ -89,7 +90,7 @@ def _run(args: argparse.Namespace) -> int:
     from toolkit.matrix.run_folder import hold
     from toolkit.params import load_run_file
 
-    params, spec = load_run_file(args.params, base_url=args.base_url)
+    params, spec = load_run_file(args.params, base_url=args.base_url, server_metrics=args.server_metrics)
     run = prepare_run(params, spec, preflight=True)  # bad input fails here, before any load is sent or a folder made
     if args.out:
         out, resume = Path(args.out), args.resume
@@ -172,9 +173,16 @@ def _add_matrix_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--read-timeout", type=float, help="s a reply may send nothing before it fails (default 300)")
 
 
+SERVER_METRICS_HELP = (
+    "the /metrics of the servers behind --base-url (a gateway's replicas), comma-separated: each a server URL or "
+    "its full /metrics URL; scraped and summed instead of the gateway's own"
+)
+
+
 def add_matrix(sub: argparse._SubParsersAction) -> None:
     matrix = sub.add_parser("matrix", help="measure prefill and the decode matrix of a running server")
     matrix.add_argument("--base-url", required=True)
+    matrix.add_argument("--server-metrics", metavar="URL[,URL...]", help=SERVER_METRICS_HELP)
     _add_matrix_options(matrix)
     matrix.add_argument("--label", help="run label")
     matrix.add_argument("--repeats", type=int, help="measure the whole matrix this many times, in rounds (default 1)")
@@ -199,6 +207,11 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="execute the notebooks with a params file and write the reports")
     run.add_argument("params", help="YAML params file, e.g. params/demo.yaml")
     run.add_argument("--base-url", help="overrides base_url of the params file")
+    run.add_argument(
+        "--server-metrics",
+        metavar="URL[,URL...]",
+        help=f"overrides server_metrics of the params file: {SERVER_METRICS_HELP}",
+    )
     run.add_argument("--out", help="results folder (default: outputs/<run_label>/<UTC timestamp>/)")
     run.add_argument("--outputs", default="outputs", help=argparse.SUPPRESS)
     run.add_argument("--resume", action="store_true", help="continue the run in --out")

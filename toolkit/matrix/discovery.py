@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.base.api_keys import redact
 from toolkit.base.errors import DiscoveryError, ServerAPIError
 from toolkit.matrix.prometheus import MetricsSnapshot, cache_config
 from toolkit.matrix.server_api import ServerAPI
@@ -29,6 +30,18 @@ class ServerInfo:
     cache_config_problem: str | None = None  # the cache sizes refused (0 or less, not finite): treated as unknown
     models: list[dict[str, Any]] = field(default_factory=list)
     cache_config: dict[str, str] = field(default_factory=dict)
+    # `server_metrics`: the /metrics URLs scraped instead of base_url's, and the line saying so (None: base_url's)
+    metrics_endpoints: list[str] = field(default_factory=list)
+    metrics_source: str | None = None
+
+
+def metrics_source_text(urls: list[str]) -> str | None:
+    """What run.json and the report say of `server_metrics`: ``server-side figures from 2 endpoints: URL, URL``
+    (their counters and running requests summed, KV cache use the highest, the KV cache size the first's)."""
+    if not urls:
+        return None
+    noun = "endpoint" if len(urls) == 1 else "endpoints"
+    return redact(f"server-side figures from {len(urls)} {noun}: {', '.join(urls)}")
 
 
 async def discover(
@@ -98,4 +111,6 @@ async def discover(
         models=models,
         cache_config=config.labels if config else {},
         cache_config_problem=config.problem if config else None,
+        metrics_endpoints=[redact(url) for url in api.metrics_urls],
+        metrics_source=metrics_source_text(api.metrics_urls),
     )

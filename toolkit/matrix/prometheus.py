@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -35,23 +36,85 @@ PREFILL_TIME = ("vllm:request_prefill_time_seconds_sum", "vllm:request_prefill_t
 DECODE_TIME = ("vllm:request_decode_time_seconds_sum", "vllm:request_decode_time_seconds_count")
 
 
+ENDPOINT_LABEL = "endpoint"  # what `merge_snapshots` adds to each sample: "0", "1", … in the order scraped
+EXPORTED_ENDPOINT_LABEL = "exported_endpoint"  # a scraped sample's own `endpoint` label, kept under this name
+
+
 @dataclass(frozen=True)
 class MetricsSnapshot:
-    """All samples of one scrape: sample name -> list of (labels, value)."""
+    """All samples of one scrape: sample name -> list of (labels, value).
+
+    `endpoints`: 0 for one server's scrape; N for N servers' scrapes merged (`merge_snapshots`), each sample then
+    labelled with its endpoint's index (`ENDPOINT_LABEL`)."""
 
     samples: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
+    endpoints: int = 0
 
     def value(self, names: tuple[str, ...]) -> float | None:
-        """Sum over label sets of the first of `names` present (None if none is)."""
+        """Sum over label sets of the first of `names` present (None if none is): across merged endpoints, their
+        counters and their running and waiting requests add up."""
         for name in names:
             if name in self.samples:
                 return sum(v for _, v in self.samples[name])
         return None
 
+    def highest(self, names: tuple[str, ...]) -> float | None:
+        """The highest sample over label sets of the first of `names` present (None if none is): a share such as
+        KV cache usage, which does not add up across engines or endpoints."""
+        for name in names:
+            if name in self.samples:
+                return max((v for _, v in self.samples[name]), default=None)
+        return None
+
     def labels(self, name: str) -> dict[str, str]:
-        """Labels of the first sample of an info metric such as `vllm:cache_config_info`."""
+        """Labels of the first sample of an info metric such as `vllm:cache_config_info` (merged endpoints: the
+        first endpoint's that has it, without the endpoint label)."""
         found = self.samples.get(name) or []
-        return dict(found[0][0]) if found else {}
+        if not found:
+            return {}
+        labels = dict(found[0][0])
+        if self.endpoints:
+            labels.pop(ENDPOINT_LABEL, None)
+            if EXPORTED_ENDPOINT_LABEL in labels:
+                labels[ENDPOINT_LABEL] = labels.pop(EXPORTED_ENDPOINT_LABEL)
+        return labels
+
+    def part(self, index: int) -> MetricsSnapshot:
+        """The samples of merged endpoint `index`, as its own scrape gave them (one server's scrape: itself)."""
+        if not self.endpoints:
+            return self
+        mark = str(index)
+        samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for name, series in self.samples.items():
+            for labels, value in series:
+                if labels.get(ENDPOINT_LABEL) == mark:
+                    samples.setdefault(name, []).append((_unmarked(labels), value))
+        return MetricsSnapshot(samples)
+
+
+def _unmarked(labels: dict[str, str]) -> dict[str, str]:
+    own = {k: v for k, v in labels.items() if k not in (ENDPOINT_LABEL, EXPORTED_ENDPOINT_LABEL)}
+    if EXPORTED_ENDPOINT_LABEL in labels:
+        own[ENDPOINT_LABEL] = labels[EXPORTED_ENDPOINT_LABEL]
+    return own
+
+
+def merge_snapshots(snapshots: Sequence[MetricsSnapshot]) -> MetricsSnapshot:
+    """Several servers' scrapes (replicas behind one gateway, prefill and decode instances) as one snapshot: each
+    sample gains the label `endpoint` = its scrape's index ("0", "1", … in the order given; a sample's own
+    `endpoint` label becomes `exported_endpoint`), so that `value` sums counters and gauges across them,
+    `highest` takes the highest share, `labels` the first endpoint's info and `part(i)` gives one back."""
+    if not snapshots:
+        raise ValueError("no scrape to merge")
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for index, snapshot in enumerate(snapshots):
+        for name, series in snapshot.samples.items():
+            for labels, value in series:
+                marked = {k: v for k, v in labels.items() if k != ENDPOINT_LABEL}
+                if ENDPOINT_LABEL in labels:
+                    marked[EXPORTED_ENDPOINT_LABEL] = labels[ENDPOINT_LABEL]
+                samples.setdefault(name, []).append(({**marked, ENDPOINT_LABEL: str(index)}, value))
+    return MetricsSnapshot(samples, endpoints=len(snapshots))
 
 
 # Every family the toolkit reads (counters without their `_total`, so `_created` lines come along too).
@@ -152,11 +215,25 @@ def counter_growth(
     a, b = before.value(names), after.value(names)
     if a is None or b is None:
         return None, None
+    if before.endpoints > 1 and after.endpoints == before.endpoints:  # one replica restarted: not hidden by a sum
+        for index in range(before.endpoints):
+            if went := counter_growth(before.part(index), after.part(index), names)[1]:
+                return None, f"{went} at endpoint {index}"
     if b < a:
         return None, f"{names[0]} went back by {a - b:,.0f}"
     if most is not None and b - a > most:
         return None, f"{names[0]} grew by {b - a:,.0f}"
     return b - a, None
+
+
+def endpoint_growth(
+    before: MetricsSnapshot | None, after: MetricsSnapshot | None, names: tuple[str, ...]
+) -> list[float | None] | None:
+    """A counter's growth at each merged endpoint, in order (an entry None: that endpoint's counter is missing or
+    went back); None unless both snapshots merge the same several endpoints."""
+    if before is None or after is None or before.endpoints < 2 or after.endpoints != before.endpoints:
+        return None
+    return [delta(before.part(i), after.part(i), names) for i in range(before.endpoints)]
 
 
 @dataclass(frozen=True)

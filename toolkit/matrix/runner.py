@@ -80,7 +80,7 @@ async def _run_matrix(
     progress: bool,
 ) -> list[Measurement]:
     store = ResultStore(out)
-    async with ServerAPI(params.base_url, api_key=api_key) as api:
+    async with ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api:
         server = await discover_for(api, params)
         plan = make_plan(params, server.max_model_len)
         launch = launch_info(out)
@@ -101,6 +101,8 @@ async def _run_matrix(
         say = partial(tqdm.write, file=sys.stderr)
         if todo and server.metrics_problem:
             say(f"server-side statuses unavailable ({server.metrics_problem}): cells are judged client-side")
+        elif todo and server.metrics_source:
+            say(server.metrics_source)
         if todo and server.cache_config_problem:
             say(server.cache_config_problem)
         gpus = telemetry(say) if decode_todo else nullcontext()
@@ -315,7 +317,7 @@ async def discover_for(api: ServerAPI, params: RunParams) -> ServerInfo:
 
 async def preflight_async(params: RunParams, api_key: str | None) -> ServerInfo:
     """Check parameters against the server before any load: reachability, model, key, contexts."""
-    async with ServerAPI(params.base_url, api_key=api_key) as api:
+    async with ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api:
         server = await discover_for(api, params)
     make_plan(params, server.max_model_len)
     return server

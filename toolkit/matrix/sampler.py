@@ -86,7 +86,7 @@ class Sampler:
             return
         at = (sent + time.perf_counter()) / 2
         self.samples.server.append((at, int(snap.value(RUNNING) or 0), int(snap.value(WAITING) or 0)))
-        kv = snap.value(KV_USAGE)
+        kv = snap.highest(KV_USAGE)  # of several engines or replicas: the fullest, not their sum
         if kv is not None:
             self.samples.kv_usage.append((at, kv))
             self.samples.kv_usage_peak = max(kv, self.samples.kv_usage_peak or 0.0)

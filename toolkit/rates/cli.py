@@ -10,7 +10,8 @@ from toolkit.base.errors import ParamsError
 
 # command-line flag -> RateParams field (flags whose value is given as is)
 _FLAGS: dict[str, str] = {
-    "base_url": "base_url", "model": "model", "api_key_env": "api_key_env", "endpoint": "endpoint", "rates": "rates",
+    "base_url": "base_url", "server_metrics": "server_metrics", "model": "model", "api_key_env": "api_key_env",
+    "endpoint": "endpoint", "rates": "rates",
     "arrival": "arrival", "burstiness": "burstiness", "duration": "duration_s", "requests": "requests_per_step",
     "max_in_flight": "max_in_flight", "seed": "seed", "input_tokens": "input_tokens",
     "output_tokens": "output_tokens", "dataset": "dataset", "replay": "replay", "slo_ttft_ms": "slo_ttft_ms",
@@ -33,6 +34,12 @@ def add_parser(sub: Any) -> None:
         "--params", help="YAML file of sweep parameters, or a run params file with a `rate_sweep:` block; flags win"
     )
     p.add_argument("--base-url", help="server, e.g. http://127.0.0.1:8000")
+    p.add_argument(
+        "--server-metrics",
+        metavar="URL[,URL...]",
+        help="the /metrics of the servers behind --base-url (a gateway's replicas), comma-separated: each a server "
+        "URL or its full /metrics URL; scraped and summed instead of the gateway's own",
+    )
     p.add_argument("--model", help="served model (default: the first one served)")
     p.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
     p.add_argument("--endpoint", choices=["chat", "completions"])

@@ -12,7 +12,15 @@ from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError,
 from toolkit.base.api_keys import DEFAULT_KEY_ENV
 from toolkit.loadgen.arrivals import Arrival
 from toolkit.method.goodput import ServiceLevel
-from toolkit.params import MAX_LABEL, MAX_SECONDS, ParamsError, RunParams, _one_line, read_yaml_mapping
+from toolkit.params import (
+    MAX_LABEL,
+    MAX_SECONDS,
+    ParamsError,
+    RunParams,
+    _one_line,
+    parse_server_metrics,
+    read_yaml_mapping,
+)
 from toolkit.rates.traces import MIN_TRACE_BLOCK_TOKENS, TraceWindow
 
 __all__ = [
@@ -33,7 +41,8 @@ __all__ = [
 DEFAULT_DURATION_S = 30.0
 MAX_TOKENS = 10_000_000
 SWEEP_BLOCK = "rate_sweep"  # a run params file's block: the sweep `toolkit run` measures after the matrix
-FROM_THE_RUN = ("base_url", "model", "api_key_env")  # what a `rate_sweep:` block takes from its run
+# what a `rate_sweep:` block takes from its run
+FROM_THE_RUN = ("base_url", "server_metrics", "model", "api_key_env")
 
 
 class Lengths(BaseModel):
@@ -117,6 +126,7 @@ class RateParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     base_url: str = "http://127.0.0.1:8000"
+    server_metrics: list[str] | None = None  # the /metrics scraped and summed instead of base_url's (as RunParams)
     model: str | None = None
     api_key_env: str = DEFAULT_KEY_ENV
     endpoint: Literal["chat", "completions"] = "chat"
@@ -199,6 +209,11 @@ class RateParams(BaseModel):
                 raise ValueError(f"{item!r} is not a percentile; allowed: numbers between 0 and 100, e.g. 99.9")
             found.append(q)
         return sorted({50.0, 90.0, 99.0, *found})
+
+    @field_validator("server_metrics", mode="before")
+    @classmethod
+    def _server_metrics(cls, value: Any) -> list[str] | None:
+        return parse_server_metrics(value)
 
     @field_validator("input_tokens", "output_tokens", mode="before")
     @classmethod
@@ -320,7 +335,8 @@ def make_rate_params(values: dict[str, Any], prefix: str = "") -> RateParams:
 
 def run_sweep_values(run: Mapping[str, Any], block: Any) -> dict[str, Any]:
     """A run params file's `rate_sweep:` block as RateParams values: the server and the key's variable are the
-    run's (its base_url, model, api_key_env; its endpoint and run_label unless the block names its own)."""
+    run's (its base_url, server_metrics, model, api_key_env; its endpoint and run_label unless the block names its
+    own)."""
     if not isinstance(block, dict):
         raise ParamsError(f"{SWEEP_BLOCK}: must be a mapping of rate sweep parameters, e.g. rates: [1, 2, 4]")
     if taken := sorted(set(block) & {*FROM_THE_RUN, "results_dir"}):

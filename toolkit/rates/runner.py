@@ -279,10 +279,13 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
     before = read_sweep(out) if resume and has_rates(out) else None
     if before is None and (rates_dir(out) / STEPS_FILE).exists():
         raise RunRefused(f"out: {out} already holds a rate sweep; choose another folder, or resume it")
-    async with ServerAPI(params.base_url, api_key=api_key) as api:
+    async with ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api:
         server = await discover(api, model=params.model, api_key_env=params.api_key_env)
         if server.cache_config_problem:  # its block size is then unknown: no expected hit rate
             say(server.cache_config_problem)
+        if server.metrics_source:  # server_metrics: the /metrics of the servers behind base_url, summed
+            say(server.metrics_source if server.metrics_available else f"{server.metrics_problem}: no server-side "
+                "figures")  # fmt: skip
         check_lengths(params, server.max_model_len)
         if replay and (longest := max(map(sum, zip(replay.input_tokens, replay.output_tokens, strict=True)))) > (
             server.max_model_len

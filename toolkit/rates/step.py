@@ -27,6 +27,7 @@ from toolkit.matrix.prometheus import (
     PROMPT_TOKENS,
     MetricsSnapshot,
     delta,
+    endpoint_growth,
     histogram_split,
 )
 from toolkit.matrix.sampler import Sampler, Samples
@@ -123,6 +124,7 @@ def server_figures(
     kv = [u for t, u in samples.kv_usage if start <= t <= end]
     prompt, generated = delta(before, after, PROMPT_TOKENS), delta(before, after, GENERATION_TOKENS)
     hits, queries = delta(before, after, PREFIX_HITS), delta(before, after, PREFIX_QUERIES)
+    shares = endpoint_growth(before, after, GENERATION_TOKENS)  # several /metrics endpoints: each one's growth
     return {
         "server_running_max": max(running) if running else None,
         "server_waiting_max": max(waiting) if waiting else None,
@@ -130,6 +132,7 @@ def server_figures(
         "kv_usage_max": max(kv) if kv else None,
         "server_prompt_tokens": None if prompt is None else int(prompt),
         "server_generation_tokens": None if generated is None else int(generated),
+        "endpoint_generation_tokens": None if shares is None else [None if g is None else int(g) for g in shares],
         "prefix_cache_hit_rate": measured_hit_rate(hits, queries),
         "histograms": histogram_split(before, after),
     }
@@ -138,10 +141,12 @@ def server_figures(
 def step_row(
     plan: StepPlan, params: RateParams, summary: StepSummary, frame: pd.DataFrame, server: dict[str, Any]
 ) -> dict[str, Any]:
-    """The step's steps.jsonl row, keys in the documented order."""
+    """The step's steps.jsonl row, keys in the documented order (`endpoint_generation_tokens` only when several
+    `/metrics` endpoints were scraped: each one's generated tokens, in the order of `server_metrics`)."""
     lag_p99 = summary.percentiles.get("lag_p99_ms")
     timed = plan.rate != math.inf  # all at once has no schedule to hold: its lag is the time to send them all
     prefilled = frame["output_tokens"] > 0  # the server read these prompts (a refused request has no tokens)
+    shares = server.get("endpoint_generation_tokens")
     return {
         "step": plan.index,
         "searched": plan.searched,
@@ -155,6 +160,7 @@ def step_row(
         "kv_usage_max": server["kv_usage_max"],
         "server_prompt_tokens": server["server_prompt_tokens"],
         "server_generation_tokens": server["server_generation_tokens"],
+        **({} if shares is None else {"endpoint_generation_tokens": shares}),
         "client_prompt_tokens": int(frame.loc[prefilled, "input_tokens"].sum()),
         "client_generation_tokens": int(frame["output_tokens"].sum()),
         "prefix_cache_hit_rate": server["prefix_cache_hit_rate"],

@@ -104,7 +104,7 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("gpu_energy_w", "GPU power (energy counter)", _unit("W")),
     ("joules_per_token", "Energy per token", _digits(3, " J")),
     ("tokens_per_joule", "Tokens per joule", _digits(2)),
-    ("concurrency_held", "Concurrency held", _whole_percent),
+    ("concurrency_held", "Concurrency held", format_percent),
     ("cell_wall_s", "Cell wall time", format_seconds),
     ("error", "Error", str),
 )

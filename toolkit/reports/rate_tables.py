@@ -32,6 +32,7 @@ __all__ = [
     "SEARCHED_MARK",
     "STEPS_CAPTION",
     "STEP_COLUMNS",
+    "endpoint_share_line",
     "format_rate",
     "level_text",
     "rate_markdown",
@@ -140,8 +141,30 @@ def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_notes(steps: pd.DataFrame) -> list[str]:
-    """The note on lag-flagged steps, when any step is."""
-    return [LAG_NOTE] if "lag_flagged" in steps and steps["lag_flagged"].astype(bool).any() else []
+    """The note on lag-flagged steps, when any step is; each `/metrics` endpoint's share of the generated tokens,
+    when several were scraped (`endpoint_share_line`)."""
+    notes = [LAG_NOTE] if "lag_flagged" in steps and steps["lag_flagged"].astype(bool).any() else []
+    return notes + ([line] if (line := endpoint_share_line(steps)) else [])
+
+
+def endpoint_share_line(steps: pd.DataFrame) -> str | None:
+    """``Generated tokens by /metrics endpoint (server_metrics, in order), over the steps: #0 52.0%, #1 48.0%.``
+    from the steps' `endpoint_generation_tokens` (steps where an endpoint's count is unknown left out); None when
+    there are none."""
+    if "endpoint_generation_tokens" not in steps:
+        return None
+    totals: list[float] | None = None
+    for shares in steps["endpoint_generation_tokens"]:
+        if not isinstance(shares, list) or not shares or any(as_number(s) is None for s in shares):
+            continue
+        if totals is None:
+            totals = [0.0] * len(shares)
+        if len(shares) == len(totals):
+            totals = [t + float(s) for t, s in zip(totals, shares, strict=True)]
+    if not totals or not (whole := sum(totals)):
+        return None
+    parts = ", ".join(f"#{i} {format_percent(t / whole)}" for i, t in enumerate(totals))
+    return f"Generated tokens by /metrics endpoint (server_metrics, in order), over the steps: {parts}."
 
 
 def _listed_line(steps: pd.DataFrame) -> str:

@@ -70,6 +70,10 @@ CLIENT_BASIS_NOTE = (
     "be read or held none of vLLM's gauges (a gateway's own metrics), so these cells' statuses come from the "
     "client's own count of streams decoding, not from the server's running and waiting requests."
 )
+METRICS_SOURCE_NOTE = (
+    "{source}: their token counters and running and waiting requests are summed, the KV cache use is the highest "
+    "of them, and the KV cache size (for Over capacity) is the first one's."
+)
 TTFT_NOTE = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
 STATUS_CLASSES = dict(zip(STATUSES, ("status-valid", "status-queued", "status-over", "status-error"), strict=True))
 DISTURBED_CLASS = "status-disturbed"
@@ -207,6 +211,9 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True, run_info: Mapping[str
     if any(r.get("status_basis") == "client" for r in decode_rows):
         problem = ((run_info or {}).get("server") or {}).get("metrics_problem")
         notes.append(CLIENT_BASIS_NOTE + (f" What /metrics gave: {problem}." if problem else ""))
+    server = (run_info or {}).get("server") or {}
+    if (source := server.get("metrics_source")) and server.get("metrics_available"):  # server_metrics, read
+        notes.append(METRICS_SOURCE_NOTE.format(source=source[:1].upper() + source[1:]))
     notes += spread_notes(decode_rows, run_info)
     if ttft_note and len(df) and (df["phase"] == "decode").any():
         notes.append(TTFT_NOTE)

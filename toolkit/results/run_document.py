@@ -82,6 +82,7 @@ class RunDocument(BaseModel):
             "Revision": params.get("revision"),
             "Benchmark tool": f"toolkit v{version}" if version else None,
             "Server": where,
+            "Server metrics": ", ".join(server.get("metrics_endpoints") or []),  # server_metrics: summed
             "Decode test": "Fixed duration",
             "Prefill mode": PREFILL_MODES[self.prefill_in_warmup is not False],
             "Time per measurement": f"{params['duration_s']:g} s" if params.get("duration_s") is not None else None,

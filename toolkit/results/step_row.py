@@ -35,6 +35,7 @@ from toolkit.results.limits import (
 from toolkit.results.validation import Loc, first_problem, validated
 
 StepIndex = Annotated[int, Field(ge=0, le=MAX_STEPS)]
+MAX_ENDPOINTS = 1000  # `server_metrics` endpoints a line may count tokens of
 _COPIES = r"(?:_as_reported|_reproduced)?"  # an imported step's figure as the tool reported it, or reproduced
 _EXTRAS: tuple[tuple[str, Any], ...] = (
     (r"lag_(?:p[0-9.]+|max)_ms", SignedMs),  # sent before its due time: negative
@@ -87,6 +88,8 @@ class StepRow(FileModel):
     kv_usage_max: Fraction | None = None
     server_prompt_tokens: TotalTokens | None = None
     server_generation_tokens: TotalTokens | None = None
+    # each scraped /metrics endpoint's (`server_metrics`, in order) when there were several; None: one failed
+    endpoint_generation_tokens: list[TotalTokens | None] | None = Field(None, max_length=MAX_ENDPOINTS)
     client_prompt_tokens: TotalTokens | None = None
     client_generation_tokens: TotalTokens | None = None
     prefix_cache_hit_rate: Fraction | None = None
