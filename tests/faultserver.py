@@ -33,7 +33,10 @@ chunk carries a `metrics` object: the request's queue, TTFT from scheduling and 
 measured them on its own clock (`time.perf_counter()`, the client's clock too: the client's TTFT holds the queue and
 the server's TTFT). The "metrics-*" fault kinds put their own object there, with or without it. With
 `timing_histograms=True`, `/metrics` also holds vLLM's queue, prefill and decode time histograms of the finished
-requests.
+requests. With `external_tier=True` it stands for vLLM with a KV connector's external tier (LMCache, offloading; the
+embedded vLLM has none): `/metrics` also holds `vllm:external_prefix_cache_queries/hits` and
+`vllm:prompt_tokens_by_source`, and every request finds the first `server.external_hit_tokens` tokens (default 0) of
+what the GPU cache missed in that tier, at most all but its last token, counted in its usage's `cached_tokens` too.
 
 Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
 the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
@@ -135,6 +138,9 @@ class ServerState:
     prompt_tokens: int = 0
     prefix_queries: int = 0
     prefix_hits: int = 0
+    external_queries: int = 0  # with `external_tier`: the tokens the GPU cache missed, looked up in the tier
+    external_hits: int = 0
+    computed_tokens: int = 0  # prompt tokens neither tier held (vllm:prompt_tokens_by_source, local_compute)
     requests_total: int = 0
     # Of the finished streams, on the server's clock (seconds): vLLM's queue, prefill and decode time histograms.
     queue_s: float = 0.0
@@ -170,6 +176,7 @@ class FaultServer:
         port: int = 0,
         per_request_metrics: bool = False,
         timing_histograms: bool = False,
+        external_tier: bool = False,
     ) -> None:
         self.api_key = api_key
         self.max_model_len = max_model_len
@@ -179,6 +186,8 @@ class FaultServer:
         self.model = model
         self.per_request_metrics = per_request_metrics  # a `metrics` object on every final usage chunk
         self.timing_histograms = timing_histograms  # vLLM's request timing histograms on /metrics
+        self.external_tier = external_tier  # a KV connector's external tier: its counters on /metrics
+        self.external_hit_tokens = 0  # with it: the tokens each request finds there (of those the GPU cache missed)
         self.state = ServerState()
         self.fault: Fault | None = None
         self.metrics_fault: str | None = None
@@ -395,6 +404,8 @@ class FaultServer:
         ]
         if self.timing_histograms:
             lines += _timing_histograms(s, labels)
+        if self.external_tier:
+            lines += _external_tier(s, self.model)
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
@@ -438,6 +449,12 @@ class FaultServer:
         s.seen_prompts.add(key)
         s.prefix_queries += prompt_tokens
         s.prefix_hits += cached
+        external = 0
+        if self.external_tier and prompt_tokens > cached:  # vLLM computes at least the last token
+            external = max(0, min(self.external_hit_tokens, prompt_tokens - cached - 1))
+            s.external_queries += prompt_tokens - cached
+            s.external_hits += external
+        s.computed_tokens += prompt_tokens - cached - external
         s.prompt_tokens += prompt_tokens - cached
         s.requests_total += 1
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
@@ -455,8 +472,8 @@ class FaultServer:
             def usage(completion: int) -> dict[str, Any]:
                 u: dict[str, Any] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion,
                                      "completion_tokens": completion}  # fmt: skip
-                if cached:
-                    u["prompt_tokens_details"] = {"cached_tokens": cached}
+                if cached or external:
+                    u["prompt_tokens_details"] = {"cached_tokens": cached + external}
                 if "prompt_tokens" in override:
                     u["prompt_tokens"] = u["total_tokens"] = override["prompt_tokens"]
                 if "cached_tokens" in override:
@@ -479,7 +496,7 @@ class FaultServer:
             if chat:
                 await response.write(chunk(None, 0, role=True))
             await asyncio.sleep(0.002 + prompt_tokens * 1e-6)  # "prefill"
-            produced = 0
+            produced, due = 0, None
             if fault == "huge-events":  # megabytes of text, the usage as asked
                 for i in range(HUGE_EVENTS):
                     count = min(i + 1, max_tokens)
@@ -500,7 +517,7 @@ class FaultServer:
                 first_at = first_at or last_at
                 await response.write(chunk(" tok" * step, produced, finish))
                 if produced < max_tokens:
-                    await asyncio.sleep(self.token_interval_s)
+                    due = await self._next_token(due, first_at or last_at)
             final = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
                      "model": self.model, "choices": [], "usage": usage(produced)}  # fmt: skip
             if first_at is not None and last_at is not None:
@@ -519,6 +536,17 @@ class FaultServer:
             return response
         finally:
             s.running -= 1
+
+    async def _next_token(self, due: float | None, first_at: float) -> float:
+        """Wait for the next token's time on a fixed grid of `token_interval_s` from the first token: a late wake-up
+        (a busy machine) shortens the next wait instead of adding to every later token, so the stream keeps its
+        rate under load. A stall of more than one interval (a paused process) moves the grid: no burst after it."""
+        due = (first_at if due is None else due) + self.token_interval_s
+        now = time.perf_counter()
+        if due < now - self.token_interval_s:
+            due = now
+        await asyncio.sleep(max(0.0, due - now))
+        return due
 
     async def _misbehave(self, request: web.Request, response: web.StreamResponse, fault: str) -> None:
         if fault == "malformed":
@@ -608,6 +636,27 @@ def per_request_metrics(
     elif fault == "metrics-contradicting":
         metrics["queue_time_ms"] = round(CONTRADICTING_QUEUE * (queue_ms + ttft_ms), 6)
     return metrics
+
+
+def _external_tier(s: ServerState, model: str) -> list[str]:
+    """vLLM 0.32's lines for a KV connector's external tier and the prompt tokens by source (v1/metrics/loggers.py)."""
+    labels = f'model_name="{model}",engine="0"'
+    lines = [
+        "# HELP vllm:external_prefix_cache_queries_total External prefix cache queries from KV connector "
+        "cross-instance cache sharing, in terms of number of queried tokens.",
+        "# TYPE vllm:external_prefix_cache_queries_total counter",
+        f"vllm:external_prefix_cache_queries_total{{{labels}}} {float(s.external_queries)}",
+        "# HELP vllm:external_prefix_cache_hits_total External prefix cache hits from KV connector "
+        "cross-instance cache sharing, in terms of number of cached tokens.",
+        "# TYPE vllm:external_prefix_cache_hits_total counter",
+        f"vllm:external_prefix_cache_hits_total{{{labels}}} {float(s.external_hits)}",
+        "# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.",
+        "# TYPE vllm:prompt_tokens_by_source_total counter",
+    ]
+    for source, tokens in (("local_compute", s.computed_tokens), ("local_cache_hit", s.prefix_hits),
+                           ("external_kv_transfer", s.external_hits)):  # fmt: skip
+        lines.append(f'vllm:prompt_tokens_by_source_total{{{labels},source="{source}"}} {float(tokens)}')
+    return lines
 
 
 def _timing_histograms(state: ServerState, labels: str) -> list[str]:

@@ -1,14 +1,16 @@
 """A small reverse proxy in front of a server, as a gateway stands in front of vLLM: every request streams through,
 but `/metrics` answers with the proxy's own metrics, none of vLLM's (tests/integration/test_gateway_vllm.py,
-benchmarks/gateway_proxy.py)."""
+benchmarks/gateway_proxy.py). In front of several servers it is a round-robin load balancer: each request, whole
+stream and all, goes to the next of them in turn."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from itertools import cycle
 
 from aiohttp import ClientSession, web
 
@@ -23,8 +25,14 @@ def _free_port() -> int:
 
 
 @contextmanager
-def gateway(upstream: str) -> Iterator[str]:
-    """A reverse proxy on 127.0.0.1 in a thread: `/metrics` is its own, everything else streams from `upstream`."""
+def gateway(upstream: str | Sequence[str]) -> Iterator[str]:
+    """A reverse proxy on 127.0.0.1 in a thread: `/metrics` is its own, everything else streams from `upstream`;
+    given several upstreams, each request goes to the next of them in turn (round-robin, from the first), with the
+    same headers (Authorization included) whichever it is."""
+    upstreams = [upstream] if isinstance(upstream, str) else list(upstream)
+    if not upstreams:
+        raise ValueError("gateway: no upstream")
+    turn = cycle(upstreams)  # advanced only on the proxy's event loop thread: no lock needed
     loop = asyncio.new_event_loop()
     port = _free_port()
     ready = threading.Event()
@@ -37,8 +45,9 @@ def gateway(upstream: str) -> Iterator[str]:
         session = state["session"]
         assert isinstance(session, ClientSession)
         headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
+        target = next(turn)  # chosen before the body is read: the order requests arrived in is the order served
         async with session.request(
-            request.method, upstream + request.rel_url.path_qs, data=await request.read(), headers=headers
+            request.method, target + request.rel_url.path_qs, data=await request.read(), headers=headers
         ) as answer:
             response = web.StreamResponse(status=answer.status)
             response.content_type = answer.content_type

@@ -32,10 +32,11 @@ STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "sched
              "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "lag_max_ms", "lag_flagged", "server_running_max",
              "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
              "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens", "prefix_cache_hit_rate",
-             "expected_hit_rate", "client_cached_tokens", "workload", "control_of", "warmup_requests",
+             "external_prefix_cache_hit_rate", "prompt_tokens_by_source", "expected_hit_rate",
+             "client_cached_tokens", "workload", "control_of", "warmup_requests",
              "breakdown_basis", "queue_p50_ms", "server_ttft_p50_ms", "wire_ttft_p50_ms", "decode_p50_ms",
              "server_itl_p50_ms", "client_itl_p50_ms", "timed_requests", "timing_mismatches", "queue_mean_ms",
-             "server_ttft_mean_ms", "wire_ttft_mean_ms", "decode_mean_ms"]  # fmt: skip
+             "server_ttft_mean_ms", "wire_ttft_mean_ms", "decode_mean_ms", "api_ttft_mean_ms"]  # fmt: skip
 
 
 @pytest.fixture

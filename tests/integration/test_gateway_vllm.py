@@ -1,7 +1,8 @@
 """The real vLLM behind a small reverse proxy that answers `/metrics` with its own metrics, as a gateway does
 (issue 28): the matrix takes about the time it takes without the proxy, its statuses come from the client side,
 and the report says that server-side figures were not available; with `server_metrics` naming the vLLM behind it
-(issue 45), its statuses and counters come from the server again. The rerunnable measurement with longer windows:
+(issue 45), its statuses and counters come from the server again; with two vLLMs behind it, round-robin, and
+`server_metrics` naming both, their counters summed. The rerunnable measurement with longer windows:
 benchmarks/gateway_proxy.py."""
 
 from __future__ import annotations
@@ -10,12 +11,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from tests.gateway_proxy import gateway
 from toolkit.base.schema import Measurement
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
+from toolkit.rates.files import read_steps
+from toolkit.rates.params import make_rate_params
+from toolkit.rates.runner import run_rates
+from toolkit.reports.rate_tables import endpoint_share_line
 from toolkit.reports.tables import CLIENT_BASIS_NOTE, report_markdown
 from toolkit.results import runs
 from toolkit.servers.embedded.server import EmbeddedServer
@@ -76,3 +82,45 @@ def test_a_vllm_behind_a_gateway_named_in_server_metrics_is_judged_server_side_a
     assert CLIENT_BASIS_NOTE not in report
     assert f"Server-side figures from 1 endpoint: {vllm_server.base_url}/metrics" in report
     assert info["server"]["metrics_endpoints"] == [f"{vllm_server.base_url}/metrics"]
+
+
+def test_two_vllms_behind_a_round_robin_gateway_are_summed_from_both_replicas_metrics(
+    vllm_server: EmbeddedServer, constrained_server: EmbeddedServer, api_key_env: str, tmp_path: Path
+) -> None:
+    """Issue 45's must-show: the two session servers (same model, same served name) behind the round-robin proxy,
+    `server_metrics` naming both. Every request goes whole to one of them, so N=2 is one stream on each (or both
+    on one, which fits the constrained server's 2 running too): the summed running count reaches N either way."""
+    replicas = [vllm_server.base_url, constrained_server.base_url]
+    with gateway(replicas) as proxied_url:
+        _took, cells = measure_cells(proxied_url, tmp_path / "pair", server_metrics=replicas, duration_s=2)
+        sweep = make_rate_params({
+            "base_url": proxied_url, "server_metrics": replicas, "endpoint": "completions", "rates": [4.0],
+            "arrival": "constant", "requests_per_step": 12, "input_tokens": 128, "output_tokens": 32,
+            "results_dir": str(tmp_path / "rates"),
+        })  # fmt: skip
+        lines: list[str] = []
+        (row,) = read_steps(run_rates(sweep, say=lines.append))
+    assert [(m.phase, m.concurrency, m.status) for m in cells] == [
+        ("prefill", 1, "Valid"), ("decode", 1, "Valid"), ("decode", 2, "Valid")
+    ]  # fmt: skip
+    decode = [m for m in cells if m.phase == "decode"]
+    assert {m.status_basis for m in decode} == {"server"}  # from the two replicas' running counts, summed
+    for m in decode:  # the two counters summed lie in the client's bracket (2 % either way)
+        print(f"decode N={m.concurrency}: server {m.server_output_tokens} tokens, client "
+              f"{m.client_tokens_min}..{m.client_tokens_max}")  # fmt: skip
+        assert m.metrics_problem is None and m.client_tokens_min > 0, m
+        assert 0.98 * m.client_tokens_min <= m.server_output_tokens <= 1.02 * m.client_tokens_max, m
+    _frame, info = runs.load_run(tmp_path / "pair")
+    assert info["server"]["metrics_endpoints"] == [f"{url}/metrics" for url in replicas]
+    # The sweep: each request to the next replica in turn, each replica's counter grew by its share.
+    print("\n".join(lines))
+    shares = row["endpoint_generation_tokens"]
+    line = endpoint_share_line(pd.DataFrame([row]))
+    print(f"generated tokens by replica {shares}, server {row['server_generation_tokens']}, client "
+          f"{row['client_generation_tokens']}; {line}")  # fmt: skip
+    assert row["completed"] == row["requests"] == 12 and row["failed"] == 0, row
+    assert len(shares) == 2 and all(s is not None and s > 0 for s in shares), row
+    assert sum(shares) == row["server_generation_tokens"], row
+    assert row["server_generation_tokens"] == pytest.approx(row["client_generation_tokens"], rel=0.02), row
+    assert line is not None and "#0" in line and "#1" in line
+    assert row["breakdown_basis"] == "per-request", row  # vLLM's per-request timing passes the proxy from both

@@ -82,7 +82,16 @@ def assert_the_server_clock_splits_every_step(records, steps) -> None:
         # Its histograms over the step: the same requests, so the same means (the fallback's basis).
         assert row["queue_mean_ms"] == pytest.approx(float(group["server_queue_ms"].mean()), rel=0.2, abs=0.5)
         assert row["server_ttft_mean_ms"] == pytest.approx(float(group["server_ttft_ms"].mean()), rel=0.2)
+        # The API process's own TTFT lies between the engine's part and the client's: the wire, split in two.
+        client_mean = float(ttft[records["step"] == row["step"]].mean())
+        engine_mean = row["queue_mean_ms"] + row["server_ttft_mean_ms"]
+        assert engine_mean - 1 <= row["api_ttft_mean_ms"] <= client_mean + 1, row
     below, past = steps[BELOW[0]], steps[RATES[-1]]
+    inside = below["api_ttft_mean_ms"] - below["queue_mean_ms"] - below["server_ttft_mean_ms"]
+    print(
+        f"means at {BELOW[0]} req/s: wire {below['wire_ttft_mean_ms']:.1f} ms, of which {inside:.1f} ms between "
+        "the API process and the engine"
+    )
     print(
         f"wire p50 {below['wire_ttft_p50_ms']:.1f} ms of TTFT p50 {below['ttft_p50_ms']:.1f} ms at {BELOW[0]} req/s; "
         f"queue p50 {past['queue_p50_ms']:.0f} ms of TTFT p50 {past['ttft_p50_ms']:.0f} ms at {RATES[-1]} req/s"

@@ -55,7 +55,7 @@ TIMED = [
 UNTIMED = rec(3, 0.3, 0.330, 0.500)
 FAILED = rec(4, 0.4, 0.0, 0.0, (1.0, 1.0, 1.0, 1.0), error="HTTP 500: boom")
 HISTOGRAMS = {"queue": 2.0, "server_ttft": 20.0, "decode": 100.0}
-NO_HISTOGRAMS: dict[str, float | None] = {"queue": None, "server_ttft": None, "decode": None}
+NO_HISTOGRAMS: dict[str, float | None] = {"queue": None, "server_ttft": None, "decode": None, "api_ttft": None}
 
 
 def test_the_split_of_each_request() -> None:
@@ -173,11 +173,20 @@ def test_the_mismatch_line() -> None:
 # ---- the histograms' fallback -----------------------------------------------------------------------------------
 
 
-def scrape(queue: tuple[float, int], prefill: tuple[float, int], decode: tuple[float, int]) -> str:
-    """vLLM's /metrics with the three request timing histograms (sum in seconds, count) and the running gauge."""
+def scrape(
+    queue: tuple[float, int],
+    prefill: tuple[float, int],
+    decode: tuple[float, int],
+    api: tuple[float, int] | None = None,
+) -> str:
+    """vLLM's /metrics with the three request timing histograms (sum in seconds, count), the API process's TTFT
+    histogram when given, and the running gauge."""
     lines = ["# TYPE vllm:num_requests_running gauge", 'vllm:num_requests_running{model_name="m"} 0.0']
-    for name, (total, count) in (("queue", queue), ("prefill", prefill), ("decode", decode)):
-        family = f"vllm:request_{name}_time_seconds"
+    families = [(f"vllm:request_{name}_time_seconds", name, value)
+                for name, value in (("queue", queue), ("prefill", prefill), ("decode", decode))]  # fmt: skip
+    if api is not None:
+        families.append(("vllm:time_to_first_token_seconds", "first token", api))
+    for family, name, (total, count) in families:
         lines += [f"# HELP {family} Histogram of time spent in {name} phase for request.",
                   f"# TYPE {family} histogram", f'{family}_bucket{{le="0.3",model_name="m"}} {count}',
                   f'{family}_bucket{{le="+Inf",model_name="m"}} {count}', f'{family}_count{{model_name="m"}} {count}',
@@ -186,10 +195,11 @@ def scrape(queue: tuple[float, int], prefill: tuple[float, int], decode: tuple[f
 
 
 def test_histogram_split_gives_the_means_of_the_requests_between_two_scrapes_in_ms() -> None:
-    before = parse_metrics(scrape((1.0, 10), (2.0, 10), (5.0, 10)))
-    after = parse_metrics(scrape((1.5, 20), (2.6, 20), (9.0, 20)))
+    before = parse_metrics(scrape((1.0, 10), (2.0, 10), (5.0, 10), api=(4.0, 10)))
+    after = parse_metrics(scrape((1.5, 20), (2.6, 20), (9.0, 20), api=(5.2, 20)))
     split = histogram_split(before, after)
-    assert split == {"queue": pytest.approx(50.0), "server_ttft": pytest.approx(60.0), "decode": pytest.approx(400.0)}
+    assert split == {"queue": pytest.approx(50.0), "server_ttft": pytest.approx(60.0), "decode": pytest.approx(400.0),
+                     "api_ttft": pytest.approx(120.0)}  # fmt: skip
     assert histogram_split(before, before) == NO_HISTOGRAMS  # no request finished
     assert histogram_split(None, after) == histogram_split(before, None) == NO_HISTOGRAMS
 

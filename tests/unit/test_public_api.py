@@ -81,8 +81,8 @@ EXPORTED: dict[str, list[str]] = {
         "has_breakdown", "mismatch_line", "request_breakdown",
     ],
     "toolkit.reports.workload_views": [
-        "CACHE_CAPTION", "CACHE_COLUMNS", "HEADING", "SHARE_COLUMNS", "TURN_COLUMNS", "cache_shown", "cache_table",
-        "cached_figure", "has_workload", "turn_figure", "turn_table", "workload_markdown",
+        "CACHE_CAPTION", "CACHE_COLUMNS", "EXTERNAL_COLUMN", "HEADING", "SHARE_COLUMNS", "TURN_COLUMNS", "cache_shown",
+        "cache_table", "cached_figure", "has_workload", "turn_figure", "turn_table", "workload_markdown",
     ],
     "toolkit.results.rate_runs": [
         "DEFAULT_TARGET", "RATES_DIR", "RateSweep", "RateSweepError", "STEPS_FILE", "STEP_FLAGS", "STEP_NUMBERS",

@@ -82,6 +82,61 @@ def test_the_largest_duration_is_accepted() -> None:
     assert read_server_timing({"queue_time_ms": MAX_SERVER_MS}) == ServerTiming(queue_ms=MAX_SERVER_MS)
 
 
+# ---- speculative decoding's acceptance histogram ---------------------------------------------------------------
+
+# As vLLM 0.32 writes it with --per-request-spec-decode-metrics summary and two draft tokens (exclude_none: no
+# per-step arrays).
+VLLM_SPEC = {"mean_acceptance_length": 1.6, "draft_acceptance_rate": 0.3, "acceptance_histogram": [6, 2, 2],
+             "num_spec_steps": 10, "num_accepted_draft_tokens": 6, "num_draft_tokens": 20,
+             "num_spec_tokens": 2}  # fmt: skip
+NOT_A_HISTOGRAM = "metrics.speculative_decoding.acceptance_histogram is not a list of 2 to 65 step counts ("
+
+
+def test_the_acceptance_histogram_is_read_beside_the_timing() -> None:
+    timing = read_server_timing({**VLLM_METRICS, "speculative_decoding": VLLM_SPEC})
+    assert timing == ServerTiming(0.04, 16.77, 19.81, 4.95, 136.7, acceptance_histogram=(6, 2, 2))
+    assert timing is not None and timing.fields() == VLLM_TIMING.fields()  # not a record's column
+
+
+def test_a_histogram_without_timing_is_read_and_without_either_is_none() -> None:
+    """vLLM sends the spec object with or without --enable-per-request-metrics: then it is all the object holds."""
+    assert read_server_timing({"speculative_decoding": VLLM_SPEC}) == ServerTiming(acceptance_histogram=(6, 2, 2))
+    without_count = {k: v for k, v in VLLM_SPEC.items() if k != "num_spec_tokens"}
+    assert read_server_timing({"speculative_decoding": without_count}) == ServerTiming(acceptance_histogram=(6, 2, 2))
+    for spec in (None, {"num_drafts": 4}, {**VLLM_SPEC, "acceptance_histogram": None}):
+        assert read_server_timing({"speculative_decoding": spec}) is None
+        assert read_server_timing({**VLLM_METRICS, "speculative_decoding": spec}) == VLLM_TIMING
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("fast", "metrics.speculative_decoding is not an object ('fast')"),
+    ({"acceptance_histogram": "6,2,2"}, NOT_A_HISTOGRAM),
+    ({"acceptance_histogram": []}, NOT_A_HISTOGRAM),
+    ({"acceptance_histogram": [6]}, NOT_A_HISTOGRAM),
+    ({"acceptance_histogram": [6, -1]}, NOT_A_HISTOGRAM),
+    ({"acceptance_histogram": [6, 2.0]}, NOT_A_HISTOGRAM),
+    ({"acceptance_histogram": [6, True]}, NOT_A_HISTOGRAM),
+    ({"acceptance_histogram": [6, None]}, NOT_A_HISTOGRAM),
+    ({"acceptance_histogram": [6, 10**9]}, NOT_A_HISTOGRAM),
+    ({"acceptance_histogram": [1] * 66}, NOT_A_HISTOGRAM),
+    ({**VLLM_SPEC, "num_spec_tokens": 3},
+     "metrics.speculative_decoding.acceptance_histogram has 3 entries for num_spec_tokens 3"),
+    ({**VLLM_SPEC, "num_spec_tokens": "2"},
+     "metrics.speculative_decoding.acceptance_histogram has 3 entries for num_spec_tokens '2'"),
+])  # fmt: skip
+def test_a_malformed_spec_object_is_refused_in_one_line(spec: Any, message: str) -> None:
+    with pytest.raises(ReplyError) as caught:
+        read_server_timing({**VLLM_METRICS, "speculative_decoding": spec})
+    text = str(caught.value)
+    assert text.startswith(message) and "\n" not in text and len(text) < 160
+
+
+def test_the_longest_histogram_is_accepted() -> None:
+    histogram = [1] * 65
+    timing = read_server_timing({"speculative_decoding": {"acceptance_histogram": histogram, "num_spec_tokens": 64}})
+    assert timing == ServerTiming(acceptance_histogram=tuple(histogram))
+
+
 # ---- the SSE path -----------------------------------------------------------------------------------------------
 
 PROMPT = 5
@@ -152,6 +207,16 @@ def test_a_malformed_object_leaves_the_stream_whole_and_says_why(metrics: Any) -
     assert result.note == result.server_timing_note and "\n" not in result.note
     for i in range(1, len(raw), 7):
         assert asdict(fed([raw[:i], raw[i:]])) == asdict(result), f"split at {i}"
+
+
+def test_a_malformed_spec_object_leaves_the_timing_unread_too() -> None:
+    result = fed([vllm_stream({**VLLM_METRICS, "speculative_decoding": {"acceptance_histogram": [1, -2]}})])
+    assert result.done and result.error is None and result.completion_tokens == 5
+    assert result.server_timing is None and result.note is not None
+    assert result.note.startswith("server timing not read: metrics.speculative_decoding.acceptance_histogram is not")
+    spec = fed([vllm_stream({**VLLM_METRICS, "speculative_decoding": VLLM_SPEC})])
+    assert spec.server_timing is not None and spec.server_timing.acceptance_histogram == (6, 2, 2)
+    assert spec.note is None
 
 
 def test_the_note_joins_a_cut_reply_s() -> None:

@@ -79,6 +79,12 @@ class Measurement:
     spec_accepted_tokens: int | None = None
     spec_acceptance_rate: float | None = None  # accepted / drafted tokens
     spec_mean_accepted_len: float | None = None  # tokens per draft step: 1 + accepted / drafts
+    # From the acceptance histograms of the requests that ended in the window (vLLM's per-request metrics,
+    # toolkit.method.speculation): the acceptance rate of draft positions 1, 2, … as comma-separated fractions 0–1
+    # ("0.620,0.310": 62 % of the verify steps accepted the first draft token, 31 % the second), and the verify
+    # steps counted. None when no request said.
+    spec_acceptance_by_position: str | None = None
+    spec_request_steps: int | None = None
     server_prompt_tokens: int | None = None  # prompt tokens the server counted during the cell
     cached_tokens: int | None = None  # prefix-cache hit tokens (server counter delta)
     max_waiting: int | None = None
@@ -127,6 +133,7 @@ class Measurement:
     server_ttft_mean_ms: float | None = None
     wire_ttft_mean_ms: float | None = None
     decode_mean_ms: float | None = None
+    api_ttft_mean_ms: float | None = None  # the API process's own TTFT (vllm:time_to_first_token_seconds), mean
     error: str | None = None
     run_id: str | None = None
     started_at: str | None = None

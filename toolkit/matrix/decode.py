@@ -11,8 +11,8 @@ from functools import partial
 
 from toolkit.base.schema import Measurement
 from toolkit.loadgen.client import Endpoint, StreamClient, StreamResult, build_request
-from toolkit.matrix.cell_timing import cell_breakdown
-from toolkit.matrix.prometheus import PREEMPTIONS, PREFIX_HITS, PROMPT_TOKENS, MetricsSnapshot, delta
+from toolkit.matrix.cell_timing import cell_breakdown, cell_speculation
+from toolkit.matrix.prometheus import PREEMPTIONS, PROMPT_TOKENS, MetricsSnapshot, cached_prompt_tokens, delta
 from toolkit.matrix.sampler import Sampler, Samples
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.matrix.traces import CellTrace
@@ -227,11 +227,12 @@ async def measure_decode_cell(
     trace = CellTrace(streams, sampler.samples, windows)
     return Measurement(
         phase="decode", context_tokens=context_tokens, context=context, concurrency=n, **verdict.measurement_fields(),
-        cached_tokens=_int(delta(before_cell, after_cell, PREFIX_HITS)),
+        cached_tokens=_int(cached_prompt_tokens(before_cell, after_cell)),  # GPU cache and external tier
         preemptions=_int(delta(before_cell, after_cell, PREEMPTIONS)),
         server_prompt_tokens=_int(delta(before_cell, after_cell, PROMPT_TOKENS)),
         kv_usage_peak=sampler.samples.kv_usage_peak, readiness_queued=gate.queued or None,
         attempts=attempt, **asdict(times), **cell_breakdown(results, edges.start, edges.end, edges.before, edges.after),
+        **cell_speculation(results, edges.start, edges.end),
     ), trace  # fmt: skip
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 from toolkit.base.schema import Measurement
 from toolkit.loadgen.client import Endpoint, StreamClient, StreamResult, build_request
-from toolkit.matrix.prometheus import PREFIX_HITS, delta
+from toolkit.matrix.prometheus import cached_prompt_tokens
 from toolkit.matrix.sampler import Sampler, loop_lag_ms
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.status import disturbance
@@ -22,7 +22,12 @@ async def measure_prefill(
     context_tokens: int,
     context: str,
 ) -> Measurement:
-    """Send the scout request and verify it was cold with the server's prefix-cache hit counter.
+    """Send the scout request and verify it was cold with the server's prefix-cache hit counters.
+
+    `cached_tokens` is what the server found cached between the two scrapes: the GPU prefix cache's hits plus, where
+    a KV connector exports them, its external tier's (`vllm:external_prefix_cache_hits`, in tokens too: an offloaded
+    or shared copy of the prompt makes the prefill as warm as a GPU hit); without `/metrics`, the usage report's
+    `prompt_tokens_details.cached_tokens` (which vLLM counts over both tiers too).
 
     The event loop's lag is probed meanwhile: a pause of the machine that blocked it inflates the TTFT, and
     the measurement says so in `disturbed` (the runner then measures again with a fresh, cold prompt).
@@ -35,7 +40,7 @@ async def measure_prefill(
     end = (result.ended or result.started) + sampler.probe_interval_s
     lag_max = loop_lag_ms(sampler.samples, result.started, end, 100)
     after = await api.metrics_or_none()
-    hits = delta(before, after, PREFIX_HITS)
+    hits = cached_prompt_tokens(before, after)
     cached = int(hits) if hits is not None else result.cached_tokens
     ttft_s = result.ttft_s
     if result.error or ttft_s is None or not result.prompt_tokens:

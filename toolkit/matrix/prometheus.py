@@ -30,10 +30,21 @@ SPEC_DRAFTS = ("vllm:spec_decode_num_drafts_total",)
 SPEC_DRAFT_TOKENS = ("vllm:spec_decode_num_draft_tokens_total",)
 SPEC_ACCEPTED_TOKENS = ("vllm:spec_decode_num_accepted_tokens_total",)
 CACHE_CONFIG = "vllm:cache_config_info"
+# Per request, in the API process: from its arrival there to its first token there (the engine's part and the
+# hand-over between the two processes; not the HTTP exchange before it, nor the stream after).
+API_TTFT = ("vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count")
 # Per finished request, on the engine's clock: queued to scheduled, scheduled to first token, first token to last.
 QUEUE_TIME = ("vllm:request_queue_time_seconds_sum", "vllm:request_queue_time_seconds_count")
 PREFILL_TIME = ("vllm:request_prefill_time_seconds_sum", "vllm:request_prefill_time_seconds_count")
 DECODE_TIME = ("vllm:request_decode_time_seconds_sum", "vllm:request_decode_time_seconds_count")
+# A KV connector's external tier (LMCache, CPU offloading, another instance: vLLM >= 0.11), in prompt tokens like
+# the GPU prefix cache's: it is queried for what the GPU cache missed. 0 (or absent) without a connector.
+EXTERNAL_QUERIES = ("vllm:external_prefix_cache_queries_total",)
+EXTERNAL_HITS = ("vllm:external_prefix_cache_hits_total",)
+# Prompt tokens by where their KV came from, one series per `source` label: local_compute, local_cache_hit,
+# external_kv_transfer (vLLM's PromptTokenStats.ALL_SOURCES).
+PROMPT_TOKENS_BY_SOURCE = ("vllm:prompt_tokens_by_source_total",)
+SOURCE_LABEL = "source"
 
 
 ENDPOINT_LABEL = "endpoint"  # what `merge_snapshots` adds to each sample: "0", "1", … in the order scraped
@@ -122,7 +133,8 @@ USED_FAMILIES: tuple[str, ...] = tuple(
     {name.removesuffix("_total") for group in (RUNNING, WAITING, GENERATION_TOKENS, PROMPT_TOKENS, PREFIX_QUERIES,
                                                PREFIX_HITS, PREEMPTIONS, KV_USAGE, REQUEST_SUCCESS, ITL_SUM,
                                                ITL_COUNT, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS,
-                                               QUEUE_TIME, PREFILL_TIME, DECODE_TIME)
+                                               QUEUE_TIME, PREFILL_TIME, DECODE_TIME, API_TTFT, EXTERNAL_QUERIES,
+                                               EXTERNAL_HITS, PROMPT_TOKENS_BY_SOURCE)
      for name in group} | {CACHE_CONFIG}
 )  # fmt: skip
 
@@ -192,9 +204,12 @@ def mean_delta(
 
 def histogram_split(before: MetricsSnapshot | None, after: MetricsSnapshot | None) -> dict[str, float | None]:
     """The means, in ms, of the server's queue, prefill and decode histograms over the requests it finished between
-    two scrapes (None: not exported, or none finished): the breakdown's fallback (toolkit.method.breakdown)."""
+    two scrapes, and of its API process's TTFT (`API_TTFT`) over the first tokens it made between them (None: not
+    exported, or none): the breakdown's fallback, and the wire's part inside the API process
+    (toolkit.method.breakdown)."""
     means = {name: mean_delta(before, after, (pair[0],), (pair[1],)) for name, pair in
-             (("queue", QUEUE_TIME), ("server_ttft", PREFILL_TIME), ("decode", DECODE_TIME))}  # fmt: skip
+             (("queue", QUEUE_TIME), ("server_ttft", PREFILL_TIME), ("decode", DECODE_TIME),
+              ("api_ttft", API_TTFT))}  # fmt: skip
     return {name: None if value is None else value * 1e3 for name, value in means.items()}
 
 
@@ -291,3 +306,46 @@ def cache_config(snapshot: MetricsSnapshot) -> CacheConfig:
         labels=labels,
         problem=_refused(labels),
     )
+
+
+def labelled_growth(
+    before: MetricsSnapshot | None, after: MetricsSnapshot | None, names: tuple[str, ...], label: str = SOURCE_LABEL
+) -> dict[str, float] | None:
+    """A labelled counter's growth between two snapshots per value of `label` (e.g. `PROMPT_TOKENS_BY_SOURCE` by
+    source), summed over its other labels (engines, merged endpoints); a series the first snapshot lacks grew from 0.
+    None when either snapshot lacks the counter, or any series went back or went away (the two readings are not of
+    one count). Samples without `label` are not read."""
+    if before is None or after is None:
+        return None
+    name = next((n for n in names if n in before.samples and n in after.samples), None)
+    if name is None:
+        return None
+    growth: dict[str, float] = {}
+    for value in sorted({labels[label] for labels, _ in after.samples[name] + before.samples[name] if label in labels}):
+        old, new = _series(before, name, label, value), _series(after, name, label, value)
+        if not new.samples:
+            return None  # the series went away
+        if not old.samples:  # the series appeared since: it started at 0 (prometheus_client shows a labelled child
+            old = MetricsSnapshot({name: [(labels, 0.0) for labels, _ in new.samples[name]]}, new.endpoints)
+        grew, _why = counter_growth(old, new, (name,))
+        if grew is None:
+            return None
+        growth[value] = grew
+    return growth
+
+
+def _series(snapshot: MetricsSnapshot, name: str, label: str, value: str) -> MetricsSnapshot:
+    """The samples of `name` whose `label` is `value`, as a snapshot of their own (endpoints kept)."""
+    kept = [(labels, v) for labels, v in snapshot.samples[name] if labels.get(label) == value]
+    return MetricsSnapshot({name: kept} if kept else {}, snapshot.endpoints)
+
+
+def cached_prompt_tokens(before: MetricsSnapshot | None, after: MetricsSnapshot | None) -> float | None:
+    """Prompt tokens the server found cached between two snapshots: its GPU prefix cache's hits (`PREFIX_HITS`) plus
+    a KV connector's external tier's (`EXTERNAL_HITS`, 0 where not exported); both count tokens, and vLLM's
+    `vllm:prompt_tokens_cached_by_source` sums to them. None when the GPU counter is unknown or either went back."""
+    local = delta(before, after, PREFIX_HITS)
+    external, went_back = counter_growth(before, after, EXTERNAL_HITS)
+    if local is None or went_back:
+        return None
+    return local + (external or 0.0)

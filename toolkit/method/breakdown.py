@@ -7,6 +7,10 @@ those (`breakdown_basis` "per-request", with the same requests' mean time betwee
 beside the server's); where no reply carried them, the means of the server's histograms over the
 step (toolkit.matrix.prometheus.histogram_split, basis "histograms"); else nothing (basis "").
 
+The API process's own TTFT histogram (`api_ttft_mean_ms`: from a request's arrival there to its first token there)
+splits the wire in two: its mean less the queue and prefill means is the hand-over between the API process and the
+engine; the client's mean TTFT less it is the rest (HTTP, the work before arrival, the stream out, the client).
+
 The cross-check: a request's client TTFT holds the server's queue and TTFT, and its client end-to-end the server's
 whole span, within `CLOCK_TOLERANCE_MS` plus `CLOCK_TOLERANCE_SHARE` of the client's figure. A request that breaks it
 (a proxy that rewrites timing, a server clock that runs wrong) is counted in `timing_mismatches`.
@@ -27,7 +31,7 @@ CLOCK_TOLERANCE_SHARE = 0.01  # and 1 % of the client's figure, for clocks that 
 BREAKDOWN_COLUMNS: tuple[str, ...] = (
     "breakdown_basis", "queue_p50_ms", "server_ttft_p50_ms", "wire_ttft_p50_ms", "decode_p50_ms",
     "server_itl_p50_ms", "client_itl_p50_ms", "timed_requests", "timing_mismatches",
-    "queue_mean_ms", "server_ttft_mean_ms", "wire_ttft_mean_ms", "decode_mean_ms",
+    "queue_mean_ms", "server_ttft_mean_ms", "wire_ttft_mean_ms", "decode_mean_ms", "api_ttft_mean_ms",
 )  # fmt: skip
 
 
@@ -82,6 +86,7 @@ def breakdown_row(
         "server_ttft_mean_ms": prefill,
         "wire_ttft_mean_ms": wire_mean,
         "decode_mean_ms": histograms.get("decode"),
+        "api_ttft_mean_ms": histograms.get("api_ttft"),
     }
 
 

@@ -21,14 +21,18 @@ from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
 from toolkit.loadgen.stream_events import REPLY_BYTES_PER_TOKEN
 from toolkit.matrix.decode import drain
 from toolkit.matrix.prometheus import (
+    EXTERNAL_HITS,
+    EXTERNAL_QUERIES,
     GENERATION_TOKENS,
     PREFIX_HITS,
     PREFIX_QUERIES,
     PROMPT_TOKENS,
+    PROMPT_TOKENS_BY_SOURCE,
     MetricsSnapshot,
     delta,
     endpoint_growth,
     histogram_split,
+    labelled_growth,
 )
 from toolkit.matrix.sampler import Sampler, Samples
 from toolkit.matrix.server_api import ServerAPI
@@ -117,13 +121,17 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
 def server_figures(
     samples: Samples, start: float, end: float, before: MetricsSnapshot | None, after: MetricsSnapshot | None
 ) -> dict[str, Any]:
-    """The server's queue and KV use during the step, and its token counters' growth over it (None: unknown)."""
+    """The server's queue and KV use during the step, and its token counters' growth over it (None: unknown): the
+    GPU prefix cache's hit rate and, where a KV connector exports one, its external tier's beside it, and the prompt
+    tokens by where their KV came from (`vllm:prompt_tokens_by_source`)."""
     gauges = samples.server_between(start, end)
     running = [r for _, r, _ in gauges]
     waiting = [w for _, _, w in gauges]
     kv = [u for t, u in samples.kv_usage if start <= t <= end]
     prompt, generated = delta(before, after, PROMPT_TOKENS), delta(before, after, GENERATION_TOKENS)
     hits, queries = delta(before, after, PREFIX_HITS), delta(before, after, PREFIX_QUERIES)
+    external = delta(before, after, EXTERNAL_HITS), delta(before, after, EXTERNAL_QUERIES)
+    by_source = labelled_growth(before, after, PROMPT_TOKENS_BY_SOURCE)
     shares = endpoint_growth(before, after, GENERATION_TOKENS)  # several /metrics endpoints: each one's growth
     return {
         "server_running_max": max(running) if running else None,
@@ -134,6 +142,8 @@ def server_figures(
         "server_generation_tokens": None if generated is None else int(generated),
         "endpoint_generation_tokens": None if shares is None else [None if g is None else int(g) for g in shares],
         "prefix_cache_hit_rate": measured_hit_rate(hits, queries),
+        "external_prefix_cache_hit_rate": measured_hit_rate(*external),
+        "prompt_tokens_by_source": None if by_source is None else {k: int(v) for k, v in by_source.items()},
         "histograms": histogram_split(before, after),
     }
 
@@ -164,6 +174,8 @@ def step_row(
         "client_prompt_tokens": int(frame.loc[prefilled, "input_tokens"].sum()),
         "client_generation_tokens": int(frame["output_tokens"].sum()),
         "prefix_cache_hit_rate": server["prefix_cache_hit_rate"],
+        "external_prefix_cache_hit_rate": server["external_prefix_cache_hit_rate"],
+        "prompt_tokens_by_source": server["prompt_tokens_by_source"],
         "expected_hit_rate": plan.expected_hit_rate,
         "client_cached_tokens": client_cached_tokens(frame),
         "workload": "cold-control" if plan.control_of is not None else params.workload or "cold",

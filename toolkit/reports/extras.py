@@ -22,6 +22,7 @@ from toolkit.method.number_format import (
     format_tbt_ms,
     format_tok_s,
 )
+from toolkit.method.speculation import read_positions
 
 Row = dict[str, Any]
 
@@ -65,6 +66,12 @@ def _digits(places: int, unit: str = "") -> Callable[[Any], str]:
     return fixed
 
 
+def _by_position(value: Any) -> str:
+    """`spec_acceptance_by_position` as whole percentages, position 1 first: ``62 % · 31 %``."""
+    rates = read_positions(value)
+    return str(value) if rates is None else " · ".join(f"{rate * 100:.0f} %" for rate in rates)
+
+
 # Extras beyond the published reports: (key, column title, formatter).
 _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("prompt_tokens", "Prompt tokens", format_count),
@@ -81,6 +88,7 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("ttft_ms_ci", "TTFT ±", format_ms),
     ("sub_windows", "Sub-windows", format_count),
     ("spec_acceptance_rate", "Draft acceptance", format_percent),
+    ("spec_acceptance_by_position", "Draft acceptance by position", _by_position),
     ("spec_mean_accepted_len", "Mean accepted length", _digits(2)),
     ("client_avg_active", "Client average active", format_active),
     ("requests_started", "Requests started", format_count),

@@ -15,12 +15,13 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from toolkit.method.goodput import request_latencies
-from toolkit.method.number_format import format_percent
+from toolkit.method.number_format import as_number, format_percent
 from toolkit.reports.plots import log_if_wide, note_figure
 from toolkit.reports.tables import markdown_table
 
 __all__ = [
-    "CACHE_CAPTION", "CACHE_COLUMNS", "HEADING", "SHARE_COLUMNS", "TURN_COLUMNS", "cache_shown", "cache_table",
+    "CACHE_CAPTION", "CACHE_COLUMNS", "EXTERNAL_COLUMN", "HEADING", "SHARE_COLUMNS", "TURN_COLUMNS", "cache_shown",
+    "cache_table",
     "cached_figure", "has_workload", "turn_figure", "turn_table", "workload_markdown",
 ]  # fmt: skip
 
@@ -30,6 +31,9 @@ CACHE_COLUMNS = ("step", "workload", "offered", "server hit rate", "expected hit
                  "warm-up requests")  # fmt: skip
 HEADING = "The workload and the prefix cache"
 SHARE_COLUMNS = ("server hit rate", "expected hit rate", "client cached share")
+# After "server hit rate", only when a step has one: a KV connector's external tier's hits over its queries (what the
+# GPU prefix cache missed), from vllm:external_prefix_cache_hits and _queries.
+EXTERNAL_COLUMN = "external hit rate"
 CACHE_CAPTION = (
     "Prefix-cache hits per step: the server's counters between the step's edge scrapes, the rate the workload's "
     "construction implies, and the share of prompt tokens the replies reported cached"
@@ -121,10 +125,11 @@ def cached_figure(records: pd.DataFrame) -> Figure:
 
 
 def cache_table(steps: pd.DataFrame, records: pd.DataFrame, controls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per step (cold controls included): the server's prefix-cache hit rate between the step's edge scrapes, the
-    rate its construction implies, the share the replies reported cached, and its warm-up requests."""
+    """Per step (cold controls included): the server's prefix-cache hit rate between the step's edge scrapes (and
+    beside it, `EXTERNAL_COLUMN`, its external tier's, when any step has one), the rate its construction implies,
+    the share the replies reported cached, and its warm-up requests."""
     every = steps if controls is None else pd.concat([steps, controls], ignore_index=True)
-    rows = []
+    rows, external = [], []
     for _, row in every.sort_values("step").iterrows():
         mine = records[(records["step"] == row["step"]) & (records["output_tokens"] > 0)]
         workload, warmup = row.get("workload"), row.get("warmup_requests")
@@ -132,7 +137,11 @@ def cache_table(steps: pd.DataFrame, records: pd.DataFrame, controls: pd.DataFra
                      row.get("prefix_cache_hit_rate"), row.get("expected_hit_rate"),
                      _share(mine["cached_tokens"], mine["input_tokens"]),
                      int(warmup) if pd.notna(warmup) else 0])  # fmt: skip
-    return pd.DataFrame(rows, columns=list(CACHE_COLUMNS))
+        external.append(as_number(row.get("external_prefix_cache_hit_rate")))
+    table = pd.DataFrame(rows, columns=list(CACHE_COLUMNS))
+    if any(rate is not None for rate in external):
+        table.insert(CACHE_COLUMNS.index("server hit rate") + 1, EXTERNAL_COLUMN, external)
+    return table
 
 
 def has_workload(steps: pd.DataFrame) -> bool:
@@ -145,7 +154,7 @@ def has_workload(steps: pd.DataFrame) -> bool:
 def cache_shown(steps: pd.DataFrame, records: pd.DataFrame, controls: pd.DataFrame | None = None) -> pd.DataFrame:
     """`cache_table` as display strings (shares as percentages, rates as req/s)."""
     table = cache_table(steps, records, controls)
-    shares = {c: table[c].map(format_percent) for c in SHARE_COLUMNS}
+    shares = {c: table[c].map(format_percent) for c in (*SHARE_COLUMNS, EXTERNAL_COLUMN) if c in table}
     return table.assign(**shares, offered=table["offered"].map(lambda r: f"{r:g}")).astype(str)
 
 

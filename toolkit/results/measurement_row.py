@@ -14,6 +14,7 @@ from pydantic import Field, create_model
 
 from toolkit.base.errors import ResultsError
 from toolkit.base.schema import SCHEMA_VERSION, Measurement
+from toolkit.method.speculation import POSITIONS_PATTERN
 from toolkit.results.limits import (
     MAX_CONCURRENCY,
     MAX_STEPS,
@@ -38,6 +39,7 @@ OWN_RANGE: dict[str, Any] = {
     "waiting_fraction": Fraction,
     "kv_usage_peak": Fraction,
     "spec_acceptance_rate": Fraction,
+    "spec_acceptance_by_position": Annotated[str, Field(pattern=POSITIONS_PATTERN)],
     "wire_ttft_p50_ms": SignedMs,  # a server timing that breaks the cross-check (toolkit.method.breakdown)
     "wire_ttft_mean_ms": SignedMs,
 }

@@ -50,7 +50,7 @@ STEP_NUMBERS: tuple[str, ...] = (
     "ttft_sched_p50_ms", "ttft_sched_p99_ms", "e2e_sched_p50_ms", "e2e_sched_p99_ms",
     "server_running_max", "server_waiting_max", "server_waiting_mean", "kv_usage_max",
     "server_prompt_tokens", "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens",
-    "prefix_cache_hit_rate", "expected_hit_rate",
+    "prefix_cache_hit_rate", "external_prefix_cache_hit_rate", "expected_hit_rate",
 )  # fmt: skip
 STEP_FLAGS: tuple[str, ...] = ("searched", "lag_flagged", "slo_met")
 

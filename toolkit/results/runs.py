@@ -35,7 +35,7 @@ def _cell(name: str, value: Any) -> Any:
 
 
 def _csv_measurements(path: Path) -> list[Measurement]:
-    frame = pd.read_csv(path, dtype={"context": str})
+    frame = pd.read_csv(path, dtype={"context": str, "spec_acceptance_by_position": str})
     records = frame.to_dict("records")
     return [Measurement.from_dict({str(k): _cell(str(k), v) for k, v in row.items()}) for row in records]
 

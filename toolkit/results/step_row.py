@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from toolkit.base.errors import RateSweepError
 from toolkit.results.limits import (
     MAX_STEPS,
+    MAX_TOTAL_TOKENS,
     Figure,
     FileModel,
     Fraction,
@@ -36,6 +37,9 @@ from toolkit.results.validation import Loc, first_problem, validated
 
 StepIndex = Annotated[int, Field(ge=0, le=MAX_STEPS)]
 MAX_ENDPOINTS = 1000  # `server_metrics` endpoints a line may count tokens of
+MAX_SOURCES = 100  # `prompt_tokens_by_source` entries (vLLM 0.32 has 3: local_compute, local_cache_hit, …)
+SourceName = Annotated[str, Field(min_length=1, max_length=100)]
+SourceTokens = Annotated[int, Field(ge=0, le=MAX_TOTAL_TOKENS)]  # a whole count, as the runner writes it
 _COPIES = r"(?:_as_reported|_reproduced)?"  # an imported step's figure as the tool reported it, or reproduced
 _EXTRAS: tuple[tuple[str, Any], ...] = (
     (r"lag_(?:p[0-9.]+|max)_ms", SignedMs),  # sent before its due time: negative
@@ -93,6 +97,9 @@ class StepRow(FileModel):
     client_prompt_tokens: TotalTokens | None = None
     client_generation_tokens: TotalTokens | None = None
     prefix_cache_hit_rate: Fraction | None = None
+    external_prefix_cache_hit_rate: Fraction | None = None  # a KV connector's external tier, where exported
+    # prompt tokens over the step by where their KV came from (vllm:prompt_tokens_by_source); None: not exported
+    prompt_tokens_by_source: dict[SourceName, SourceTokens] | None = Field(None, max_length=MAX_SOURCES)
     expected_hit_rate: Fraction | None = None
     client_cached_tokens: TotalTokens | None = None
     workload: Text | None = None
@@ -107,6 +114,7 @@ class StepRow(FileModel):
     queue_mean_ms: Ms | None = None
     server_ttft_mean_ms: Ms | None = None
     decode_mean_ms: Ms | None = None
+    api_ttft_mean_ms: Ms | None = None
 
 
 class SweepStep(StepRow):

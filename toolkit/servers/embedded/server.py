@@ -157,7 +157,9 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
     if config.stream_interval != 1:
         cmd += ["--stream-interval", str(config.stream_interval)]
     if config.speculative_config:
-        cmd += ["--speculative-config", config.speculative_config]
+        # the final chunk's metrics also hold the request's acceptance histogram (vLLM refuses the flag without
+        # speculation)
+        cmd += ["--speculative-config", config.speculative_config, "--per-request-spec-decode-metrics", "summary"]
     return cmd
 
 
