@@ -19,3 +19,4 @@ imports inside functions included, and that no import cycle exists at any depth;
 """
 
 __version__ = "0.1.0"
+CONSOLE_SCRIPT = "vllm-speedtest"  # the command pyproject.toml's [project.scripts] installs

@@ -9,13 +9,12 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
+from toolkit import CONSOLE_SCRIPT
 from toolkit.base.api_keys import redact
 from toolkit.base.errors import ToolkitError
 from toolkit.cli import folders, gate, measure
 from toolkit.cli.output import error
 from toolkit.rates.cli import add_parser as add_rates_parser
-
-CONSOLE_SCRIPT = "vllm-speedtest"  # pyproject.toml's [project.scripts]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from toolkit import CONSOLE_SCRIPT
 from toolkit.base.errors import ResultsError
 from toolkit.method.gate import Verdict, family_level, gated, parse_limits, percent
 from toolkit.reports.gate_ratios import Found, Judged, judge
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = ["gate_folders", "gate_pair", "interleave_command", "round_frames"]
 
-_CONSOLE_SCRIPT = "vllm-speedtest"  # pyproject.toml's [project.scripts], as toolkit.cli.entry names it
 
 
 def gate_folders(
@@ -107,4 +107,4 @@ def interleave_command(found: GateInput) -> str:
         params = RunDocument.load(folder).params or {}
         url = params.get("base_url")
         urls.append(str(url) if isinstance(url, str) and url.startswith("http") else f"URL_{side}")
-    return f"{_CONSOLE_SCRIPT} interleave --a-url {urls[0]} --b-url {urls[1]} --rounds 4 --out OUT"
+    return f"{CONSOLE_SCRIPT} interleave --a-url {urls[0]} --b-url {urls[1]} --rounds 4 --out OUT"
