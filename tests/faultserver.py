@@ -38,6 +38,14 @@ embedded vLLM has none): `/metrics` also holds `vllm:external_prefix_cache_queri
 `vllm:prompt_tokens_by_source`, and every request finds the first `server.external_hit_tokens` tokens (default 0) of
 what the GPU cache missed in that tier, at most all but its last token, counted in its usage's `cached_tokens` too.
 
+A stream's text is " tok" a token, unless `server.reply_text` is set (or `FaultServer(reply_text=...)`): then the
+tokens of every reply spell that text, split into as many pieces as the request asked for tokens (structured
+output: a JSON reply, valid or not). The log records each completion request's `response_format` (None: none).
+With `server.tool_call = (NAME, ARGUMENTS)` (or `FaultServer(tool_call=...)`) a chat request that carries `tools`
+streams one tool call as vLLM does: the first token's chunk holds `delta.tool_calls[0]` with its id, type and
+`function.name` and empty arguments, the next tokens ARGUMENTS split into as many pieces. The log records each
+request's `tools` and `tool_choice` (None: none).
+
 Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
 the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
 """
@@ -177,6 +185,8 @@ class FaultServer:
         per_request_metrics: bool = False,
         timing_histograms: bool = False,
         external_tier: bool = False,
+        reply_text: str | None = None,
+        tool_call: tuple[str, str] | None = None,
     ) -> None:
         self.api_key = api_key
         self.max_model_len = max_model_len
@@ -187,6 +197,8 @@ class FaultServer:
         self.per_request_metrics = per_request_metrics  # a `metrics` object on every final usage chunk
         self.timing_histograms = timing_histograms  # vLLM's request timing histograms on /metrics
         self.external_tier = external_tier  # a KV connector's external tier: its counters on /metrics
+        self.reply_text = reply_text  # the text every reply spells over its tokens (None: " tok" a token)
+        self.tool_call = tool_call  # (name, arguments): the tool call a request with tools streams (None: text)
         self.external_hit_tokens = 0  # with it: the tokens each request finds there (of those the GPU cache missed)
         self.state = ServerState()
         self.fault: Fault | None = None
@@ -412,6 +424,9 @@ class FaultServer:
         arrived = time.perf_counter()  # the request's queueing starts (its timing's clock: the client's too)
         body = await request.json()
         _LOG_ENTRY.get()["prompt"] = body.get("prompt", body.get("messages"))  # what was asked, for the tests
+        _LOG_ENTRY.get()["response_format"] = body.get("response_format")
+        _LOG_ENTRY.get()["tools"] = body.get("tools")
+        _LOG_ENTRY.get()["tool_choice"] = body.get("tool_choice")
         chat = request.path.endswith("/chat/completions")
         if body.get("model") != self.model:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
@@ -465,6 +480,14 @@ class FaultServer:
         fault = None if override or timing_fault else fault
         scheduled = time.perf_counter()
         first_at = last_at = None
+        spelled = self.reply_text
+        pieces = None if spelled is None else [spelled[len(spelled) * i // max_tokens : len(spelled) * (i + 1) //
+                                                       max_tokens] for i in range(max_tokens)]  # fmt: skip
+        call = self.tool_call if chat and body.get("tools") else None
+        if call is not None:  # token 0: the call's header; tokens 1..: its arguments in pieces
+            rest = max(1, max_tokens - 1)
+            args = [call[1][len(call[1]) * i // rest : len(call[1]) * (i + 1) // rest] for i in range(rest)]
+            pieces = ["", *args][:max_tokens] if max_tokens > 1 else [call[1]]
         s.running += 1
         try:
             await response.prepare(request)
@@ -480,9 +503,12 @@ class FaultServer:
                     u["prompt_tokens_details"] = {"cached_tokens": override["cached_tokens"]}
                 return u
 
-            def chunk(text: str | None, completion: int, finish: str | None = None, role: bool = False) -> bytes:
+            def chunk(text: str | None, completion: int, finish: str | None = None, role: bool = False,
+                      tool: dict[str, Any] | None = None) -> bytes:  # fmt: skip
                 if chat:
                     delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {"content": text}
+                    if tool is not None:
+                        delta = {"tool_calls": [tool]}
                     choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
                     obj = "chat.completion.chunk"
                 else:
@@ -515,11 +541,19 @@ class FaultServer:
                 finish = "length" if produced == max_tokens else None
                 last_at = time.perf_counter()
                 first_at = first_at or last_at
-                await response.write(chunk(" tok" * step, produced, finish))
+                text = " tok" * step if pieces is None else "".join(pieces[produced - step : produced])
+                tool = None
+                if call is not None:
+                    tool = {"index": 0, "function": {"arguments": text}}
+                    if produced - step == 0:
+                        tool = {"id": f"chatcmpl-tool-{rid[-8:]}", "type": "function", "index": 0,
+                                "function": {"name": call[0], "arguments": text}}  # fmt: skip
+                await response.write(chunk(text, produced, finish, tool=tool))
                 if produced < max_tokens:
                     due = await self._next_token(due, first_at or last_at)
-            final = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
-                     "model": self.model, "choices": [], "usage": usage(produced)}  # fmt: skip
+            final: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
+                                     "created": created, "model": self.model, "choices": [],
+                                     "usage": usage(produced)}  # fmt: skip
             if first_at is not None and last_at is not None:
                 timing = (scheduled - arrived, first_at - scheduled, last_at - first_at)
                 s.queue_s += timing[0]

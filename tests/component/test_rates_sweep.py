@@ -33,7 +33,8 @@ STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "sched
              "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
              "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens", "prefix_cache_hit_rate",
              "external_prefix_cache_hit_rate", "prompt_tokens_by_source", "expected_hit_rate",
-             "client_cached_tokens", "workload", "control_of", "warmup_requests",
+             "client_cached_tokens", "workload", "control_of", "warmup_requests", "schema_valid_share",
+             "tool_called_share", "tool_args_valid_share",
              "breakdown_basis", "queue_p50_ms", "server_ttft_p50_ms", "wire_ttft_p50_ms", "decode_p50_ms",
              "server_itl_p50_ms", "client_itl_p50_ms", "timed_requests", "timing_mismatches", "queue_mean_ms",
              "server_ttft_mean_ms", "wire_ttft_mean_ms", "decode_mean_ms", "api_ttft_mean_ms"]  # fmt: skip
@@ -326,7 +327,8 @@ def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Pa
         "input_tokens, output_tokens, dataset, slo_ttft_ms, slo_tpot_ms, slo_e2e_ms, goodput_target, search, "
         "search_precision, search_max_probes, search_repeats, ray_address, clients, replay, workload, prefixes, "
         "prefix_tokens, prefix_choice, turns, think_time_s, think_time_dist, warmup_turns, cold_control, trace, "
-        "trace_format, time_scale, trace_start_s, trace_duration_s, trace_block_tokens, warmup_s, percentiles"
+        "trace_format, time_scale, trace_start_s, trace_duration_s, trace_block_tokens, warmup_s, percentiles, "
+        "response_format, tools, tool_choice"
     ]
     assert not (tmp_path / "out").exists()
 

@@ -6,6 +6,9 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from toolkit.base.errors import ResultsError
 from toolkit.results.store import write_json_atomic
 from toolkit.servers.launch import LAUNCH_FILE, exit_note, launch_info
 from toolkit.servers.managed import exit_description
@@ -54,3 +57,13 @@ def test_a_server_gone_without_a_recorded_exit(tmp_path: Path) -> None:
     pid = _dead_pid()
     _record(tmp_path, pid=pid)
     assert exit_note(tmp_path, wait_s=0.3) == f"the server (pid {pid}) is gone; its exit status was not recorded"
+
+
+def test_a_newer_or_damaged_record_is_refused_in_one_line_not_taken_for_no_launch(tmp_path: Path) -> None:
+    """server.json of a newer toolkit is not 'found running': it is refused as every reader refuses it."""
+    (tmp_path / LAUNCH_FILE).write_text('{"schema_version": 99, "launched_by": "toolkit", "pid": 12345}')
+    with pytest.raises(ResultsError, match=r"server\.json: schema_version 99 is newer than this toolkit reads"):
+        launch_info(tmp_path)
+    (tmp_path / LAUNCH_FILE).write_text("{not json")
+    with pytest.raises(ResultsError, match=r"server\.json: not a JSON document .*damaged"):
+        exit_note(tmp_path)

@@ -4,8 +4,12 @@ One dispatcher coroutine sleeps until the next due time (on the running loop: uv
 and starts that request as a task on the shared `StreamClient`; an optional cap on requests in flight makes a
 request wait for a free slot (its wait shows as scheduling lag). Every request gives one record: due time, send
 time, first and last token, every content chunk's arrival, tokens, error and note (a reply whose kept text was
-cut), times in seconds from the step's start (`time.perf_counter()`). The fields are those a rate step stores, less
-the step's own (`step`, `offered_rate`), which the caller adds.
+cut), times in seconds from the step's start (`time.perf_counter()`), and `schema_valid` for a request that carries
+a `response_format` (its reply's text is kept, within `reply_text_bound`, and checked once the step's requests are
+all done: toolkit.loadgen.structured; None for a failed request or one without a format), and for a request that
+carries `tools`, `tool_called` (its stream carried a tool call with a function's name) and `tool_args_valid` (the
+first call's arguments keep to its function's `parameters`: toolkit.loadgen.tools; None without a call). The
+fields are those a rate step stores, less the step's own (`step`, `offered_rate`), which the caller adds.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from typing import Any
 
 from toolkit.loadgen.client import StreamClient, StreamResult
 from toolkit.loadgen.server_timing import SERVER_FIELDS, ServerTiming
+from toolkit.loadgen.structured import reply_valid
+from toolkit.loadgen.tools import arguments_valid
 
 REQUEST_FIELDS: tuple[str, ...] = ("request", "scheduled_s", "sent_s", "first_token_s", "last_token_s",
                                    "chunk_times_s", "input_tokens", "output_tokens", "error",
-                                   "cached_tokens", "note", *SERVER_FIELDS, "wire_ttft_ms")  # fmt: skip
+                                   "cached_tokens", "note", *SERVER_FIELDS, "wire_ttft_ms",
+                                   "schema_valid", "tool_called", "tool_args_valid")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,32 @@ def record(index: int, due: float, result: StreamResult, planned: PlannedRequest
         "cached_tokens": result.cached_tokens,
         "note": result.note,
         **server_fields(result.server_timing, ttft_ms),
+        "schema_valid": None if failed else schema_valid(planned.body, result),
+        **tool_fields(planned.body, result, failed),
     }
+
+
+def tool_fields(body: dict[str, Any], result: StreamResult, failed: bool) -> dict[str, bool | None]:
+    """`tool_called` (None: the request carried no tools, or failed) and `tool_args_valid` (None: no call): the
+    first call's whole arguments valid under its function's `parameters`; arguments cut to their bound are not."""
+    tools = body.get("tools")
+    if tools is None or failed or result.tool_args is None:
+        return {"tool_called": None, "tool_args_valid": None}
+    if result.tool_name is None:
+        return {"tool_called": False, "tool_args_valid": None}
+    valid = not result.tool_args_cut and arguments_valid(tools, result.tool_name, "".join(result.tool_args))
+    return {"tool_called": True, "tool_args_valid": valid}
+
+
+def schema_valid(body: dict[str, Any], result: StreamResult) -> bool | None:
+    """Whether the reply keeps to the `response_format` its request carried (None: it carried none). A reply whose
+    kept text was cut to its byte bound is not whole: invalid."""
+    response_format = body.get("response_format")
+    if response_format is None or result.text is None:
+        return None
+    if result.text_kept_bytes is not None:
+        return False
+    return reply_valid(response_format, "".join(result.text))
 
 
 def server_fields(timing: ServerTiming | None, ttft_ms: float | None) -> dict[str, float]:
@@ -98,7 +130,10 @@ async def send_open_loop(
     if max_in_flight is not None and max_in_flight < 1:
         raise ValueError(f"max_in_flight: {max_in_flight} is not a whole number >= 1")
     t0 = time.perf_counter() if start is None else start
-    results = [StreamResult() for _ in requests]
+    # a reply checked against a response format keeps its text (checked after the step, off the sending path)
+    # and one that carries tools keeps its first tool call
+    results = [StreamResult(text=[] if "response_format" in r.body else None,
+                            tool_args=[] if "tools" in r.body else None) for r in requests]  # fmt: skip
 
     async def one(i: int) -> None:
         await client.stream(requests[i].path, requests[i].body, results[i])

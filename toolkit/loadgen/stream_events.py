@@ -58,6 +58,13 @@ class StreamResult:
     text: list[str] | None = None  # given a list, the reply's text pieces are kept in it (a conversation's history)
     text_bytes: int = 0  # the UTF-8 bytes of text the reply carried, while `text` is kept
     text_kept_bytes: int | None = None  # a reply cut to its bound (`reply_text_bound`): the bytes kept in `text`
+    # given a list, the `function.arguments` pieces of the reply's first tool call are kept in it (a request that
+    # carries tools), within `reply_text_bound`; `tool_name` is that call's function, `tool_index` its index
+    tool_args: list[str] | None = None
+    tool_name: str | None = None
+    tool_index: int | None = None
+    tool_args_bytes: int = 0
+    tool_args_cut: bool = False  # the arguments outgrew the bound: not whole
     server_timing: ServerTiming | None = None  # the final chunk's `metrics` (toolkit.loadgen.server_timing)
     server_timing_note: str | None = None  # why a `metrics` object the server sent was not read
 
@@ -85,21 +92,42 @@ class StreamResult:
 
 
 def build_request(
-    endpoint: Endpoint, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True
+    endpoint: Endpoint,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    *,
+    ignore_eos: bool = True,
+    response_format: dict[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str | dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Path and JSON body of a streamed request as docs/method/matrix.md, Prompts, prescribes."""
+    """Path and JSON body of a streamed request as docs/method/matrix.md, Prompts, prescribes. With a
+    `response_format` (toolkit.loadgen.structured) the body carries it and does not ignore EOS: once the JSON is
+    whole the server stops constraining the tokens, and a reply that went on past it would not be JSON. With
+    `tools` (chat only; toolkit.loadgen.tools) the body carries them and `tool_choice`, and does not ignore EOS
+    either: a call's arguments are JSON constrained the same way (`required`, a named function), and a reply that
+    went on past the call would not end it."""
+    if tools is not None and endpoint != "chat":
+        raise ValueError("tools: the completions endpoint takes none (chat only)")
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
         "stream": True,
         "stream_options": STREAM_OPTIONS,
-        "ignore_eos": ignore_eos,
+        "ignore_eos": ignore_eos and response_format is None and tools is None,
         "temperature": 0.0,
     }
     if endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
+    if response_format is not None:
+        body["response_format"] = response_format
+    if tools is not None:
+        body["tools"] = tools
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
     return ENDPOINT_PATHS[endpoint], body
 
 
@@ -143,12 +171,14 @@ class StreamAccount:
 
 
 def has_text(choice: dict[str, Any]) -> bool:
-    """Whether a chunk's choice printed text (content or reasoning, chat or completions)."""
+    """Whether a chunk's choice printed text (content or reasoning, chat or completions) or a tool call (a
+    `delta.tool_calls` entry: the call's first piece is the reply's first token)."""
     delta = choice.get("delta")
     if delta is not None:
         if not isinstance(delta, dict):
             raise _Malformed("a choice's delta is not an object")
-        return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
+        return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+                    or delta.get("tool_calls"))  # fmt: skip
     return bool(choice.get("text"))
 
 
@@ -159,16 +189,49 @@ def reply_text(choice: dict[str, Any]) -> str:
     return found if isinstance(found, str) else ""
 
 
+def keep_tool_call(choice: dict[str, Any], result: StreamResult) -> None:
+    """Add what a chunk's choice carries of the reply's first tool call (its function's name, a piece of its
+    arguments) to `result`; entries of another call, or of the wrong shape, are passed over."""
+    assert result.tool_args is not None
+    delta = choice.get("delta")
+    calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+    if not isinstance(calls, list):
+        return
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        index = call.get("index", 0)
+        if result.tool_index is None:
+            result.tool_index = index
+        elif index != result.tool_index:
+            continue
+        function = call.get("function")
+        if not isinstance(function, dict):
+            continue
+        name = function.get("name")
+        if result.tool_name is None and isinstance(name, str) and name:
+            result.tool_name = name
+        piece = function.get("arguments")
+        if isinstance(piece, str) and piece and not result.tool_args_cut:
+            size = len(piece) if piece.isascii() else len(piece.encode())
+            if result.tool_args_bytes + size > reply_text_bound(result.max_tokens):
+                result.tool_args_cut = True
+                continue
+            result.tool_args_bytes += size
+            result.tool_args.append(piece)
+
+
 def apply_chunk(data: bytes, now: float, result: StreamResult) -> bool:
     """Update `result` from one event's data; False (with `error` set) when the stream must stop.
 
-    Once the first text has arrived, only the usage matters: when `"usage"` is the chunk's last key (as vLLM
-    writes it), just that object is parsed (inside a JSON string the quotes would be escaped, so the match
-    is the key). Any other shape, or a chunk that names `"metrics"` (the final chunk's server timing), takes the
-    full parse. A field of the wrong type fails the stream; a malformed `metrics` object only goes unread.
+    Once the first text has arrived, only the usage matters (unless the reply's text or its tool call is kept):
+    when `"usage"` is the chunk's last key (as vLLM writes it), just that object is parsed (inside a JSON string the
+    quotes would be escaped, so the match is the key). Any other shape, or a chunk that names `"metrics"` (the final
+    chunk's server timing), takes the full parse. A field of the wrong type fails the stream; a malformed `metrics`
+    object only goes unread.
     """
     try:
-        if result.first_token_at is not None and result.text is None:
+        if result.first_token_at is not None and result.text is None and result.tool_args is None:
             at = data.rfind(b'"usage":')
             if at > 0 and b'"metrics":' not in data:
                 try:
@@ -213,6 +276,8 @@ def _apply_parsed(data: bytes, now: float, result: StreamResult) -> bool:
         piece = reply_text(choices[0])
         if piece:
             keep_text(result, piece)
+    if result.tool_args is not None and choices:
+        keep_tool_call(choices[0], result)
     usage = chunk.get("usage")
     if usage is not None:
         apply_usage(usage, now, result)

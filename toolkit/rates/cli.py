@@ -23,7 +23,8 @@ _FLAGS: dict[str, str] = {
     "think_time_dist": "think_time_dist", "warmup_turns": "warmup_turns", "trace": "trace",
     "trace_format": "trace_format", "time_scale": "time_scale", "trace_start": "trace_start_s",
     "trace_duration": "trace_duration_s", "trace_block_tokens": "trace_block_tokens", "warmup": "warmup_s",
-    "percentiles": "percentiles",
+    "percentiles": "percentiles", "response_format": "response_format", "tools": "tools",
+    "tool_choice": "tool_choice",
 }  # fmt: skip
 
 
@@ -58,6 +59,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--input-tokens", help="128, or uniform:MIN:MAX, normal:MEAN:STD:MIN:MAX, lognormal:MEAN:SIGMA:…")
     p.add_argument("--output-tokens", help="as --input-tokens")
     p.add_argument("--dataset", help="JSONL (prompt or messages, optional output_tokens) or ShareGPT JSON file")
+    p.add_argument("--response-format", metavar="KIND",
+                   help="structured output, carried by every request: json_object, or json_schema:FILE (a JSON "
+                   "Schema); each step reports the share of replies that kept to it")  # fmt: skip
+    p.add_argument("--tools", metavar="FILE",
+                   help="tool calls (chat only), carried by every request: a JSON file of OpenAI function tools; "
+                   "each step reports the share of replies that called one, and with valid arguments")  # fmt: skip
+    p.add_argument("--tool-choice", metavar="CHOICE",
+                   help="with --tools: auto, required (default), none, or a function's name")  # fmt: skip
     p.add_argument("--replay", metavar="FILE",
                    help="one step replaying another tool's result file: its arrival times and lengths")  # fmt: skip
     p.add_argument("--workload", choices=["shared-prefix", "conversation"],
@@ -134,12 +143,14 @@ def main(args: argparse.Namespace) -> int:
 
 
 def summary_table(rows: list[dict[str, Any]]) -> str:
-    """The steps as a text table: load, throughput, latency, goodput, queue, lag."""
+    """The steps as a text table: load, throughput, latency, goodput, queue, lag (and with a response format, the
+    share of valid replies)."""
     head = (
         f"{'step':>4} {'offered':>8} {'sent':>7} {'ok':>9} {'tok/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} "
         f"{'TPOT p50':>9} {'goodput':>8} {'SLO':>5} {'waiting':>7} {'lag p99':>8}"
     )
-    lines = [head]
+    structured = any(r.get("schema_valid_share") is not None for r in rows)  # a response format: its valid share
+    lines = [head + (f" {'valid':>6}" if structured else "")]
     for r in rows:
         num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
         offered = "inf" if r["offered_rate"] == float("inf") else f"{r['offered_rate']:g}"
@@ -148,7 +159,9 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
             f"{str(r['completed']) + '/' + str(r['requests']):>9} {r['output_tok_s']:>7.0f} "
             f"{num(r['ttft_p50_ms'], '.1f'):>9} {num(r['ttft_p99_ms'], '.1f'):>9} {num(r['tpot_p50_ms'], '.1f'):>9} "
             f"{r['goodput']:>8.2f} {r['slo_fraction']:>5.0%} {num(r['server_waiting_max'], 'd'):>7} "
-            f"{num(r['lag_p99_ms'], '.1f'):>8}{' *' if r['lag_flagged'] else ''}"
+            f"{num(r['lag_p99_ms'], '.1f'):>8}"
+            + (f" {num(r.get('schema_valid_share'), '.0%'):>6}" if structured else "")
+            + (" *" if r["lag_flagged"] else "")
         )
     if any(r["lag_flagged"] for r in rows):
         lines.append("* the client could not hold the schedule (scheduling lag p99 over the flag): load understated")

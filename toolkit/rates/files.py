@@ -22,13 +22,12 @@ import pandas as pd
 from toolkit.base.api_keys import scrub, scrub_tree
 from toolkit.base.errors import RateSweepError
 from toolkit.method.goodput import RECORD_COLUMNS, complete_records
+from toolkit.results.rate_runs import RATES_DIR, STEPS_FILE, SWEEP_FILE
+from toolkit.results.rate_runs import step_file as step_name
 from toolkit.results.step_row import StepRow, validated_step
 from toolkit.results.store import StoreError, append_line, read_json, read_jsonl_lines, write_json_atomic
 from toolkit.results.validation import line_where
 
-RATES_DIR = "rates"
-SWEEP_FILE = "sweep.json"
-STEPS_FILE = "steps.jsonl"
 RATE_FIELDS = ("offered_rate",)  # where "inf" is written for an infinite rate
 
 
@@ -37,7 +36,7 @@ def rates_dir(out: Path) -> Path:
 
 
 def step_file(out: Path, step: int) -> Path:
-    return rates_dir(out) / f"step-{step:03d}.parquet"
+    return rates_dir(out) / step_name(step)
 
 
 def json_safe(value: Any) -> Any:

@@ -11,6 +11,9 @@ from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError,
 
 from toolkit.base.api_keys import DEFAULT_KEY_ENV
 from toolkit.loadgen.arrivals import Arrival
+from toolkit.loadgen.structured import read_response_format
+from toolkit.loadgen.tools import read_tools
+from toolkit.loadgen.tools import tool_choice as read_tool_choice
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import (
     MAX_LABEL,
@@ -147,6 +150,14 @@ class RateParams(BaseModel):
     seed: int = 0
     input_tokens: int | Lengths = 128
     output_tokens: int | Lengths = 128
+    # structured output (toolkit.loadgen.structured): "json_object" or "json_schema:FILE", carried by every request;
+    # each reply's `schema_valid`, each step's `schema_valid_share`
+    response_format: str | None = None
+    # tool calls (toolkit.loadgen.tools; chat only): a JSON file of OpenAI function tools every request carries, and
+    # the tool_choice sent ("auto", "required", "none" or a function's name; default "required"); each reply's
+    # `tool_called` and `tool_args_valid`, each step's `tool_called_share` and `tool_args_valid_share`
+    tools: str | None = None
+    tool_choice: str | None = None
     dataset: str | None = None  # JSONL ("prompt" or "messages", optional "output_tokens") or ShareGPT JSON
     replay: str | None = None  # another tool's result file: one step of its arrival times and lengths (rates.replay)
     # shared-prefix: each prompt starts with one of `prefixes` prefixes of `prefix_tokens` tokens (each step its own),
@@ -210,6 +221,31 @@ class RateParams(BaseModel):
             found.append(q)
         return sorted({50.0, 90.0, 99.0, *found})
 
+    @field_validator("response_format")
+    @classmethod
+    def _response_format(cls, value: str | None) -> str | None:
+        if value is not None:
+            read_response_format(value)  # the kind, and the schema file readable, JSON and a JSON Schema
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, value: str | None) -> str | None:
+        if value is not None:
+            read_tools(value)  # readable, JSON, a list of function tools whose parameters are JSON Schemas
+        return value
+
+    def request_tools(self) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
+        """The `tools` and `tool_choice` every request carries (None, None: no tools)."""
+        if self.tools is None:
+            return None, None
+        tools = read_tools(self.tools)
+        return tools, read_tool_choice(self.tool_choice, tools)
+
+    def request_format(self) -> dict[str, Any] | None:
+        """The `response_format` every request carries (None: none)."""
+        return None if self.response_format is None else read_response_format(self.response_format)
+
     @field_validator("server_metrics", mode="before")
     @classmethod
     def _server_metrics(cls, value: Any) -> list[str] | None:
@@ -259,11 +295,28 @@ class RateParams(BaseModel):
             raise ValueError("workload: shared-prefix builds its own prompts; it takes no dataset and no replay")
         if self.replay is not None and (self.dataset is not None or self.search):
             raise ValueError("replay: replays one file's schedule and lengths; it takes no dataset and no search")
+        self._consistent_tools()
         self._consistent_conversation()
         self._consistent_trace()
         if self.search and not self.has_slo():
             raise ValueError("search: needs a service level: slo_ttft_ms, slo_tpot_ms or slo_e2e_ms")
         return self
+
+    def _consistent_tools(self) -> None:
+        if self.tools is None:
+            if self.tool_choice is not None:
+                raise ValueError("tool_choice: needs tools (a JSON file of function tools)")
+            return
+        if self.endpoint != "chat":
+            raise ValueError("tools: the completions endpoint has no tools; use endpoint chat")
+        if self.response_format is not None:
+            raise ValueError("tools and response_format: give one of them, not both")
+        if self.workload == "conversation":
+            raise ValueError("tools: apply to single requests, not to workload conversation")
+        try:
+            read_tool_choice(self.tool_choice, read_tools(self.tools))
+        except ParamsError as exc:
+            raise ValueError(f"tool_choice: {exc}") from None
 
     def _consistent_conversation(self) -> None:
         talk = {"turns": self.turns, "think_time_s": self.think_time_s, "think_time_dist": self.think_time_dist,
@@ -279,6 +332,8 @@ class RateParams(BaseModel):
         if self.replay is not None or self.trace is not None or self.ray_address is not None:
             raise ValueError("workload: conversation sends its own turns from this process; it takes no replay, "
                              "trace or ray_address")  # fmt: skip
+        if self.response_format is not None:
+            raise ValueError("response_format: applies to single requests, not to workload conversation")
 
     def _consistent_trace(self) -> None:
         window = {"time_scale": self.time_scale, "trace_start_s": self.trace_start_s,

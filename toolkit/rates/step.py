@@ -181,8 +181,26 @@ def step_row(
         "workload": "cold-control" if plan.control_of is not None else params.workload or "cold",
         "control_of": plan.control_of,
         "warmup_requests": int(frame["warmup"].sum()),
+        "schema_valid_share": schema_valid_share(frame) if params.response_format is not None else None,
+        "tool_called_share": completed_share(frame, "tool_called") if params.tools is not None else None,
+        "tool_args_valid_share": completed_share(frame, "tool_args_valid") if params.tools is not None else None,
         **breakdown_row(request_split(frame), server["histograms"], steady_mask(frame, params.steady_trim)),
     }
+
+
+def schema_valid_share(frame: pd.DataFrame) -> float | None:
+    """Of the step's completed requests (as `request_latencies` counts them, warm-up too), the share whose reply
+    kept to the response format (`schema_valid`); None when none completed."""
+    return completed_share(frame, "schema_valid")
+
+
+def completed_share(frame: pd.DataFrame, column: str) -> float | None:
+    """Of the step's completed requests (as `request_latencies` counts them, warm-up too), the share whose
+    `column` is true (None and NaN: not so); None when none completed."""
+    completed = frame["error"].isna() & frame["first_token_s"].notna() & (frame["output_tokens"] > 0)
+    checked = frame.loc[completed, column]
+    valid = sum(1 for v in checked if v is not None and v == v and bool(v))  # None and NaN: not checked
+    return valid / len(checked) if len(checked) else None
 
 
 def client_cached_tokens(frame: pd.DataFrame) -> int | None:
@@ -249,6 +267,10 @@ def progress_text(row: dict[str, Any], slo: bool) -> str:
     )
     if slo:
         text += f", goodput {row['goodput']:.2f} req/s ({row['slo_fraction']:.0%} meet the SLO)"
+    if row.get("schema_valid_share") is not None:
+        text += f", {row['schema_valid_share']:.0%} valid"
+    if row.get("tool_called_share") is not None:
+        text += f", {row['tool_called_share']:.0%} called a tool"
     if row["lag_flagged"]:
         text += " [client lagged: the schedule was not held]"
     return text

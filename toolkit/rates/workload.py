@@ -93,10 +93,17 @@ class Workload:
         self._heads: dict[tuple[int, ...], tuple[str, int]] = {}  # a prompt's trace blocks -> text, tokens
         self._calls_from = 0  # the server API's /tokenize calls when a trace's prompts began to be built
         self.chat = params.endpoint == "chat"
+        self.response_format = params.request_format()  # structured output: every request carries it
+        self.tools, self.tool_choice = params.request_tools()  # tool calls: every request carries them
         self._fillers: dict[int, str] = {}  # prompt tokens -> the text after the prefix
         self._reply_tokens: dict[str, int] = {}  # a dataset item -> its reference reply's tokens
         if dataset and not self.chat and (item := next((i for i in dataset if i.messages), None)):
             raise DatasetError(f"dataset: {item.where}: chat messages need endpoint: chat")
+
+    def _build(self, text: str, out: int) -> tuple[str, dict[str, Any]]:
+        """A request's path and body: the sweep's endpoint and model, its response format or tools if any."""
+        return build_request(self.params.endpoint, self.model, text, out, response_format=self.response_format,
+                             tools=self.tools, tool_choice=self.tool_choice)  # fmt: skip
 
     def prefix(self, step: int, request: int) -> str:
         """What starts every prompt: unique per request when prompts are cold, one per run otherwise."""
@@ -128,7 +135,7 @@ class Workload:
         planned = []
         for i, (tokens, out) in enumerate(zip(inputs, outputs, strict=True)):
             text = self.prefix(step, i) + await self._filler(tokens)
-            path, body = build_request(self.params.endpoint, self.model, text, out)
+            path, body = self._build(text, out)
             planned.append(PlannedRequest(path, body, tokens))
         return planned
 
@@ -186,7 +193,7 @@ class Workload:
                                   "rest; choose larger trace_block_tokens")  # fmt: skip
             self._within_tokenize_calls()
             rest = await self._filler(tokens - counted)
-            path, body = build_request(self.params.endpoint, self.model, shared + self.prefix(step, i) + rest, out)
+            path, body = self._build(shared + self.prefix(step, i) + rest, out)
             planned.append(PlannedRequest(path, body, tokens))
         self.expected_hit_rates[step] = expected_trace_hit_rate(used, inputs, block_tokens, self.block_size)
         return planned
@@ -231,7 +238,7 @@ class Workload:
         for i, (group, tokens, out) in enumerate(zip(groups, inputs, outputs, strict=True)):
             rest = await self._filler(tokens - params.prefix_tokens + self._overhead)
             text = await self._shared_prefix(step, group) + self.prefix(step, i) + rest
-            path, body = build_request(params.endpoint, self.model, text, out)
+            path, body = self._build(text, out)
             planned.append(PlannedRequest(path, body, tokens))
         self.expected_hit_rates[step] = expected_hit_rate(groups, inputs, params.prefix_tokens, self.block_size)
         return planned
@@ -255,7 +262,7 @@ class Workload:
     async def _from_item(self, step: int, i: int, item: DatasetItem, drawn: int) -> PlannedRequest:
         out = item.output_tokens or (await self._reply_length(item) if item.reply is not None else drawn)
         text = item.prompt if item.prompt is not None else ""
-        path, body = build_request(self.params.endpoint, self.model, self.prefix(step, i) + text, out)
+        path, body = self._build(self.prefix(step, i) + text, out)
         if item.messages is not None:
             body["messages"] = _with_prefix(list(item.messages), self.prefix(step, i))
         return PlannedRequest(path, body, None)

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["gate_folders", "gate_pair", "interleave_command", "round_frames"]
 
 
-
 def gate_folders(
     folders: Sequence[str],
     max_regression: str,

@@ -105,6 +105,9 @@ class StepRow(FileModel):
     workload: Text | None = None
     control_of: StepIndex | None = None
     warmup_requests: WholeCount | None = None
+    schema_valid_share: Fraction | None = None  # structured output: completed replies that kept to the format
+    tool_called_share: Fraction | None = None  # tools: completed replies that called a tool
+    tool_args_valid_share: Fraction | None = None  # tools: completed replies whose first call's arguments were valid
     source: Text | None = None
     source_file: Text | None = None
     figures_by: Text | None = None

@@ -71,11 +71,12 @@ def check_command(spec: ServerSpec, api_key: str | None) -> None:
 
 
 def read_record(results_dir: str | Path) -> dict[str, Any] | None:
-    """server.json of a run whose server the toolkit launched, else None."""
+    """server.json of a run whose server the toolkit launched, else None (no such file). A damaged one, or one of a
+    newer toolkit, is `ResultsError` in one line, as every reader of a run's documents says."""
     path = Path(results_dir) / LAUNCH_FILE
     try:
         return read_json(path)
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
 
 

@@ -1,0 +1,94 @@
+"""Structured output: the `response_format` a request carries, and whether a reply's text keeps to it.
+
+`json_object` asks for any JSON object; `json_schema:FILE` for JSON that matches the JSON Schema in FILE (a JSON
+file), sent as OpenAI's `{"type": "json_schema", "json_schema": {"name": ..., "schema": ...}}`, which vLLM 0.32 takes
+on chat and on completions alike (vllm/entrypoints/openai/completion/protocol.py: `response_format`). A bad spec, a
+file that cannot be read, is not JSON or is not a JSON Schema is one line (ParamsError), before anything is sent.
+
+A reply is checked once, after its stream ended (never per chunk): its whole text parsed as JSON (orjson), then
+validated against the schema (jsonschema), or for `json_object` found to be an object. A reply cut by `max_tokens`
+is usually not JSON: it counts as invalid, as it would for whoever asked for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from toolkit.base.errors import ParamsError
+
+KINDS = ("json_object", "json_schema")
+MAX_SCHEMA_BYTES = 1024 * 1024  # a schema file larger than this is refused: a request carries it every time
+SPEC_HELP = "json_object, or json_schema:FILE (a JSON Schema in a JSON file)"
+
+
+def read_response_format(spec: str) -> dict[str, Any]:
+    """The `response_format` a request carries for `spec` ("json_object" or "json_schema:FILE"); ParamsError in one
+    line (without the parameter's name) for an unknown kind, a file that cannot be read, is not JSON, or is not a
+    JSON Schema."""
+    kind, sep, where = spec.strip().partition(":")
+    if kind == "json_object" and not sep:
+        return {"type": "json_object"}
+    if kind != "json_schema" or not where.strip():
+        raise ParamsError(f"unknown kind; allowed: {SPEC_HELP}")
+    path = Path(where.strip())
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_SCHEMA_BYTES + 1)
+    except OSError as exc:
+        raise ParamsError(f"cannot read the schema file: {exc.strerror or exc}") from None
+    if len(data) > MAX_SCHEMA_BYTES:
+        raise ParamsError(f"the schema file is over {MAX_SCHEMA_BYTES:,} bytes")
+    try:
+        schema = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ParamsError(f"the schema file is not JSON: {' '.join(str(exc).split())}") from None
+    check_schema(schema)
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "schema"  # OpenAI's rule for a schema's name
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+
+
+def check_schema(schema: Any) -> None:
+    """ParamsError in one line when `schema` is not a JSON Schema (an object, valid under its own metaschema)."""
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
+    if not isinstance(schema, dict):
+        raise ParamsError(f"the schema file is not a JSON Schema: it holds a {type(schema).__name__}, not an object")
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        at = "/".join(str(p) for p in exc.path)
+        text = " ".join(exc.message.split())
+        text = text if len(text) <= 200 else text[:199] + "…"
+        raise ParamsError(f"the schema file is not a JSON Schema: {text}" + (f" (at {at})" if at else "")) from None
+
+
+@functools.lru_cache(maxsize=16)
+def _validator(schema_json: bytes) -> Any:
+    from jsonschema.validators import validator_for
+
+    schema = orjson.loads(schema_json)
+    return validator_for(schema)(schema)
+
+
+def reply_valid(response_format: dict[str, Any], text: str) -> bool:
+    """Whether a whole reply's `text` keeps to `response_format`: JSON, and an object (json_object) or valid
+    under the schema (json_schema). Any other type keeps to it when it parses as JSON."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return isinstance(value, dict)
+    if kind == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        if not isinstance(schema, dict):
+            return True
+        return bool(_validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).is_valid(value))
+    return True

@@ -1,0 +1,115 @@
+"""Tool calls: the `tools` and `tool_choice` a chat request carries, and whether a reply's first call keeps to its
+function's `parameters`.
+
+`tools` is a JSON file holding a list of OpenAI function tools (`[{"type": "function", "function": {"name": ...,
+"parameters": {JSON Schema}}}]`); `tool_choice` is `auto`, `required`, `none` or a function's name, sent as
+`{"type": "function", "function": {"name": NAME}}`. vLLM 0.32 (vllm/renderers/online_renderer.py, lines 259-280)
+refuses `auto` unless the server was started with `--enable-auto-tool-choice --tool-call-parser ...`, and `required`
+or a named function unless it has a `--tool-call-parser`; given one, `required` and a named function are served by
+structured outputs on a JSON Schema built from the tools (vllm/tool_parsers/abstract_tool_parser.py, lines 147-158;
+vllm/tool_parsers/utils.py `get_json_schema_from_tools`), `auto` by the parser alone. Chat only: the completions API
+has no tools. A bad file or choice is one line (ParamsError), before anything is sent.
+
+A reply is checked once, after its stream ended: its first call's arguments (the `function.arguments` pieces of
+`delta.tool_calls` concatenated) parsed as JSON (orjson), then validated against that function's `parameters`
+(jsonschema).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from toolkit.base.errors import ParamsError
+
+CHOICES = ("auto", "required", "none")
+MAX_TOOLS_BYTES = 1024 * 1024  # a tools file larger than this is refused: a request carries it every time
+
+
+def read_tools(path: str) -> list[dict[str, Any]]:
+    """The `tools` a request carries, read from the JSON file at `path`; ParamsError in one line (without the
+    parameter's name) for a file that cannot be read, is not JSON, or is not a list of function tools."""
+    try:
+        with Path(path).open("rb") as file:
+            data = file.read(MAX_TOOLS_BYTES + 1)
+    except OSError as exc:
+        raise ParamsError(f"cannot read the tools file: {exc.strerror or exc}") from None
+    if len(data) > MAX_TOOLS_BYTES:
+        raise ParamsError(f"the tools file is over {MAX_TOOLS_BYTES:,} bytes")
+    try:
+        tools = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ParamsError(f"the tools file is not JSON: {' '.join(str(exc).split())}") from None
+    if not isinstance(tools, list) or not tools:
+        raise ParamsError('the tools file does not hold a list of tools ([{"type": "function", ...}, ...])')
+    names: set[str] = set()
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            raise ParamsError(f'the tools file: tool {i} is not {{"type": "function", "function": {{...}}}}')
+        name = function.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise ParamsError(f"the tools file: tool {i} has no function name")
+        if name in names:
+            raise ParamsError(f"the tools file: function {name!r} is named twice")
+        names.add(name)
+        _check_parameters(i, name, function.get("parameters"))
+    return tools
+
+
+def _check_parameters(i: int, name: str, schema: Any) -> None:
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
+    where = f"the tools file: tool {i} ({name})"
+    if not isinstance(schema, dict):
+        raise ParamsError(f"{where}: its parameters are not a JSON Schema object")
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        at = "/".join(str(p) for p in exc.path)
+        text = " ".join(exc.message.split())
+        text = text if len(text) <= 200 else text[:199] + "…"
+        raise ParamsError(
+            f"{where}: its parameters are not a JSON Schema: {text}" + (f" (at {at})" if at else "")
+        ) from None
+
+
+def tool_choice(choice: str | None, tools: list[dict[str, Any]]) -> str | dict[str, Any]:
+    """The `tool_choice` a request carries: `choice` (default `required`) as a keyword, or a function's name as
+    `{"type": "function", "function": {"name": NAME}}`; ParamsError for a name not among `tools`."""
+    choice = "required" if choice is None else choice.strip()
+    if choice in CHOICES:
+        return choice
+    names = [t["function"]["name"] for t in tools]
+    if choice not in names:
+        listed = ", ".join(names)
+        raise ParamsError(f"{choice!r} is neither {', '.join(CHOICES)} nor a function of the tools ({listed})")
+    return {"type": "function", "function": {"name": choice}}
+
+
+@functools.lru_cache(maxsize=64)
+def _validator(schema_json: bytes) -> Any:
+    from jsonschema.validators import validator_for
+
+    schema = orjson.loads(schema_json)
+    return validator_for(schema)(schema)
+
+
+def arguments_valid(tools: list[dict[str, Any]], name: str | None, arguments: str) -> bool:
+    """Whether a call of function `name` with `arguments` (its whole JSON text) keeps to that function's
+    `parameters`: JSON, valid under the schema. A function not among `tools` is invalid."""
+    function = next((t["function"] for t in tools if t.get("function", {}).get("name") == name), None)
+    if function is None:
+        return False
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return False
+    schema = function.get("parameters")
+    if not isinstance(schema, dict):
+        return True
+    return bool(_validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).is_valid(value))
