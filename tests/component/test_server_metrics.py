@@ -76,9 +76,11 @@ def test_a_matrix_through_a_gateway_is_judged_server_side(
     decode = [m for m in cells if m.phase == "decode"]
     assert [(m.concurrency, m.status, m.status_basis) for m in decode] == [(1, "Valid", "server"),
                                                                            (2, "Valid", "server")]  # fmt: skip
-    for m in decode:  # the summed counter lies in the client's bracket
+    for m in decode:  # the summed counter lies in the client's bracket, 2 % allowed either way: the gateway delays
+        # every token on its way to the client, so the client's view of the scrapes' edges lags the servers' (a fresh
+        # clone's CI rehearsal, on a busy machine, saw 382 server tokens against a bracket from 384)
         assert m.metrics_problem is None and m.client_tokens_min > 0, m
-        assert m.client_tokens_min <= m.server_output_tokens <= m.client_tokens_max, m
+        assert 0.98 * m.client_tokens_min <= m.server_output_tokens <= 1.02 * m.client_tokens_max, m
     frame, info = runs.load_run(tmp_path)
     report = report_markdown(frame, info)
     assert CLIENT_BASIS_NOTE not in report
