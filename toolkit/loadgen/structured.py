@@ -36,39 +36,57 @@ def read_response_format(spec: str) -> dict[str, Any]:
     if kind != "json_schema" or not where.strip():
         raise ParamsError(f"unknown kind; allowed: {SPEC_HELP}")
     path = Path(where.strip())
-    try:
-        with path.open("rb") as file:
-            data = file.read(MAX_SCHEMA_BYTES + 1)
-    except OSError as exc:
-        raise ParamsError(f"cannot read the schema file: {exc.strerror or exc}") from None
-    if len(data) > MAX_SCHEMA_BYTES:
-        raise ParamsError(f"the schema file is over {MAX_SCHEMA_BYTES:,} bytes")
-    try:
-        schema = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ParamsError(f"the schema file is not JSON: {' '.join(str(exc).split())}") from None
+    schema = read_json_file(path, "the schema file", MAX_SCHEMA_BYTES)
     check_schema(schema)
     name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "schema"  # OpenAI's rule for a schema's name
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
 
 
-def check_schema(schema: Any) -> None:
-    """ParamsError in one line when `schema` is not a JSON Schema (an object, valid under its own metaschema)."""
+def read_json_file(path: Path, what: str, max_bytes: int) -> Any:
+    """The JSON value in the file at `path` (`what` names it in errors: "the schema file"); ParamsError in one line
+    for a file that cannot be read, is over `max_bytes`, or is not JSON."""
+    try:
+        with path.open("rb") as file:
+            data = file.read(max_bytes + 1)
+    except OSError as exc:
+        raise ParamsError(f"cannot read {what}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise ParamsError(f"{what} is over {max_bytes:,} bytes")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ParamsError(f"{what} is not JSON: {' '.join(str(exc).split())}") from None
+
+
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why `schema` is not valid under its own metaschema, in one line (and where), else None."""
     from jsonschema.exceptions import SchemaError
     from jsonschema.validators import validator_for
 
-    if not isinstance(schema, dict):
-        raise ParamsError(f"the schema file is not a JSON Schema: it holds a {type(schema).__name__}, not an object")
     try:
         validator_for(schema).check_schema(schema)
     except SchemaError as exc:
         at = "/".join(str(p) for p in exc.path)
         text = " ".join(exc.message.split())
         text = text if len(text) <= 200 else text[:199] + "…"
-        raise ParamsError(f"the schema file is not a JSON Schema: {text}" + (f" (at {at})" if at else "")) from None
+        return text + (f" (at {at})" if at else "")
+    return None
 
 
-@functools.lru_cache(maxsize=16)
+def check_schema(schema: Any) -> None:
+    """ParamsError in one line when `schema` is not a JSON Schema (an object, valid under its own metaschema)."""
+    if not isinstance(schema, dict):
+        raise ParamsError(f"the schema file is not a JSON Schema: it holds a {type(schema).__name__}, not an object")
+    if problem := schema_problem(schema):
+        raise ParamsError(f"the schema file is not a JSON Schema: {problem}")
+
+
+def valid_under(schema: dict[str, Any], value: Any) -> bool:
+    """Whether `value` is valid under `schema` (its validator built once per schema)."""
+    return bool(_validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).is_valid(value))
+
+
+@functools.lru_cache(maxsize=64)
 def _validator(schema_json: bytes) -> Any:
     from jsonschema.validators import validator_for
 
@@ -90,5 +108,5 @@ def reply_valid(response_format: dict[str, Any], text: str) -> bool:
         schema = (response_format.get("json_schema") or {}).get("schema")
         if not isinstance(schema, dict):
             return True
-        return bool(_validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).is_valid(value))
+        return valid_under(schema, value)
     return True

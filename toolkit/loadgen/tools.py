@@ -17,13 +17,13 @@ A reply is checked once, after its stream ended: its first call's arguments (the
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from toolkit.base.errors import ParamsError
+from toolkit.loadgen.structured import read_json_file, schema_problem, valid_under
 
 CHOICES = ("auto", "required", "none")
 MAX_TOOLS_BYTES = 1024 * 1024  # a tools file larger than this is refused: a request carries it every time
@@ -32,17 +32,7 @@ MAX_TOOLS_BYTES = 1024 * 1024  # a tools file larger than this is refused: a req
 def read_tools(path: str) -> list[dict[str, Any]]:
     """The `tools` a request carries, read from the JSON file at `path`; ParamsError in one line (without the
     parameter's name) for a file that cannot be read, is not JSON, or is not a list of function tools."""
-    try:
-        with Path(path).open("rb") as file:
-            data = file.read(MAX_TOOLS_BYTES + 1)
-    except OSError as exc:
-        raise ParamsError(f"cannot read the tools file: {exc.strerror or exc}") from None
-    if len(data) > MAX_TOOLS_BYTES:
-        raise ParamsError(f"the tools file is over {MAX_TOOLS_BYTES:,} bytes")
-    try:
-        tools = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ParamsError(f"the tools file is not JSON: {' '.join(str(exc).split())}") from None
+    tools = read_json_file(Path(path), "the tools file", MAX_TOOLS_BYTES)
     if not isinstance(tools, list) or not tools:
         raise ParamsError('the tools file does not hold a list of tools ([{"type": "function", ...}, ...])')
     names: set[str] = set()
@@ -61,21 +51,11 @@ def read_tools(path: str) -> list[dict[str, Any]]:
 
 
 def _check_parameters(i: int, name: str, schema: Any) -> None:
-    from jsonschema.exceptions import SchemaError
-    from jsonschema.validators import validator_for
-
     where = f"the tools file: tool {i} ({name})"
     if not isinstance(schema, dict):
         raise ParamsError(f"{where}: its parameters are not a JSON Schema object")
-    try:
-        validator_for(schema).check_schema(schema)
-    except SchemaError as exc:
-        at = "/".join(str(p) for p in exc.path)
-        text = " ".join(exc.message.split())
-        text = text if len(text) <= 200 else text[:199] + "…"
-        raise ParamsError(
-            f"{where}: its parameters are not a JSON Schema: {text}" + (f" (at {at})" if at else "")
-        ) from None
+    if problem := schema_problem(schema):
+        raise ParamsError(f"{where}: its parameters are not a JSON Schema: {problem}")
 
 
 def tool_choice(choice: str | None, tools: list[dict[str, Any]]) -> str | dict[str, Any]:
@@ -91,14 +71,6 @@ def tool_choice(choice: str | None, tools: list[dict[str, Any]]) -> str | dict[s
     return {"type": "function", "function": {"name": choice}}
 
 
-@functools.lru_cache(maxsize=64)
-def _validator(schema_json: bytes) -> Any:
-    from jsonschema.validators import validator_for
-
-    schema = orjson.loads(schema_json)
-    return validator_for(schema)(schema)
-
-
 def arguments_valid(tools: list[dict[str, Any]], name: str | None, arguments: str) -> bool:
     """Whether a call of function `name` with `arguments` (its whole JSON text) keeps to that function's
     `parameters`: JSON, valid under the schema. A function not among `tools` is invalid."""
@@ -112,4 +84,4 @@ def arguments_valid(tools: list[dict[str, Any]], name: str | None, arguments: st
     schema = function.get("parameters")
     if not isinstance(schema, dict):
         return True
-    return bool(_validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).is_valid(value))
+    return valid_under(schema, value)
