@@ -131,3 +131,13 @@ def test_family_correction_and_overall_ratio() -> None:
     assert overall is not None and overall.value == pytest.approx(1.1)
     assert overall.half_width < 0.05  # three cells agree: narrower than one
     assert overall_ratio([]) is None
+
+
+def test_an_overall_ratio_past_any_float_bound_is_unbounded_not_an_overflow() -> None:
+    """A cell with an enormous interval and almost no degrees of freedom (a Ray batch's compare under load raised
+    OverflowError in the compare notebook): the overall ratio keeps its value and has no bound."""
+    wild = [Interval(1.0, 0.001, 0.05), Interval(2.0, 1e6, 0.2), Interval(1.0, 0.01, 3)]
+    overall = overall_ratio(wild)
+    assert overall is not None and overall.value == pytest.approx(2 ** (1 / 3)) and overall.half_width == math.inf
+    tame = overall_ratio([Interval(1.0, 0.02, 3), Interval(1.0, 0.02, 3)])
+    assert tame is not None and 0 < tame.half_width < 0.02  # a bound below the overflow is kept

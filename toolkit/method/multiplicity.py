@@ -54,6 +54,9 @@ def family_adjusted(table: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFr
     return table
 
 
+MAX_EXP = 709.0  # math.exp overflows a float past this
+
+
 def overall_ratio(ratios: Sequence[Interval]) -> Interval | None:
     """The geometric mean of the cells' ratios with its 95 % interval (the larger side, as a half-width); the log
     ratios' standard errors combined, Welch–Satterthwaite degrees of freedom; None without a ratio."""
@@ -67,4 +70,7 @@ def overall_ratio(ratios: Sequence[Interval]) -> Interval | None:
     dof = welch_dof([(v, r.dof) for v, r in zip(variances, usable, strict=True)])
     value = math.exp(centre)
     spread = t_quantile(dof) * math.sqrt(total) if total else 0.0
-    return Interval(value, value * max(math.exp(spread) - 1, 1 - math.exp(-spread)), dof)
+    # The upper side, e**spread - 1, is the larger; past e**709 (a cell with a near-unbounded interval, or almost
+    # no degrees of freedom) the overall ratio has no bound at all.
+    half_width = value * math.expm1(spread) if spread < MAX_EXP else math.inf
+    return Interval(value, half_width, dof)
