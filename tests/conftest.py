@@ -16,8 +16,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -86,26 +88,6 @@ def start_server(config: ServerConfig, api_key: str | None = None) -> EmbeddedSe
         pytest.fail(f"embedded vLLM did not start: {exc}", pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def vllm_server() -> Iterator[EmbeddedServer]:
-    """The main server: max_model_len 4096, a 1 GiB KV cache, API key required."""
-    server = start_server(ServerConfig(max_model_len=4096), api_key=TEST_API_KEY)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def constrained_server() -> Iterator[EmbeddedServer]:
-    """A server with a small KV cache (104 blocks = 13,312 tokens) and room for 2 running requests."""
-    server = start_server(ServerConfig(max_model_len=4096, kv_blocks=104, max_num_seqs=2))
-    try:
-        yield server
-    finally:
-        assert_stop_leaves_no_vllm_process(server)  # the API server and its engine processes all end
-
-
 def _healthy(base_url: str) -> bool:
     try:
         return httpx.get(base_url + "/health", timeout=5).status_code == 200
@@ -113,32 +95,90 @@ def _healthy(base_url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def server_in_own_session() -> Iterator[str]:
+def start_main_server() -> EmbeddedServer:
+    """The main server: max_model_len 4096, a 1 GiB KV cache, API key required."""
+    return start_server(ServerConfig(max_model_len=4096), api_key=TEST_API_KEY)
+
+
+def start_constrained_server() -> EmbeddedServer:
+    """A server with a small KV cache (104 blocks = 13,312 tokens) and room for 2 running requests."""
+    return start_server(ServerConfig(max_model_len=4096, kv_blocks=104, max_num_seqs=2))
+
+
+def start_server_in_own_session() -> tuple[subprocess.Popen[bytes], str]:
     """The embedded vLLM started from 'another terminal': `python -m toolkit serve` in a session of its own, with
-    --stream-interval 4 and the test key; its base URL. One launch serves two tests that each need a server apart
-    from the main one: plain papermill against a server in another session (tests/integration/test_sessions.py)
-    and chunks of 4 tokens (test_matrix_engine.py's stream-interval test)."""
+    --stream-interval 4 and the test key; the process and its base URL once healthy."""
     port = free_port()
     command = [sys.executable, "-m", "toolkit", "serve", "--port", str(port), "--max-model-len", "4096",
                "--stream-interval", "4"]  # fmt: skip
     proc = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "VLLM_API_KEY": TEST_API_KEY})  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
+                  for c in psutil.net_connections("tcp")):  # fmt: skip
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the embedded vLLM in its own session did not start", pytrace=False)
+        time.sleep(0.5)
+    base_url = f"http://127.0.0.1:{port}"
+    while not _healthy(base_url):  # listening comes before the engine is ready
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the embedded vLLM in its own session never became healthy", pytrace=False)
+        time.sleep(0.2)
+    return proc, base_url
+
+
+SESSION_SERVERS: dict[str, Callable[[], object]] = {
+    "vllm_server": start_main_server,
+    "constrained_server": start_constrained_server,
+    "server_in_own_session": start_server_in_own_session,
+}
+
+
+@pytest.fixture(scope="session")
+def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Any]]]:
+    """Every session server that a collected test uses, started side by side when the first is asked for: a vLLM
+    start is three Python processes importing torch and vLLM one after another (~25 s, mostly one core), so the
+    three together take about the time of two. Each is stopped at the session's end, used or not."""
+    needed = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
+    pool = ThreadPoolExecutor(max_workers=len(SESSION_SERVERS), thread_name_prefix="vllm-start")
+    starts = {name: pool.submit(start) for name, start in SESSION_SERVERS.items() if name in needed}
     try:
-        deadline = time.monotonic() + 300
-        while not any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
-                      for c in psutil.net_connections("tcp")):  # fmt: skip
-            assert proc.poll() is None and time.monotonic() < deadline, "the embedded vLLM did not start"
-            time.sleep(0.5)
-        base_url = f"http://127.0.0.1:{port}"
-        while not _healthy(base_url):  # listening comes before the engine is ready
-            assert proc.poll() is None and time.monotonic() < deadline, "the embedded vLLM never became healthy"
-            time.sleep(0.2)
-        yield base_url
+        yield starts
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        pool.shutdown(wait=True)
+        started: dict[str, Any] = {name: f.result() for name, f in starts.items() if f.exception() is None}
+        if "server_in_own_session" in started:
+            proc, _ = started["server_in_own_session"]
+            proc.terminate()
+            proc.wait(timeout=60)
+        if "vllm_server" in started:
+            started["vllm_server"].stop()
+        if "constrained_server" in started:
+            assert_stop_leaves_no_vllm_process(started["constrained_server"])  # API server and engine all end
+
+
+@pytest.fixture(scope="session")
+def vllm_server(_session_server_starts: dict[str, Future[Any]]) -> EmbeddedServer:
+    """The main server: max_model_len 4096, a 1 GiB KV cache, API key required."""
+    return _session_server_starts["vllm_server"].result()
+
+
+@pytest.fixture(scope="session")
+def constrained_server(_session_server_starts: dict[str, Future[Any]]) -> EmbeddedServer:
+    """A server with a small KV cache (104 blocks = 13,312 tokens) and room for 2 running requests."""
+    return _session_server_starts["constrained_server"].result()
+
+
+@pytest.fixture(scope="session")
+def server_in_own_session(_session_server_starts: dict[str, Future[Any]]) -> str:
+    """The embedded vLLM in a session of its own with --stream-interval 4 and the test key; its base URL. One launch
+    serves two tests that each need a server apart from the main one: plain papermill against a server in another
+    session (tests/integration/test_sessions.py) and chunks of 4 tokens (test_matrix_engine.py's stream-interval
+    test)."""
+    return str(_session_server_starts["server_in_own_session"].result()[1])
 
 
 @pytest.fixture
