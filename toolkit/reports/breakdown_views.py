@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
-from matplotlib.figure import Figure
 
 from toolkit.method.breakdown import CLOCK_TOLERANCE_MS, CLOCK_TOLERANCE_SHARE, request_split
 from toolkit.method.goodput import TIMING_COLUMNS
 from toolkit.method.number_format import as_number, format_count, format_tbt_ms
-from toolkit.reports.rate_plots import X_AXES
 from toolkit.reports.rate_tables import format_rate
 from toolkit.reports.tables import markdown_table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "BASIS_TEXT", "CAPTION", "HEADING", "HISTOGRAM_MARK", "REQUEST_COLUMNS", "SHOWN_COLUMNS", "SPLIT_COLUMNS",
@@ -112,6 +112,11 @@ def breakdown_figure(steps: pd.DataFrame) -> Figure | None:
     queue, prefill and wire; right, its decode. The title names the basis (medians per request, or means of the
     server's histograms). A wire below 0 is drawn as 0 and marked (`WIRE_CLIPPED`). None when no step has a
     breakdown."""
+    import seaborn as sns  # the figure's own: the reports' tables are written without seaborn
+    from matplotlib.figure import Figure
+
+    from toolkit.reports.rate_plots import X_AXES
+
     table = breakdown_table(steps)
     if table.empty:
         return None

@@ -9,15 +9,16 @@ construction implies. Nothing here needs a server: a finished sweep's records ar
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import seaborn as sns
-from matplotlib.figure import Figure
 
 from toolkit.method.goodput import request_latencies
 from toolkit.method.number_format import as_number, format_percent
-from toolkit.reports.plots import log_if_wide, note_figure
 from toolkit.reports.tables import markdown_table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "CACHE_CAPTION", "CACHE_COLUMNS", "EXTERNAL_COLUMN", "HEADING", "SHARE_COLUMNS", "TURN_COLUMNS", "cache_shown",
@@ -85,6 +86,11 @@ def turn_table(records: pd.DataFrame, controls: pd.DataFrame | None) -> pd.DataF
 
 def turn_figure(records: pd.DataFrame, controls: pd.DataFrame | None) -> Figure:
     """Median TTFT by turn for each conversation step, and its cold control's for the same turns (dashed)."""
+    import seaborn as sns  # the figures' own: the reports' tables are written without seaborn
+    from matplotlib.figure import Figure
+
+    from toolkit.reports.plots import note_figure
+
     table = turn_table(records, controls)
     if table.empty:
         return note_figure("No conversation: every request was a single turn")
@@ -108,6 +114,11 @@ def turn_figure(records: pd.DataFrame, controls: pd.DataFrame | None) -> Figure:
 
 def cached_figure(records: pd.DataFrame) -> Figure:
     """Each request's TTFT against the share of its prompt the server reported cached, coloured by turn."""
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
+    from toolkit.reports.plots import log_if_wide, note_figure
+
     ok = _ok_with_ttft(records)
     shown = ok[ok["cached_share"].notna()]
     if shown.empty:
