@@ -53,7 +53,7 @@ chromium:
 		exit 1; \
 	fi
 
-# All tests: the offline tier, then the tests against a real vLLM one at a time, since two
+# All tests: the offline tier, then the tests against real engines (vLLM, a Ray cluster) one at a time, since two
 # loads at once on a small machine disturb each other's windows. Both tiers always run; either failing fails.
 test: chromium install model
 	$(OFFLINE_TESTS); offline=$$?; $(ENGINE_TESTS) && exit $$offline

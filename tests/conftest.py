@@ -4,8 +4,7 @@ Every test belongs to one tier, a registered marker (pyproject.toml), by cost:
 - `unit`: pure logic, nothing started (tests/unit by default);
 - `component`: the toolkit in this process against fake servers in threads (tests/component by default);
 - `process`: starts a Python process: a notebook kernel, a `toolkit` command, a launched fake server;
-- `engine`: a real vLLM (tests/integration); a Ray cluster against fault servers is `process`
-  (tests/component/test_ray.py).
+- `engine`: a real vLLM or a Ray cluster (tests/integration).
 A test outside tests/integration that starts a Python process without the `process` marker fails, naming the
 command: the inner loop (`make test-fast`, `-m "unit or component"`) stays free of kernels and subprocesses.
 """

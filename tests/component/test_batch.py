@@ -1,7 +1,7 @@
 """`python -m toolkit batch` against fault servers (tests/faultserver.py): refusals, --jobs, kill -9 and --resume.
 
 The end-to-end batch on the real vLLM: tests/integration/test_batch_vllm.py; on a Ray cluster:
-tests/component/test_ray.py.
+tests/integration/test_ray.py.
 """
 
 from __future__ import annotations

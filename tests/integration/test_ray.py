@@ -4,8 +4,9 @@
 The same two-variant sweep runs locally and on Ray: the same folders, index and comparison, though on Ray each
 variant ran in a Ray worker process and came back as an archive. A variant interrupted on its worker comes back
 with the cells it measured, and --resume does not measure them again. Needs Ray (`pip install -e '.[ray]'`, which
-`make install` does). In the offline tier: no vLLM, so its cluster shares the machine with the other process tests
-rather than adding its ~150 s to the engine tier's one-at-a-time run.
+`make install` does). In the engine tier although it uses no vLLM: beside the offline tier's three workers and the
+flake hunt's two busy processes, its batches ran past their 240 s timeouts (all three tests failed, 2026-12-04),
+while one at a time they take 7-66 s.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
 
 pytestmark = [
-    pytest.mark.process,  # a Ray cluster and toolkit runs against fault servers: the offline tier, beside its kernels
     pytest.mark.timeout(600),
     pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed: pip install -e '.[ray]'"),
 ]
