@@ -18,7 +18,9 @@ Needs a machine with an NVIDIA GPU, nvidia-ml-py and torch:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import operator
 import statistics
 import sys
 import time
@@ -83,11 +85,9 @@ def main() -> int:
     after = window_telemetry(samples, t2 + 1.0, t3)
     gpus = len(sampler.handles)
     rate_hz = len([s for s in samples if t0 <= s.t <= t3]) / gpus / (t3 - t0)
-    busy_util = [s.util_pct for s in samples if t1 + 1.0 <= s.t <= t2 - 1.0 and s.gpu == 0 and s.util_pct is not None]
-    busy_reasons = 0
-    for s in samples:
-        if t1 + 1.0 <= s.t <= t2 - 1.0 and s.reasons is not None:
-            busy_reasons |= s.reasons
+    middle = [s for s in samples if t1 + 1.0 <= s.t <= t2 - 1.0]
+    busy_util = [s.util_pct for s in middle if s.gpu == 0 and s.util_pct is not None]
+    busy_reasons = functools.reduce(operator.or_, (s.reasons for s in middle if s.reasons is not None), 0)
     checks = {
         "facts name a GPU, driver and CUDA": bool(facts["devices"]) and bool(facts["driver"]) and bool(facts["cuda"]),
         "sampler within 20 % of 4 Hz": abs(rate_hz - 1 / SAMPLE_INTERVAL_S) <= 0.2 / SAMPLE_INTERVAL_S,

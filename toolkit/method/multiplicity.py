@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 FAMILY_LEVEL = 0.05
+MAX_EXP = 709.0  # math.exp overflows a float past this
 
 
 def adjusted_p_values(p_values: Sequence[float | None]) -> list[float | None]:
@@ -52,9 +53,6 @@ def family_adjusted(table: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFr
         table[f"{q}_p_adjusted"] = pd.Series(mine, index=table.index, dtype=object)
         table[f"{q}_significant"] = pd.Series([marked(a) for a in mine], index=table.index, dtype=object)
     return table
-
-
-MAX_EXP = 709.0  # math.exp overflows a float past this
 
 
 def overall_ratio(ratios: Sequence[Interval]) -> Interval | None:
