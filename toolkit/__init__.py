@@ -18,5 +18,13 @@ imports inside functions included, and that no import cycle exists at any depth;
                                        (base.api_keys), the front end's check, the Ray driver
 """
 
+import sys
+
+# nbformat's jsonschema builds rfc3987-syntax's lark grammar when it is imported: 1-4 s of every process that reads
+# or writes a notebook (python-jsonschema/jsonschema#1428), paid by each command, test worker and subprocess. The
+# toolkit never checks the IRI formats it serves: skip it wherever the toolkit is imported before jsonschema.
+if "rfc3987_syntax" not in sys.modules:
+    sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # None: `import` raises ImportError
+
 __version__ = "0.1.0"
 CONSOLE_SCRIPT = "vllm-speedtest"  # the command pyproject.toml's [project.scripts] installs
