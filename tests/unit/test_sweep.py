@@ -153,22 +153,39 @@ def test_a_file_that_is_no_mapping_or_no_yaml(tmp_path: Path) -> None:
 
 def test_interleave_runs_every_variant_once_a_round_in_alternating_order() -> None:
     variants = expand({"server": {"command": "vllm serve m --max-num-seqs {n}"}, "grid": {"n": [1, 2]},
-                       "interleave": 3})  # fmt: skip
+                       "interleave": 4})  # fmt: skip
     assert [v.label for v in variants] == ["n=1-round1", "n=2-round1", "n=2-round2", "n=1-round2", "n=1-round3",
-                                           "n=2-round3"]  # fmt: skip
+                                           "n=2-round3", "n=2-round4", "n=1-round4"]  # fmt: skip
     assert [(v.configuration, v.round) for v in variants[:2]] == [("n=1", 1), ("n=2", 1)]
     assert all(v.launched for v in variants)  # each round launches its server anew
     assert variants[2].server == variants[1].server and variants[2].params == variants[1].params
-    assert len(expand({"variants": [{"label": "a"}, {"label": "b"}], "interleave": True})) == 6  # true: 3 rounds
+    assert len(expand({"variants": [{"label": "a"}, {"label": "b"}], "interleave": True})) == 8  # true: 4 rounds
     assert [v.round for v in expand({"variants": [{"label": "a"}, {"label": "b"}], "interleave": False})] == [None] * 2
 
 
 @pytest.mark.parametrize(
     ("interleave", "variants", "expected"),
     [
-        (1, 2, "sweep: interleave: 1; allowed: true (3 rounds) or a whole number of rounds >= 2"),
-        (0, 2, "sweep: interleave: 0; allowed: true (3 rounds) or a whole number of rounds >= 2"),
-        (3, 1, "sweep: interleave: needs at least two variants to compare"),
+        (
+            1,
+            2,
+            "sweep: interleave: 1; allowed: true (4 rounds) or an even number of rounds, 2 or more (one round has "
+            "no spread across rounds)",
+        ),
+        (
+            0,
+            2,
+            "sweep: interleave: 0; allowed: true (4 rounds) or an even number of rounds, 2 or more (one round has "
+            "no spread across rounds)",
+        ),
+        (
+            3,
+            2,
+            "sweep: interleave: 3; allowed: true (4 rounds) or an even number of rounds, 2 or more (an odd count "
+            "leaves the order unbalanced: one side goes first once more, and a drift from run to run biases the "
+            "ratio)",
+        ),
+        (4, 1, "sweep: interleave: needs at least two variants to compare"),
     ],
 )
 def test_a_bad_interleave_is_refused_in_one_line(interleave: int, variants: int, expected: str) -> None:

@@ -4,7 +4,8 @@ Each round measures the same matrix on A and on B, one after the other, into its
 (`<out>/<label>-round<r>/`, a run folder like any other); the order alternates between rounds so that neither
 side is always first. When every round is done, `interleaved.md` and `interleaved.csv` hold each decode cell's
 paired ratio (toolkit.reports.interleaved). Running the same command again continues an interrupted comparison:
-a round's folder that exists is resumed (its finished cells kept).
+a round's folder that exists is resumed (its finished cells kept). The rounds are even (A B, B A, …: each side
+first as often as the other); an odd count is refused before anything is measured.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from pathlib import Path
 
 from toolkit.matrix.run_folder import hold
 from toolkit.matrix.runner import run_matrix
-from toolkit.method.paired import alternating_order
+from toolkit.method.paired import alternating_order, rounds_problem
 from toolkit.params import ParamsError, RunParams
-from toolkit.reports.interleaved import interleaved_markdown, overall, paired_table
+from toolkit.reports.interleaved import interleaved_markdown, overall, overall_design, paired_table
 from toolkit.results.runs import load_run
 from toolkit.results.store import RESULTS_FILE
 
@@ -33,6 +34,8 @@ def run_interleaved(params: dict[str, RunParams], rounds: int, out: Path, say: C
     `out`; return the report's path."""
     if len(params) != 2:
         raise ParamsError(f"interleave: two sides, got {len(params)}")
+    if (problem := rounds_problem(rounds)) is not None:
+        raise ParamsError(f"rounds: {rounds}; allowed: {problem}")
     labels = list(params)
     sides = {"A": labels[0], "B": labels[1]}
     for round_, side in alternating_order(rounds):
@@ -58,5 +61,6 @@ def paired_report(
     table, sums = paired_table(a, b), overall(a, b)
     table.to_csv(into / f"{stem}.csv", index=False)
     report = into / f"{stem}.md"
-    report.write_text(interleaved_markdown(table, [a_label, b_label], len(rounds), sums), encoding="utf-8")
+    text = interleaved_markdown(table, [a_label, b_label], len(rounds), sums, overall_design(a, b))
+    report.write_text(text, encoding="utf-8")
     return report, sums

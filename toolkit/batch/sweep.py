@@ -7,12 +7,13 @@
     grid:                             # every combination is a variant, labelled `key=value,key=value`
       max_num_seqs: [64, 128]         # not a RunParams field: fills `{max_num_seqs}` placeholders
 
-    interleave: 3                     # optional: every variant measured in 3 rounds, alternating (A B, B A, A B)
+    interleave: 4                     # optional: every variant measured in 4 rounds, alternating (A B, B A, A B, B A)
 
 With both `variants` and `grid`, every variant is combined with every grid point (label `engine-a,key=value`).
-With `interleave: R` (`true`: 3) each variant becomes R variants `<label>-round<r>`, run in alternating order
-(round 1 in the sweep's order, round 2 reversed, ...), each launching its server anew when it has a `server:`
-block; the batch then compares each variant with the first by their paired rounds (toolkit.batch.interleave).
+With `interleave: R` (`true`: 4; R even, so that each side goes first as often as the other) each variant becomes
+R variants `<label>-round<r>`, run in alternating order (round 1 in the sweep's order, round 2 reversed, ...), each
+launching its server anew when it has a `server:` block; the batch then compares each variant with the first by
+their paired rounds (toolkit.batch.interleave).
 A grid key that is a RunParams field sets it; every grid key also fills its `{key}` placeholders in any string of
 the variant (base_url, server.command, server.env, title, ...). A `{name}` that no grid key fills is an error.
 Grid keys other than RunParams fields must be used by some placeholder (a typo is refused, not ignored).
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from toolkit.base.api_keys import redact
 from toolkit.base.errors import SweepError
+from toolkit.method.paired import rounds_problem
 from toolkit.params import (
     MAX_LABEL,
     ParamsError,
@@ -51,7 +53,7 @@ _FORBID = ConfigDict(extra="forbid")
 _SweepFile = create_model("_SweepFile", __config__=_FORBID, variants=(list[Any] | None, None),
                           grid=(dict[str, list[Any]] | None, None), resources=(dict[str, Any] | None, None),
                           interleave=(bool | int | None, None), **_ANY_RUN_FIELD)  # fmt: skip
-DEFAULT_INTERLEAVE_ROUNDS = 3
+DEFAULT_INTERLEAVE_ROUNDS = 4
 _VariantEntry = create_model("_VariantEntry", __config__=_FORBID, label=(str, Field(pattern=LABEL_PATTERN)),
                              resources=(dict[str, Any] | None, None), **_ANY_RUN_FIELD)  # fmt: skip
 
@@ -109,14 +111,14 @@ def expand(data: dict[str, Any]) -> list[Variant]:
 def _rounds(value: bool | int) -> int:
     if value is True:
         return DEFAULT_INTERLEAVE_ROUNDS
-    if value < 2:
-        raise SweepError(f"sweep: interleave: {value!r}; allowed: true (3 rounds) or a whole number of rounds >= 2")
+    if (problem := rounds_problem(value)) is not None:
+        raise SweepError(f"sweep: interleave: {value!r}; allowed: true (4 rounds) or {problem}")
     return value
 
 
 def interleaved(variants: list[Variant], rounds: int) -> list[Variant]:
     """Each variant once per round, labelled `<label>-round<r>`, in the order they are measured: round 1 in the
-    sweep's order, round 2 reversed, and so on, so that no variant is always first (A B, B A, A B for two)."""
+    sweep's order, round 2 reversed, and so on, so that no variant is always first (A B, B A, A B, B A for two)."""
     if len(variants) < 2:
         raise SweepError("sweep: interleave: needs at least two variants to compare")
     out = []

@@ -64,7 +64,11 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 def _interleave(args: argparse.Namespace) -> int:
+    from toolkit.method.paired import rounds_problem
     from toolkit.params import make_params
+
+    if (problem := rounds_problem(args.rounds)) is not None:  # before any server is asked anything
+        raise ParamsError(f"rounds: {args.rounds}; allowed: {problem}")
 
     labels = [args.label_a, args.label_b]
     if labels[0] == labels[1]:
@@ -75,8 +79,6 @@ def _interleave(args: argparse.Namespace) -> int:
         for label, url in zip(labels, (args.a_url, args.b_url), strict=True)
     }
     api_key_from_env(params[labels[0]].api_key_env)
-    if args.rounds < 2:
-        raise ParamsError(f"rounds: {args.rounds}; allowed: 2 or more (one round has no spread across rounds)")
     from toolkit.batch.interleave import run_interleaved
 
     report = run_interleaved(params, args.rounds, Path(args.out))
@@ -197,7 +199,9 @@ def add_interleave(sub: argparse._SubParsersAction) -> None:
     inter.add_argument("--b-url", required=True, help="the server compared with it")
     inter.add_argument("--label-a", default="A")
     inter.add_argument("--label-b", default="B")
-    inter.add_argument("--rounds", type=int, default=4, help="rounds, each one run per side (default 4; at least 2)")
+    inter.add_argument(
+        "--rounds", type=int, default=4, help="rounds, each one run per side (default 4; an even number, at least 2)"
+    )
     _add_matrix_options(inter)
     inter.add_argument("--out", required=True)
     inter.set_defaults(func=_interleave)

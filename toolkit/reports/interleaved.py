@@ -2,7 +2,8 @@
 
 The runs of `toolkit interleave` (toolkit.batch.interleave) measured A and B in alternating rounds; here each
 decode cell's per-round values become paired ratios (toolkit.method.paired), every test of the table is adjusted
-together (toolkit.method.multiplicity), and one overall ratio per quantity sums them up.
+together (toolkit.method.multiplicity), and one overall ratio per quantity sums them up, beside it the same ratio
+adjusted for the rounds' order and the smallest difference the rounds' own spread could have detected.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -18,7 +20,15 @@ from toolkit.base.schema import RAN_STATUSES
 from toolkit.method.disturbed import disturbed_mask
 from toolkit.method.multiplicity import family_adjusted
 from toolkit.method.number_format import as_number
-from toolkit.method.paired import paired_ratio
+from toolkit.method.paired import (
+    Detectable,
+    OrderAdjusted,
+    a_first,
+    minimum_detectable,
+    order_adjusted_ratio,
+    paired_ratio,
+    round_log_sd,
+)
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, cells_text, format_ratio
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
@@ -60,10 +70,9 @@ def paired_table(a: Rounds, b: Rounds) -> pd.DataFrame:
     return family_adjusted(table, list(RATIO_QUANTITIES))
 
 
-def overall(a: Rounds, b: Rounds) -> dict[str, tuple[float, float, int]]:
-    """Per quantity: the geometric mean over the cells measured in every round on both sides of B / A, with its
-    95 % half-width from the spread of the rounds' own geometric means (the machine's change between a round's two
-    runs moves every cell alike, so the cells are not independent tests), and how many cells."""
+def _round_means(a: Rounds, b: Rounds) -> dict[str, tuple[list[int], list[float], list[float], int]]:
+    """Per quantity: the rounds both sides measured, each round's geometric mean over the cells measured in every
+    round on both sides (A's, B's), and how many cells."""
     rounds = sorted(set(a) & set(b))
     sides = [(_values(a[r]), _values(b[r])) for r in rounds]
     out = {}
@@ -76,9 +85,72 @@ def overall(a: Rounds, b: Rounds) -> dict[str, tuple[float, float, int]]:
             (statistics.fmean(math.log(x[c][q]) for c in cells), statistics.fmean(math.log(y[c][q]) for c in cells))
             for x, y in sides
         ]
-        test = paired_ratio([math.exp(u) for u, _ in means], [math.exp(v) for _, v in means])
+        out[q] = (rounds, [math.exp(u) for u, _ in means], [math.exp(v) for _, v in means], len(cells))
+    return out
+
+
+def overall(a: Rounds, b: Rounds) -> dict[str, tuple[float, float, int]]:
+    """Per quantity: the geometric mean over the cells measured in every round on both sides of B / A, with its
+    95 % half-width from the spread of the rounds' own geometric means (the machine's change between a round's two
+    runs moves every cell alike, so the cells are not independent tests), and how many cells."""
+    out = {}
+    for q, (_, xs, ys, cells) in _round_means(a, b).items():
+        test = paired_ratio(xs, ys)
         if test is not None:
-            out[q] = (test.interval.value, test.interval.half_width, len(cells))
+            out[q] = (test.interval.value, test.interval.half_width, cells)
+    return out
+
+
+@dataclass(frozen=True)
+class Design:
+    """What an overall ratio's rounds say beyond it: the ratio adjusted for their order (None: fewer than three
+    rounds, or one order only) and the smallest difference their spread detects (None: fewer than two)."""
+
+    adjusted: OrderAdjusted | None
+    detectable: Detectable | None
+
+
+def overall_design(a: Rounds, b: Rounds) -> dict[str, Design]:
+    """Per quantity of `overall`: its rounds' ratio adjusted for the order (A first in odd rounds,
+    toolkit.method.paired.a_first) and its minimum detectable effect at 80 % power."""
+    out = {}
+    for q, (rounds, xs, ys, _) in _round_means(a, b).items():
+        sd = round_log_sd(xs, ys)
+        detectable = None if sd is None else minimum_detectable(sd, len(xs))
+        out[q] = Design(order_adjusted_ratio(xs, ys, [a_first(r) for r in rounds]), detectable)
+    return out
+
+
+def _rounds_text(rounds: int | None) -> str:
+    return "more than 1,000" if rounds is None else f"{rounds:,}"
+
+
+def _needed_text(detectable: Detectable) -> str:
+    """``5 % needs about 34 rounds, 10 % about 10``."""
+    shown = [(f"{100 * share:.0f} %", _rounds_text(n)) for share, n in detectable.needed]
+    return ", ".join(f"{d} needs about {n} rounds" if i == 0 else f"{d} about {n}" for i, (d, n) in enumerate(shown))
+
+
+def design_lines(design: Mapping[str, Design], labels: Sequence[str]) -> list[str]:
+    """The order-adjusted overall ratios and each quantity's minimum detectable effect, a line each."""
+    a, b = labels
+    out = []
+    adjusted = {q: d.adjusted for q, d in design.items() if d.adjusted is not None}
+    if adjusted:
+        parts = [f"{RATIO_QUANTITIES[q]} {format_ratio(r.ratio.interval.value)} ±{r.ratio.interval.half_width:.2f}, "
+                 f"a round's second run {format_ratio(r.period)} its first" for q, r in adjusted.items()]  # fmt: skip
+        dof = next(iter(adjusted.values())).ratio.interval.dof
+        out.append(f"Order-adjusted, {b} / {a} (the mean of the rounds {a} went first and the rounds {b} went "
+                   f"first, so that a change from a round's first run to its second cancels; its interval from the "
+                   f"spread about those two means, {dof:.0f} degrees of freedom): " + "; ".join(parts))  # fmt: skip
+    elif design:
+        out.append("Order-adjusted: needs three rounds or more, with each side first in one of them.")
+    found = {q: d.detectable for q, d in design.items() if d.detectable is not None}
+    if found:
+        rounds = next(iter(found.values())).rounds
+        parts = [f"{RATIO_QUANTITIES[q]} ±{d.effect:.1f} % ({_needed_text(d)})" for q, d in found.items()]
+        out.append(f"Minimum detectable effect at 80 % power (two-sided 95 %; this run's round-to-round spread, "
+                   f"{rounds} rounds): " + "; ".join(parts))  # fmt: skip
     return out
 
 
@@ -90,9 +162,14 @@ def _cell_text(row: Mapping[Any, Any], q: str) -> str:
 
 
 def interleaved_markdown(
-    table: pd.DataFrame, labels: Sequence[str], rounds: int, sums: Mapping[str, tuple[float, float, int]]
+    table: pd.DataFrame,
+    labels: Sequence[str],
+    rounds: int,
+    sums: Mapping[str, tuple[float, float, int]],
+    design: Mapping[str, Design] | None = None,
 ) -> str:
-    """interleaved.md: what was measured in which order, the overall ratios (`overall`) and the paired table."""
+    """interleaved.md: what was measured in which order, the overall ratios (`overall`), what their rounds say
+    beyond them (`overall_design`) and the paired table."""
     a, b = (inert(label) for label in labels)
     out = [
         f"# Interleaved comparison: {b} / {a}",
@@ -108,6 +185,7 @@ def interleaved_markdown(
         ]
         out.append(f"Overall, {b} / {a} (geometric mean over the cells, its interval over the rounds, 95 %): "
                    + "; ".join(parts))  # fmt: skip
+    out += design_lines(design or {}, [a, b])
     if table.empty:
         out.append("No decode cell ran undisturbed in every round on both sides.")
     else:
