@@ -46,10 +46,10 @@ def server() -> Iterator[FaultServer]:
         yield fs
 
 
-def sweep(server: FaultServer, tmp_path: Path, **values: Any) -> Path:
+def sweep(server: FaultServer, tmp_path: Path, said: list[str] | None = None, **values: Any) -> Path:
     base = {"base_url": server.base_url, "requests_per_step": 12, "input_tokens": 40, "output_tokens": 8,
             "results_dir": str(tmp_path / "run")}  # fmt: skip
-    return run_rates(make_rate_params(base | values), say=lambda line: None)
+    return run_rates(make_rate_params(base | values), say=(said if said is not None else []).append)
 
 
 KEY = "sk-rates-TEST-5d1e0b"
@@ -106,13 +106,24 @@ def test_the_search_bisects_to_its_precision_and_records_its_bracket(server: Fau
         "highest_rate": 40.0,
         "bracket": [40.0, None],
         "undecided": [],
+        "requests_to_show": 6,  # 6 of 6 show 0.54
+        "too_few": [],
     }
-    out = sweep(server, tmp_path / "unsure", rates=[10, 40], requests_per_step=6, slo_e2e_ms=10_000, search=True,
-                steady_trim=0)  # fmt: skip
+    said: list[str] = []
+    out = sweep(server, tmp_path / "unsure", said, rates=[10, 40], requests_per_step=6, slo_e2e_ms=10_000,
+                search=True, steady_trim=0)  # fmt: skip
+    assert said[-1] == (
+        "search: highest rate shown to meet the service level: no rate shown to meet it; undecided: 10, 40; Showing "
+        "99 % takes at least 368 steady requests at a rate (95 %); at 10.00, 40.00 req/s the steps held fewer, so "
+        "those rates could only fail or stay undecided: longer steps (duration_s or requests_per_step) would decide "
+        "them."
+    )
     assert json.loads((rates_dir(out) / "sweep.json").read_text())["search"] == {
         "highest_rate": None,
         "bracket": [None, None],
         "undecided": [10.0, 40.0],
+        "requests_to_show": 368,  # 0.99 takes 368: no step of 6 can show it, so the search could not decide
+        "too_few": [10.0, 40.0],
     }
     out = sweep(server, tmp_path / "none", rates=[10, 40], requests_per_step=6, slo_ttft_ms=0.001, search=True,
                 steady_trim=0)  # fmt: skip
@@ -120,6 +131,8 @@ def test_the_search_bisects_to_its_precision_and_records_its_bracket(server: Fau
         "highest_rate": None,
         "bracket": [None, 10.0],
         "undecided": [],
+        "requests_to_show": 368,
+        "too_few": [10.0, 40.0],
     }
     assert len(read_steps(out)) == 2  # nothing to bisect
 

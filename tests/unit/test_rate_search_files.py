@@ -20,7 +20,7 @@ from toolkit.rates.files import (
     step_line,
     write_step,
 )
-from toolkit.rates.search import finite_upper, next_probe, search_result
+from toolkit.rates.search import finite_upper, next_probe, requests_to_show, search_result
 
 
 def steps(*pairs: tuple[float, bool | float], served: float = 0.0, requests: int = 400) -> list[dict]:
@@ -59,7 +59,7 @@ def test_a_pass_above_a_failure_does_not_widen_the_bracket() -> None:
     """A noisy pass above the first failing rate is not trusted: the bracket stays below the failure."""
     assert probe(steps((1, True), (1, True), (2, False), (4, True))) == 1.5
     assert search_result(steps((1, True), (1, True), (2, False), (4, True)), 0.99) == {
-        "highest_rate": 1, "bracket": [1, 2], "undecided": []}  # fmt: skip
+        "highest_rate": 1, "bracket": [1, 2], "undecided": [], "requests_to_show": 368, "too_few": []}  # fmt: skip
 
 
 def test_a_point_fraction_is_not_a_verdict_and_an_undecided_rate_is_run_again() -> None:
@@ -69,8 +69,15 @@ def test_a_point_fraction_is_not_a_verdict_and_an_undecided_rate_is_run_again() 
     assert probe(few) == 2  # the same rate again
     assert next_probe(few + steps((2, True), requests=60), 0.1, 0.99, repeats=1) == 3.0  # the widest gap: 2..4
     pooled = few + steps((2, True), requests=400)  # 460 of 460 meet: low end 0.992
-    assert search_result(pooled, 0.99) == {"highest_rate": 2, "bracket": [2, 4], "undecided": []}
-    assert search_result(few, 0.99) == {"highest_rate": 1, "bracket": [1, 4], "undecided": [2]}
+    assert search_result(pooled, 0.99) == {"highest_rate": 2, "bracket": [2, 4], "undecided": [],
+                                           "requests_to_show": 368, "too_few": []}  # fmt: skip
+    assert search_result(few, 0.99) == {
+        "highest_rate": 1,
+        "bracket": [1, 4],
+        "undecided": [2],
+        "requests_to_show": 368,
+        "too_few": [2],
+    }  # 60 requests at 2 req/s
     assert search_result(steps((1, 0.985)), 0.99)["undecided"] == [1]  # 394 of 400: between 0.97 and 0.995
 
 
@@ -78,9 +85,11 @@ def test_an_inf_upper_end_is_bisected_below_what_the_flood_achieved() -> None:
     rows = steps((2, True), (2, True), (math.inf, False), served=10.0)
     assert finite_upper(math.inf, rows, 2.0) == 10.0 and probe(rows) == 6.0
     assert finite_upper(math.inf, steps((2, True), (math.inf, False), served=1.0), 2.0) == 4.0
-    assert search_result(rows, 0.99) == {"highest_rate": 2, "bracket": [2, "inf"], "undecided": []}
+    assert search_result(rows, 0.99) == {"highest_rate": 2, "bracket": [2, "inf"], "undecided": [],
+                                         "requests_to_show": 368, "too_few": []}  # fmt: skip
     assert search_result(steps((1, True), (math.inf, True)), 0.99)["bracket"] == ["inf", None]
-    assert search_result(steps((1, False)), 0.99) == {"highest_rate": None, "bracket": [None, 1], "undecided": []}
+    assert search_result(steps((1, False)), 0.99) == {"highest_rate": None, "bracket": [None, 1], "undecided": [],
+                                                      "requests_to_show": 368, "too_few": []}  # fmt: skip
 
 
 def test_step_lines_are_strict_json() -> None:
@@ -135,3 +144,35 @@ def test_a_steps_file_cut_mid_line_keeps_its_whole_lines_and_says_which_was_drop
     (rates_dir(tmp_path) / STEPS_FILE).write_bytes(whole + step_line({"step": 1, "offered_rate": 4.0})[:12])
     with pytest.warns(UserWarning, match=rf"{STEPS_FILE}:2: truncated last line ignored"):
         assert read_steps(tmp_path) == [{"step": 0, "offered_rate": 2.0, "slo_met": True}]
+
+
+@pytest.mark.parametrize(("target", "needed"), [(0.99, 368), (0.95, 72), (0.9, 36), (0.5, 6)])
+def test_the_requests_a_rate_needs_to_be_shown_to_meet_its_target(target: float, needed: int) -> None:
+    """All of n meeting the level: the Clopper–Pearson low end 0.025^(1/n) reaches the target first at n."""
+    from toolkit.method.goodput import fraction_interval
+
+    assert requests_to_show(target) == needed
+    assert fraction_interval(needed, needed)[0] >= target > fraction_interval(needed - 1, needed - 1)[0]
+
+
+def test_rates_whose_steps_held_too_few_requests_are_named_in_the_search_and_its_line() -> None:
+    """60 requests at 2 req/s, even twice (120), cannot show 0.99: the search names the rate, and the report's line
+    says so after the bracket; a search recorded before these keys reads as it did."""
+    from toolkit.reports.rate_tables import search_line, too_few_text
+
+    rows = steps((1, True), (1, True), (4, False), requests=400) + steps((2, True), (2, True), requests=60)
+    result = search_result(rows, 0.99)
+    assert result["requests_to_show"] == 368 and result["too_few"] == [2]
+    sentence = too_few_text(result, 0.99)
+    assert sentence == (
+        "Showing 99 % takes at least 368 steady requests at a rate (95 %); at 2.00 req/s the steps held fewer, so "
+        "those rates could only fail or stay undecided: longer steps (duration_s or requests_per_step) would decide "
+        "them."
+    )
+    line = search_line(pd.DataFrame(rows), result, 0.1, 0.99)
+    assert line.startswith("Highest rate meeting the service level: 1.00 req/s (searched to 10 %") and line.endswith(
+        " " + sentence
+    )
+    old = {key: result[key] for key in ("highest_rate", "bracket", "undecided")}
+    assert search_line(pd.DataFrame(rows), old, 0.1, 0.99) == line.removesuffix(" " + sentence)
+    assert too_few_text(search_result(steps((1, True), requests=400), 0.99), 0.99) == ""

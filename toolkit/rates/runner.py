@@ -47,6 +47,7 @@ from toolkit.rates.replay import MOONCAKE_BLOCK_TOKENS, Replay, load_replay, loa
 from toolkit.rates.search import next_probe, search_result
 from toolkit.rates.step import StepPlan, StepTools, cut_text, failure_text, progress_text, run_step, timing_text
 from toolkit.rates.workload import Workload, check_lengths
+from toolkit.reports.rate_tables import too_few_text
 from toolkit.results.rate_runs import has_rates
 from toolkit.results.run_document import RunDocument
 from toolkit.results.step_row import SweepStep
@@ -265,7 +266,11 @@ class _Sweep:
         above = "no rate shown to fail" if high is None else f"{high:.3g} req/s shown to fail"
         found = "no rate shown to meet it" if low is None else f"{low:.3g} req/s ({above})"
         undecided = f"; undecided: {', '.join(f'{r:.3g}' for r in result['undecided'])}" if result["undecided"] else ""
-        self.say(f"search: highest rate shown to meet the service level: {found}{undecided}")
+        short = too_few_text(result, params.goodput_target)
+        self.say(
+            f"search: highest rate shown to meet the service level: {found}{undecided}"
+            + (f"; {short}" if short else "")
+        )
 
 
 async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:

@@ -113,16 +113,33 @@ def next_probe(steps: Sequence[dict[str, Any]], precision: float, target: float,
     return (a + b) / 2
 
 
+def requests_to_show(target: float) -> int:
+    """The fewest requests that can show a fraction reaching `target` at 95 %: all of n meeting the level give a
+    Clopper–Pearson low end of 0.025^(1/n), which reaches 0.99 from 368 requests, 0.95 from 72, 0.9 from 36."""
+    if not 0 < target < 1:
+        return 1
+    n = max(1, math.ceil(math.log(0.025) / math.log(target)))
+    return n if fraction_interval(n, n)[0] >= target else n + 1  # the closed form's last digit, checked
+
+
 def search_result(steps: Sequence[dict[str, Any]], target: float) -> dict[str, Any]:
     """sweep.json's "search": the highest rate shown to meet the level (null: none), the bracket that holds the
-    true highest rate, and the rates left undecided inside it."""
+    true highest rate, the rates left undecided inside it, the requests a rate needs to be shown to meet the
+    target (`requests_to_show`) and the rates whose steps, pooled, held fewer: those could only fail or stay
+    undecided, however well the server did."""
     verdicts = rate_verdicts(steps, target)
     low, high = bracket(verdicts)
     undecided = sorted(r for r, (v, _) in verdicts.items() if v == "undecided" and (low is None or r > low)
                        and (high is None or r < high))  # fmt: skip
     low_text = None if low is None else rate_text(low)
+    needed, counted = requests_to_show(target), {}
+    for s in steps:
+        rate = float(s["offered_rate"])
+        counted[rate] = counted.get(rate, 0) + int(s.get("steady_requests") or s["requests"])
     return {
         "highest_rate": low_text,
         "bracket": [low_text, None if high is None else rate_text(high)],
         "undecided": [rate_text(r) for r in undecided],
+        "requests_to_show": needed,
+        "too_few": [rate_text(r) for r in sorted(counted) if counted[r] < needed],
     }

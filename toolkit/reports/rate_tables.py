@@ -41,6 +41,7 @@ __all__ = [
     "search_line",
     "step_notes",
     "steps_table",
+    "too_few_text",
     "verdict_mark",
 ]
 
@@ -184,12 +185,35 @@ def _listed_line(steps: pd.DataFrame) -> str:
     )
 
 
-def search_line(steps: pd.DataFrame, search: Mapping[str, Any] | None = None, precision: Any = None) -> str:
+def too_few_text(search: Mapping[str, Any], target: float | None) -> str:
+    """The sentence saying which rates held too few steady requests to be shown to meet the target (sweep.json's
+    search ``requests_to_show`` and ``too_few``, toolkit.rates.search); empty when none did, or for a search
+    recorded without them."""
+    needed, short = search.get("requests_to_show"), search.get("too_few") or []
+    if not needed or not short or target is None:
+        return ""
+    rates = ", ".join(format_rate(float(r)) for r in short)
+    return (
+        f"Showing {100 * target:g} % takes at least {needed:,} steady requests at a rate (95 %); at {rates} req/s "
+        "the steps held fewer, so those rates could only fail or stay undecided: longer steps (duration_s or "
+        "requests_per_step) would decide them."
+    )
+
+
+def search_line(
+    steps: pd.DataFrame, search: Mapping[str, Any] | None = None, precision: Any = None, target: float | None = None
+) -> str:
     """The highest rate meeting the service level: the search's answer and bracket when the sweep searched
-    (``search``: sweep.json's ``{"highest_rate", "bracket", "undecided"}``, judged by intervals), else read from
-    the steps' point fractions (their `slo_met`)."""
+    (``search``: sweep.json's ``{"highest_rate", "bracket", "undecided"}``, judged by intervals), with the rates
+    whose steps were too short to show the `target` (`too_few_text`), else read from the steps' point fractions
+    (their `slo_met`)."""
     if not search:
         return _listed_line(steps)
+    short = too_few_text(search, target)
+    return _search_line(search, precision) + (" " + short if short else "")
+
+
+def _search_line(search: Mapping[str, Any], precision: Any) -> str:
     low, high = [*list(search.get("bracket") or []), None, None][:2]
     highest = search.get("highest_rate")
     within = f" to {float(precision) * 100:g} %" if as_number(precision) is not None else ""
@@ -246,7 +270,7 @@ def rate_markdown(
     out = [
         "## Open-loop rates",
         f"Service level: {level_text(level)}.",
-        search_line(steps, search, precision),
+        search_line(steps, search, precision, level.target),
         STEPS_CAPTION,
         markdown_table(steps_table(steps)),
         *step_notes(steps),
