@@ -51,6 +51,21 @@ def test_the_steps_table_formats_every_step_like_the_report_tables(sweep: RateSw
     assert rate_tables.step_notes(sweep.steps.assign(lag_flagged=False)) == []
 
 
+def test_the_shares_of_valid_replies_and_tool_calls_are_columns_only_when_a_step_has_them(sweep: RateSweep) -> None:
+    """A response format's valid share, tools' called and valid-arguments shares: before the notes, "—" for a step
+    without one; a sweep without them keeps the plain columns."""
+    assert "schema_valid_share" not in sweep.steps or sweep.steps["schema_valid_share"].isna().all()
+    shares = [1.0, 0.5, None, 0.25, 0.0, 1.0]
+    structured = rate_tables.steps_table(sweep.steps.assign(schema_valid_share=shares))
+    assert tuple(structured.columns) == (*rate_tables.STEP_COLUMNS[:-1], "Valid replies", "Notes")
+    assert list(structured["Valid replies"]) == ["100.0%", "50.0%", "—", "25.0%", "0.0%", "100.0%"]
+    tools = rate_tables.steps_table(sweep.steps.assign(tool_called_share=1.0, tool_args_valid_share=0.75))
+    assert tuple(tools.columns)[-3:] == ("Tool called", "Tool arguments valid", "Notes")
+    assert set(tools["Tool called"]) == {"100.0%"} and set(tools["Tool arguments valid"]) == {"75.0%"}
+    markdown = rate_tables.rate_markdown(sweep.steps.assign(tool_called_share=1.0), sweep.level)
+    assert "| Tool called |" in markdown and "Tool arguments valid" not in markdown
+
+
 def test_rates_and_levels_as_text() -> None:
     assert [rate_tables.format_rate(v) for v in (7.5, 1234.567, math.inf, math.nan, None)] == [
         "7.50", "1,234.57", "all at once", "—", "—"]  # fmt: skip

@@ -30,6 +30,7 @@ __all__ = [
     "LAG_NOTE",
     "REJUDGED_COLUMNS",
     "SEARCHED_MARK",
+    "SHARE_COLUMNS",
     "STEPS_CAPTION",
     "STEP_COLUMNS",
     "endpoint_share_line",
@@ -56,6 +57,12 @@ STEP_COLUMNS: tuple[str, ...] = (
     "TPOT p50", "TPOT p99", "Goodput req/s", "Meeting SLO", "Lag p99", "Waiting mean / max", "Notes",
 )  # fmt: skip
 HITS_COLUMN = "Prefix-cache hits (expected)"
+# Shares of a step's completed replies, shown only when some step has them (a response format, tools)
+SHARE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("schema_valid_share", "Valid replies"),  # kept to the response format (JSON, or valid under the schema)
+    ("tool_called_share", "Tool called"),  # called a tool
+    ("tool_args_valid_share", "Tool arguments valid"),  # the first call's arguments valid under its parameters
+)
 SEARCHED_MARK = "searched"
 LAG_MARK = "lag flagged"
 LAG_NOTE = (
@@ -136,11 +143,16 @@ def _hits(row: Mapping[Any, Any]) -> str:
 def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Display strings of every step (✓: shown to meet the service level, ?: undecided; see `verdict_mark`); with
     a shared-prefix workload, the server's prefix-cache hit rate and (in brackets) the one the workload implies, then
-    its external tier's where a KV connector exports one ("62.0% (66.7%), external 20.0%")."""
+    its external tier's where a KV connector exports one ("62.0% (66.7%), external 20.0%"); with a response format
+    or tools, the shares of the completed replies that kept to it (`SHARE_COLUMNS`), before the notes."""
     ordered = steps.sort_values("step").to_dict("records")
     table = pd.DataFrame([_step_cells(row) for row in ordered], columns=list(STEP_COLUMNS), dtype=object)
     if "expected_hit_rate" in steps and steps["expected_hit_rate"].notna().any():
-        table.insert(len(STEP_COLUMNS) - 1, HITS_COLUMN, [_hits(row) for row in ordered])
+        table.insert(len(table.columns) - 1, HITS_COLUMN, [_hits(row) for row in ordered])
+    for key, column in SHARE_COLUMNS:
+        if key in steps and steps[key].notna().any():
+            shares = [as_number(row.get(key)) for row in ordered]
+            table.insert(len(table.columns) - 1, column, [MISSING if s is None else format_percent(s) for s in shares])
     return table
 
 
