@@ -50,6 +50,18 @@ MODEL_DIR = CACHE_DIR / "tiny-llama"
 SERVED_MODEL_NAME = "tiny-llama"
 BLOCK_SIZE_TOKENS = 128  # vLLM's KV block size on CPU
 BUILDER = Path(__file__).with_name("build_tiny_model.py")
+# Tool calls and structured output on the random-weight model. A tool choice other than "none" needs a tool-call
+# parser in vLLM 0.32, and the tiny tokenizer has none of the special tokens the llama or hermes parsers look for:
+# the pythonic one needs none ("required" and a named tool are decoded against the tools' JSON schema whatever the
+# parser). Compact JSON (no whitespace between tokens, xgrammar) lets the random model close its JSON within a few
+# dozen tokens; with free whitespace it ran past 64 tokens and no reply kept to the format (measured 2026-12-04).
+STRUCTURED_FLAGS = (
+    "--tool-call-parser",
+    "pythonic",
+    "--enable-auto-tool-choice",
+    "--structured-outputs-config",
+    '{"backend": "xgrammar", "disable_any_whitespace": true}',
+)
 
 
 @dataclass(frozen=True)
@@ -149,6 +161,7 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
         "--enable-prefix-caching",
         "--enable-prompt-tokens-details",  # each reply's usage says how many prompt tokens the cache held
         "--enable-per-request-metrics",  # each stream's final chunk has the request's own timing (vLLM >= 0.32)
+        *STRUCTURED_FLAGS,
     ]
     if config.kv_blocks is not None:
         cmd += ["--num-gpu-blocks-override", str(config.kv_blocks)]
