@@ -77,6 +77,10 @@ def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_
 
 
 APART_MARK = "†"  # an overall ratio whose interval leaves out 1 between runs measured apart: not a verdict
+# What justifies the mark, from benchmarks/calibration.py (seed 1, 40 compares of 12 cells, a machine whose speed
+# takes a random walk of 5 % a run; benchmarks/README.md): the share of A/A compares whose overall ratio left out 1,
+# plain (one run each) and interleaved (5 rounds A B B A ...).
+APART_AA_PLAIN, APART_AA_INTERLEAVED = 0.60, 0.025
 
 
 def overall_text(table: pd.DataFrame) -> str | None:
@@ -97,8 +101,11 @@ def overall_text(table: pd.DataFrame) -> str | None:
     if not parts:
         return None
     note = (
-        f" {APART_MARK} The interval leaves out 1, but the runs were measured apart: not a verdict "
-        "(`vllm-speedtest gate` calls it inconclusive unless given a between-run allowance, `--between-runs`)."
+        f" {APART_MARK} The interval leaves out 1, but the runs were measured apart: not a verdict. On a machine "
+        f"whose speed drifts 5 % from one run to the next, {APART_AA_PLAIN:.0%} of compares of a server with itself "
+        f"left out 1 this way, and {APART_AA_INTERLEAVED:.1%} measured interleaved (benchmarks/calibration.py): "
+        "`toolkit interleave` separates the change from the machine; `vllm-speedtest gate` calls this inconclusive "
+        "unless given a between-run allowance (`--between-runs`)."
         if marked
         else ""
     )
