@@ -140,7 +140,8 @@ def test_compare_overlays_two_runs_curves_only_when_both_have_rates(sweep_dir: P
     executed, probe = execute("compare", tmp_path / "both", parameters)
     assert pngs(executed, "rate-curves") == 1
     goodput, ttft = probe["rate-curves"]["figure"]
-    assert [line["label"] for line in goodput["lines"]] == ["A", "B"] and ttft["title"] == "TTFT p99 (ms)"
+    assert [line["label"] for line in goodput["lines"]] == ["A", "B"]
+    assert ttft["title"] == "TTFT p99 from the scheduled arrival (ms)"
     assert [x for x, _ in goodput["lines"][1]["xy"]] == [2.0, 4.0, 6.0]
     page = html_report(nbformat.read(tmp_path / "both" / "compare.ipynb", as_version=4))
     assert "<h2>Open-loop rates</h2>" in page and "<b>B</b>: Service level" in page

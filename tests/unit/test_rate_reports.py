@@ -17,6 +17,7 @@ from matplotlib.patches import Rectangle
 
 from tests.rate_folders import write_rate_sweep
 from toolkit.method.goodput import ServiceLevel, judge_steps, request_latencies
+from toolkit.method.number_format import format_ms
 from toolkit.reports import rate_plots, rate_tables, rate_views
 from toolkit.results.rate_runs import RateSweep, load_rate_sweep
 
@@ -39,6 +40,10 @@ def test_the_steps_table_formats_every_step_like_the_report_tables(sweep: RateSw
     assert row["Offered req/s"] == "8.00" and row["Achieved req/s"] == f"{over['achieved_rate']:.2f}"
     assert (row["Completed"], row["Failed"]) == ("11", "1")
     assert row["TTFT p99"] == "—" and row["TPOT p50"] == f"{over['tpot_p50_ms']:.1f} ms"  # 12 requests: no p99
+    # TTFT from the scheduled arrival first, the send's beside it; an imported peer's step has the send's alone
+    assert row["TTFT p50"] == (f"{format_ms(over['ttft_sched_p50_ms'])} ({format_ms(over['ttft_p50_ms'])} from "
+                               "send)")  # fmt: skip
+    assert rate_tables.arrival_first({"ttft_p50_ms": 12.0}, "ttft", 50) == "— (12 ms from send)"
     assert over["ttft_p50_ms"] > 0 and math.isnan(over["ttft_p99_ms"])
     assert row["Meeting SLO"] == f"{over['slo_fraction'] * 100:.1f}%" and row["Waiting mean / max"] == "4.5 / 12"
     assert table.iloc[0]["Meeting SLO"] == "100.0% ?"  # 12 of 12 met the level: at least 0.74, undecided for 0.9
@@ -117,11 +122,20 @@ def test_the_knee_follows_the_steps_in_order_of_offered_rate(sweep: RateSweep) -
     fig = rate_plots.knee_figure(sweep.steps, sweep.level)
     ordered = sweep.steps.sort_values("offered_rate")
     ttft = lines(fig, 0)
-    np.testing.assert_array_equal(ttft["TTFT p99"], ordered[["output_tok_s", "ttft_p99_ms"]].to_numpy())
+    # TTFT from the scheduled arrival leads (what the service level counts); the send's p99 dashed beside it
+    np.testing.assert_array_equal(ttft["TTFT p50"], ordered[["output_tok_s", "ttft_sched_p50_ms"]].to_numpy())
+    np.testing.assert_array_equal(ttft["TTFT p99"], ordered[["output_tok_s", "ttft_sched_p99_ms"]].to_numpy())
+    np.testing.assert_array_equal(
+        ttft["TTFT p99 from the send"], ordered[["output_tok_s", "ttft_p99_ms"]].to_numpy())  # fmt: skip
+    assert fig.axes[0].get_title() == "TTFT from the scheduled arrival (ms)"
+    assert (ordered["ttft_sched_p50_ms"] > ordered["ttft_p50_ms"]).all()  # the lag adds to every step's
     assert lines(fig, 1)["TPOT p50"] == ordered[["output_tok_s", "tpot_p50_ms"]].to_numpy().tolist()
     assert [y for _, y in ttft["limit 200 ms"]] == [200, 200]
     flagged = sweep.steps.iloc[2]
-    assert [flagged["output_tok_s"], flagged["ttft_p50_ms"]] in ttft["lag flagged"]
+    assert [flagged["output_tok_s"], flagged["ttft_sched_p50_ms"]] in ttft["lag flagged"]
+    imported = rate_plots.knee_figure(sweep.steps.drop(columns=["ttft_sched_p50_ms", "ttft_sched_p99_ms"]))
+    assert imported.axes[0].get_title() == "TTFT from the send (ms)" and "TTFT p99 from the send" not in lines(
+        imported, 0)  # fmt: skip
     assert len(ttft["TTFT p99 (searched)"]) == 2
     by_rate = lines(rate_plots.knee_figure(sweep.steps, x="offered_rate"), 0)["TTFT p50"]
     assert [x for x, _ in by_rate] == [1.0, 2.0, 4.0, 5.75, 6.5, 8.0]

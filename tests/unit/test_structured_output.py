@@ -126,9 +126,12 @@ def test_the_progress_line_and_the_steps_file_carry_the_share() -> None:
     assert validated_step(row, str).schema_valid_share == 0.75
     with pytest.raises(RateSweepError, match="schema_valid_share"):
         validated_step(row | {"schema_valid_share": 1.5}, str)
-    table = {**row, "tpot_p50_ms": 5.0, "goodput": 2.0, "slo_fraction": 1.0}
-    head, line = summary_table([table]).splitlines()
+    table = {**row, "tpot_p50_ms": 5.0, "goodput": 2.0, "slo_fraction": 1.0, "ttft_sched_p50_ms": 21.5,
+             "ttft_sched_p99_ms": 33.5}  # fmt: skip
+    head, line, footer = summary_table([table]).splitlines()
     assert head.endswith(" valid") and line.endswith(" 75%")
+    assert " 21.5      33.5 " in line and " 20.0 " not in line  # TTFT from the scheduled arrival, not the send
+    assert footer.startswith("TTFT from each request's scheduled arrival")
     assert "valid" not in summary_table([table | {"schema_valid_share": None}])
 
 

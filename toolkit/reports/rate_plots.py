@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from toolkit.method.goodput import ServiceLevel
 from toolkit.reports.plots import log_if_wide, note_figure
 
-__all__ = ["LAG_LABEL", "X_AXES", "compare_figure", "goodput_figure", "knee_figure", "queue_figure"]
+__all__ = ["LAG_LABEL", "X_AXES", "compare_figure", "goodput_figure", "knee_figure", "queue_figure", "ttft_source"]
 
 X_AXES = {
     "output_tok_s": "Achieved output tok/s",
@@ -49,22 +49,34 @@ def _mark_lag(ax: Axes, shown: pd.DataFrame, x: str, columns: list[str]) -> None
     ax.plot(xs, ys, linestyle="none", marker="x", markersize=10, color="tab:red", label=LAG_LABEL)
 
 
+def ttft_source(steps: pd.DataFrame) -> tuple[str, str]:
+    """The TTFT columns' prefix a figure leads with and its title: from the scheduled arrival (``ttft_sched``)
+    when the steps have it, else from the send (an imported peer's steps)."""
+    arrival = "ttft_sched_p50_ms" in steps and steps["ttft_sched_p50_ms"].notna().any()
+    return ("ttft_sched", "TTFT from the scheduled arrival (ms)") if arrival else ("ttft", "TTFT from the send (ms)")
+
+
 def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: str = "output_tok_s") -> Figure:
-    """TTFT and TPOT (p50 and p99) against `x` (achieved output tok/s by default): where the curve turns up is
-    the knee. Dashed: the service level's limits. Hollow markers: searched probes."""
+    """TTFT (from the scheduled arrival, the send's p99 dashed beside it) and TPOT, p50 and p99, against `x`
+    (achieved output tok/s by default): where the curve turns up is the knee. Dashed: the service level's limits.
+    Hollow markers: searched probes."""
     shown = _ordered(steps, x)
     if shown.empty:
         return note_figure("No step to plot")
     fig = Figure(figsize=(11, 4.2), layout="constrained")
+    ttft, ttft_title = ttft_source(shown)
     panels = (
-        ("ttft", "TTFT (ms)", None if level is None else level.ttft_ms),
-        ("tpot", "TPOT (ms)", None if level is None else level.tpot_ms),
+        (ttft, "TTFT", ttft_title, None if level is None else level.ttft_ms),
+        ("tpot", "TPOT", "TPOT (ms)", None if level is None else level.tpot_ms),
     )
     palette = sns.color_palette("deep")
-    for ax, (name, title, limit) in zip(fig.subplots(1, 2), panels, strict=True):
+    for ax, (name, shown_name, title, limit) in zip(fig.subplots(1, 2), panels, strict=True):
+        if name == "ttft_sched":
+            ax.plot(shown[x], shown["ttft_p99_ms"], linestyle="--", color=palette[3], alpha=0.5,
+                    label="TTFT p99 from the send")  # fmt: skip
         for color, q in zip((palette[0], palette[3]), (50, 99), strict=True):
             column = f"{name}_p{q}_ms"
-            ax.plot(shown[x], shown[column], marker="o", color=color, label=f"{name.upper()} p{q}")
+            ax.plot(shown[x], shown[column], marker="o", color=color, label=f"{shown_name} p{q}")
             probes = shown[shown["searched"].astype(bool)]
             if len(probes):
                 ax.plot(
@@ -74,7 +86,7 @@ def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: st
                     marker="o",
                     markerfacecolor="white",
                     color=color,
-                    label=f"{name.upper()} p{q} (searched)",
+                    label=f"{shown_name} p{q} (searched)",
                 )
         if limit is not None:
             ax.axhline(limit, linestyle="--", color="0.4", label=f"limit {limit:g} ms")
@@ -161,7 +173,8 @@ def queue_figure(steps: pd.DataFrame) -> Figure:
 
 
 def compare_figure(steps_by_run: Mapping[str, pd.DataFrame], *, x: str = "output_tok_s") -> Figure:
-    """Runs overlaid, one colour each: goodput against offered rate, and TTFT p99 against `x`."""
+    """Runs overlaid, one colour each: goodput against offered rate, and TTFT p99 from the scheduled arrival
+    against `x` (a run without it, an imported peer's, from the send, said in its label)."""
     if not steps_by_run:
         return note_figure("No run holds a rate sweep")
     fig = Figure(figsize=(11, 4.5), layout="constrained")
@@ -171,8 +184,11 @@ def compare_figure(steps_by_run: Mapping[str, pd.DataFrame], *, x: str = "output
         offered = _ordered(steps, _OFFERED)
         left.plot(offered[_OFFERED], offered["goodput"], marker="o", color=color, label=label)
         curve = _ordered(steps, x)
-        right.plot(curve[x], curve["ttft_p99_ms"], marker="o", color=color, label=label)
-    for ax, title, xlabel in ((left, "Goodput (req/s)", X_AXES[_OFFERED]), (right, "TTFT p99 (ms)", X_AXES[x])):
+        ttft, _ = ttft_source(curve)
+        right.plot(curve[x], curve[f"{ttft}_p99_ms"], marker="o", color=color,
+                   label=label if ttft == "ttft_sched" else f"{label} (from the send)")  # fmt: skip
+    right_title = "TTFT p99 from the scheduled arrival (ms)"
+    for ax, title, xlabel in ((left, "Goodput (req/s)", X_AXES[_OFFERED]), (right, right_title, X_AXES[x])):
         ax.set_title(title)
         ax.set_xlabel(xlabel)
         ax.set_ylim(bottom=0)
