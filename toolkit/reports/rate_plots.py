@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from toolkit.method.goodput import ServiceLevel
 from toolkit.reports.plots import log_if_wide, note_figure
 
-__all__ = ["LAG_LABEL", "X_AXES", "compare_figure", "goodput_figure", "knee_figure", "queue_figure", "ttft_source"]
+__all__ = ["LAG_LABEL", "X_AXES", "compare_figure", "goodput_figure", "knee_figure", "queue_figure"]
 
 X_AXES = {
     "output_tok_s": "Achieved output tok/s",

@@ -33,7 +33,6 @@ __all__ = [
     "SHARE_COLUMNS",
     "STEPS_CAPTION",
     "STEP_COLUMNS",
-    "arrival_first",
     "endpoint_share_line",
     "format_rate",
     "level_text",
