@@ -43,7 +43,8 @@ def test_the_steps_table_formats_every_step_like_the_report_tables(sweep: RateSw
     # TTFT from the scheduled arrival first, the send's beside it; an imported peer's step has the send's alone
     assert row["TTFT p50"] == (f"{format_ms(over['ttft_sched_p50_ms'])} ({format_ms(over['ttft_p50_ms'])} from "
                                "send)")  # fmt: skip
-    assert rate_tables.arrival_first({"ttft_p50_ms": 12.0}, "ttft", 50) == "— (12 ms from send)"
+    imported = rate_tables.steps_table(sweep.steps.drop(columns=["ttft_sched_p50_ms", "ttft_sched_p99_ms"]))
+    assert imported["TTFT p50"].iloc[3] == f"— ({format_ms(over['ttft_p50_ms'])} from send)"
     assert over["ttft_p50_ms"] > 0 and math.isnan(over["ttft_p99_ms"])
     assert row["Meeting SLO"] == f"{over['slo_fraction'] * 100:.1f}%" and row["Waiting mean / max"] == "4.5 / 12"
     assert table.iloc[0]["Meeting SLO"] == "100.0% ?"  # 12 of 12 met the level: at least 0.74, undecided for 0.9

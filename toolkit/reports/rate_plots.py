@@ -49,7 +49,7 @@ def _mark_lag(ax: Axes, shown: pd.DataFrame, x: str, columns: list[str]) -> None
     ax.plot(xs, ys, linestyle="none", marker="x", markersize=10, color="tab:red", label=LAG_LABEL)
 
 
-def ttft_source(steps: pd.DataFrame) -> tuple[str, str]:
+def _ttft_source(steps: pd.DataFrame) -> tuple[str, str]:
     """The TTFT columns' prefix a figure leads with and its title: from the scheduled arrival (``ttft_sched``)
     when the steps have it, else from the send (an imported peer's steps)."""
     arrival = "ttft_sched_p50_ms" in steps and steps["ttft_sched_p50_ms"].notna().any()
@@ -64,7 +64,7 @@ def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: st
     if shown.empty:
         return note_figure("No step to plot")
     fig = Figure(figsize=(11, 4.2), layout="constrained")
-    ttft, ttft_title = ttft_source(shown)
+    ttft, ttft_title = _ttft_source(shown)
     panels = (
         (ttft, "TTFT", ttft_title, None if level is None else level.ttft_ms),
         ("tpot", "TPOT", "TPOT (ms)", None if level is None else level.tpot_ms),
@@ -184,7 +184,7 @@ def compare_figure(steps_by_run: Mapping[str, pd.DataFrame], *, x: str = "output
         offered = _ordered(steps, _OFFERED)
         left.plot(offered[_OFFERED], offered["goodput"], marker="o", color=color, label=label)
         curve = _ordered(steps, x)
-        ttft, _ = ttft_source(curve)
+        ttft, _ = _ttft_source(curve)
         right.plot(curve[x], curve[f"{ttft}_p99_ms"], marker="o", color=color,
                    label=label if ttft == "ttft_sched" else f"{label} (from the send)")  # fmt: skip
     right_title = "TTFT p99 from the scheduled arrival (ms)"

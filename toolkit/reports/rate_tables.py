@@ -113,7 +113,7 @@ def verdict_mark(row: Mapping[Any, Any]) -> str:
     return {"meets": " ✓", "undecided": " ?"}.get(judged, "")
 
 
-def arrival_first(row: Mapping[Any, Any], name: str, q: int) -> str:
+def _arrival_first(row: Mapping[Any, Any], name: str, q: int) -> str:
     """A latency percentile from the scheduled arrival, the same from the send beside it: ``812.0 ms (790.0 ms
     from send)``; a step without the arrival's (an imported peer's) shows the send's alone, labelled."""
     arrival, send = as_number(row.get(f"{name}_sched_p{q}_ms")), as_number(row.get(f"{name}_p{q}_ms"))
@@ -131,8 +131,8 @@ def _step_cells(row: Mapping[Any, Any]) -> list[str]:
         format_count(row["completed"]),
         format_count(row["failed"]),
         format_tok_s(row["output_tok_s"]),
-        arrival_first(row, "ttft", 50),
-        arrival_first(row, "ttft", 99),
+        _arrival_first(row, "ttft", 50),
+        _arrival_first(row, "ttft", 99),
         format_tbt_ms(row["tpot_p50_ms"]),
         format_tbt_ms(row["tpot_p99_ms"]),
         format_rate(row["goodput"]),
