@@ -16,7 +16,7 @@ import pytest
 
 from tests.faultserver import TEMPLATE_TOKENS, FaultServer
 from toolkit.base.errors import RunRefused
-from toolkit.method.goodput import RECORD_COLUMNS, ServiceLevel, judge_steps, summarize_step
+from toolkit.method.goodput import BOUND_COLUMNS, RECORD_COLUMNS, ServiceLevel, judge_steps, summarize_step
 from toolkit.rates.files import STEPS_FILE, rates_dir, read_records, read_steps, read_sweep, step_line
 from toolkit.rates.params import make_rate_params
 from toolkit.rates.runner import run_rates
@@ -29,8 +29,8 @@ STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "sched
              "output_tokens", "goodput", "slo_fraction", "slo_met", "slo_fraction_low", "slo_fraction_high",
              "slo_fraction_se", "slo_fraction_dof", "slo_verdict", "steady_requests", "held",
              *(f"{m}_p{q}_ms" for m in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag") for q in (50, 90, 99)),
-             "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "lag_max_ms", "lag_flagged", "server_running_max",
-             "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
+             "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "lag_max_ms", *BOUND_COLUMNS, "lag_flagged",
+             "server_running_max", "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
              "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens", "prefix_cache_hit_rate",
              "external_prefix_cache_hit_rate", "prompt_tokens_by_source", "expected_hit_rate",
              "client_cached_tokens", "workload", "control_of", "warmup_requests", "schema_valid_share",

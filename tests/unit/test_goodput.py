@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from toolkit.method.goodput import (
+    BOUND_COLUMNS,
     REQUIRED_RECORD_COLUMNS,
     ServiceLevel,
     highest_rate_meeting,
@@ -116,6 +117,33 @@ def test_more_percentiles_on_request_and_only_where_the_count_supports_them() ->
     many = summarize_step(step(1000), ServiceLevel(), trim=0.0, percentiles=[99.9]).row()
     assert many["ttft_p99.9_ms"] == pytest.approx(np.percentile(np.arange(1, 1001), 99.9))
     assert list(many).index("ttft_p99_ms") + 1 == list(many).index("ttft_p99.9_ms")
+
+
+def test_percentile_bounds_follow_the_percentiles_in_the_row() -> None:
+    """TTFTs of 1 .. n ms: each bound is the order statistic of its rank (toolkit.method.quantile_bounds); p90
+    and p99 are unbounded below 36 and 368 requests; ITL's bounds come from the gaps (all 10 ms)."""
+    from toolkit.method.quantile_bounds import order_ranks
+    from toolkit.results.rate_runs import STEP_NUMBERS
+
+    def step(n: int) -> pd.DataFrame:
+        return pd.DataFrame([record(0, i, sent=0.01 * i, ttft=0.001 * (i + 1), gap=0.01, tokens=3) for i in range(n)])
+
+    row = summarize_step(step(400), ServiceLevel(), trim=0.0).row()
+    keys = list(row)
+    assert keys[keys.index("lag_max_ms") + 1 : keys.index("lag_max_ms") + 1 + len(BOUND_COLUMNS)] == list(BOUND_COLUMNS)
+    assert set(BOUND_COLUMNS) <= set(STEP_NUMBERS)  # a reader of an older sweep gets them as NaN
+    for q in (50, 90, 99):
+        low, high = order_ranks(400, q)
+        assert (row[f"ttft_p{q}_low_ms"], row[f"ttft_p{q}_high_ms"]) == pytest.approx((low, high))
+        assert row[f"ttft_p{q}_low_ms"] <= row[f"ttft_p{q}_ms"] <= row[f"ttft_p{q}_high_ms"]
+        assert row[f"itl_p{q}_low_ms"] == pytest.approx(10) and row[f"itl_p{q}_high_ms"] == pytest.approx(10)
+    assert (row["ttft_p99_low_ms"], row["ttft_p99_high_ms"]) == pytest.approx((392, 400))
+    few = summarize_step(step(30), ServiceLevel(), trim=0.0).row()
+    assert few["ttft_p90_high_ms"] is None and few["ttft_p90_low_ms"] == pytest.approx(order_ranks(30, 90)[0])
+    assert few["e2e_sched_p99_high_ms"] is None and few["tpot_p50_high_ms"] is not None
+    assert summarize_step(step(36), ServiceLevel(), trim=0.0).row()["ttft_p90_high_ms"] == pytest.approx(36)
+    # ITL counts gaps: 30 requests of 3 tokens give 60, enough for a p90's high end (36), not a p99's (368)
+    assert few["itl_p90_high_ms"] == pytest.approx(10) and few["itl_p99_high_ms"] is None
 
 
 def test_percentiles_parameter() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,12 @@ RECORD_DEFAULTS: dict[str, Any] = {"turn": 1, "history_tokens": 0, "cached_token
                                    "schema_valid": None, "tool_called": None, "tool_args_valid": None}  # fmt: skip
 RECORD_COLUMNS: tuple[str, ...] = (*REQUIRED_RECORD_COLUMNS, *RECORD_DEFAULTS)  # older files lack the defaulted ones
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
+# The latencies whose PERCENTILES get 95 % distribution-free bounds (toolkit.method.quantile_bounds), as columns
+# `ttft_p99_low_ms`, `ttft_p99_high_ms` (None: no bound at that end; a missing high end is "unbounded").
+BOUNDED: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e", "ttft_sched", "e2e_sched")
+BOUND_COLUMNS: tuple[str, ...] = tuple(
+    f"{name}_p{q:g}_{end}_ms" for name in BOUNDED for q in PERCENTILES for end in ("low", "high")
+)
 SLO_BATCHES = 5  # the fraction meeting the level, also over 5 batches of the step's requests in schedule order
 STEADY_TRIM = 0.1  # the first and last 10 % of a step's schedule are its warm-up and cool-down
 HELD_MS = 5.0  # a request sent this much after its due time was held by the client (a cap, a late timer)
@@ -154,11 +160,13 @@ class StepSummary:
     steady_requests: int  # the requests due in the step's steady part, which the percentiles and the fraction cover
     held: int  # requests sent more than HELD_MS after their due time
     percentiles: dict[str, float | None]  # "ttft_p50_ms" ... "lag_max_ms"; None: too few requests for it
+    bounds: dict[str, float | None] = field(default_factory=dict)  # BOUND_COLUMNS; None: no bound at that end
 
     def row(self) -> dict[str, Any]:
-        """A flat dict, percentiles as columns."""
+        """A flat dict, percentiles and then their bounds as columns."""
         data = asdict(self)
-        return {**{k: v for k, v in data.items() if k != "percentiles"}, **data["percentiles"]}
+        nested = ("percentiles", "bounds")
+        return {**{k: v for k, v in data.items() if k not in nested}, **data["percentiles"], **data["bounds"]}
 
 
 def supported(q: float, n: int) -> bool:
@@ -258,7 +266,7 @@ def summarize_step(
 ) -> StepSummary:
     """The step's row from its records alone: counts, throughput and goodput over all of its requests; latency
     percentiles (`PERCENTILES` and any others given) and the fraction meeting the level (with its interval and
-    verdict) over its steady part."""
+    verdict) over its steady part; `PERCENTILES` of the latencies in `BOUNDED` with their 95 % bounds."""
     shown = sorted({*PERCENTILES, *percentiles})
     all_latencies = request_latencies(records)
     all_met = meets(all_latencies, level)
@@ -277,6 +285,7 @@ def summarize_step(
     for q in shown:
         quantiles[f"itl_{percentile_name(q)}_ms"] = _quantile(itl, q)
     quantiles["lag_max_ms"] = float(all_latencies["lag_ms"].max()) if requests else None
+    bounds = percentile_bounds({name: itl if name == "itl" else latencies[f"{name}_ms"] for name in BOUNDED})
     counted = len(met)
     fraction = float(met.sum()) / counted if counted else 0.0
     batches = batch_fraction([bool(x) for x in met])
@@ -305,7 +314,24 @@ def summarize_step(
         steady_requests=counted,
         held=int((all_latencies["lag_ms"] > HELD_MS).sum()),
         percentiles=quantiles,
+        bounds=bounds,
     )
+
+
+def percentile_bounds(samples: dict[str, Sequence[float] | pd.Series]) -> dict[str, float | None]:
+    """The 95 % distribution-free bounds of every `PERCENTILES` of each named sample, as `BOUND_COLUMNS` (ITL's
+    gaps are counted as independent values, though a request's gaps are not: its bounds are too narrow)."""
+    import numpy as np
+
+    from toolkit.method.quantile_bounds import quantile_bounds
+
+    out: dict[str, float | None] = {}
+    for name, values in samples.items():
+        data = np.asarray(values, dtype=float)  # once: a step's gaps may be a million
+        for q in PERCENTILES:
+            found, column = quantile_bounds(data, q), f"{name}_{percentile_name(q)}"
+            out[f"{column}_low_ms"], out[f"{column}_high_ms"] = found.low, found.high
+    return out
 
 
 def judge_steps(records: pd.DataFrame, level: ServiceLevel, trim: float = STEADY_TRIM) -> pd.DataFrame:

@@ -132,7 +132,7 @@ def search_result(steps: Sequence[dict[str, Any]], target: float) -> dict[str, A
     undecided = sorted(r for r, (v, _) in verdicts.items() if v == "undecided" and (low is None or r > low)
                        and (high is None or r < high))  # fmt: skip
     low_text = None if low is None else rate_text(low)
-    needed, counted = requests_to_show(target), {}
+    needed, counted = requests_to_show(target), dict[float, int]()
     for s in steps:
         rate = float(s["offered_rate"])
         counted[rate] = counted.get(rate, 0) + int(s.get("steady_requests") or s["requests"])

@@ -17,7 +17,13 @@ from typing import Any
 import pandas as pd
 
 from toolkit.base.errors import RateSweepError
-from toolkit.method.goodput import RECORD_COLUMNS, REQUIRED_RECORD_COLUMNS, ServiceLevel, complete_records
+from toolkit.method.goodput import (
+    BOUND_COLUMNS,
+    RECORD_COLUMNS,
+    REQUIRED_RECORD_COLUMNS,
+    ServiceLevel,
+    complete_records,
+)
 from toolkit.results.runs import default_label, unique_labels
 from toolkit.results.store import RUN_FILE, read_json, schema_problem
 
@@ -41,13 +47,14 @@ RATES_DIR = "rates"
 SWEEP_FILE = "sweep.json"
 STEPS_FILE = "steps.jsonl"
 DEFAULT_TARGET = 0.99  # the fraction of requests that must meet the limits when the sweep names none
-# Per-step columns a reader can count on (NaN where a line lacks one); booleans are False where missing.
+# Per-step columns a reader can count on (NaN where a line lacks one: an older sweep's percentile bounds, or an
+# unbounded end); booleans are False where missing.
 STEP_NUMBERS: tuple[str, ...] = (
     "offered_rate", "scheduled_rate", "achieved_rate", "requests", "completed", "failed", "duration_s",
     "request_throughput", "output_tok_s", "goodput", "slo_fraction", "slo_fraction_low", "slo_fraction_high", "held",
     "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
     "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "lag_p50_ms", "lag_p99_ms", "lag_max_ms",
-    "ttft_sched_p50_ms", "ttft_sched_p99_ms", "e2e_sched_p50_ms", "e2e_sched_p99_ms",
+    "ttft_sched_p50_ms", "ttft_sched_p99_ms", "e2e_sched_p50_ms", "e2e_sched_p99_ms", *BOUND_COLUMNS,
     "server_running_max", "server_waiting_max", "server_waiting_mean", "kv_usage_max",
     "server_prompt_tokens", "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens",
     "prefix_cache_hit_rate", "external_prefix_cache_hit_rate", "expected_hit_rate",

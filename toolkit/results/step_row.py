@@ -45,6 +45,7 @@ _EXTRAS: tuple[tuple[str, Any], ...] = (
     (r"lag_(?:p[0-9.]+|max)_ms", SignedMs),  # sent before its due time: negative
     (r"wire_ttft_(?:p[0-9.]+|mean)_ms", SignedMs),  # a server timing that breaks the cross-check: negative
     (rf"[a-z0-9_]+_p[0-9.]+_ms{_COPIES}", Ms),
+    (r"[a-z0-9_]+_p[0-9.]+_(?:low|high)_ms", Ms),  # a percentile's bounds (toolkit.method.quantile_bounds)
     (rf"output_tok_s{_COPIES}", TokensPerS),
     (rf"request_throughput{_COPIES}", RequestsPerS),
     (rf"(?:completed|failed){_COPIES}", WholeCount),
