@@ -39,10 +39,17 @@ def test_the_steps_table_formats_every_step_like_the_report_tables(sweep: RateSw
     row = dict(zip(table.columns, table.iloc[3], strict=True))
     assert row["Offered req/s"] == "8.00" and row["Achieved req/s"] == f"{over['achieved_rate']:.2f}"
     assert (row["Completed"], row["Failed"]) == ("11", "1")
-    assert row["TTFT p99"] == "—" and row["TPOT p50"] == f"{over['tpot_p50_ms']:.1f} ms"  # 12 requests: no p99
+    assert row["TTFT p99"] == "—"  # 12 requests: no p99
+    # With its 95 % distribution-free bounds (11 completed: ranks 2 and 10 of 11)
+    assert row["TPOT p50"] == (f"{over['tpot_p50_ms']:.1f} ms [{over['tpot_p50_low_ms']:.1f}, "
+                               f"{over['tpot_p50_high_ms']:.1f}]")  # fmt: skip
+    assert over["tpot_p50_low_ms"] <= over["tpot_p50_ms"] <= over["tpot_p50_high_ms"]
+    unbounded = dict(over) | {"tpot_p99_ms": 31.0, "tpot_p99_low_ms": 30.5, "tpot_p99_high_ms": None}
+    assert rate_tables.steps_table(pd.DataFrame([unbounded]))["TPOT p99"].iloc[0] == "31.0 ms [30.5, unbounded]"
     # TTFT from the scheduled arrival first, the send's beside it; an imported peer's step has the send's alone
-    assert row["TTFT p50"] == (f"{format_ms(over['ttft_sched_p50_ms'])} ({format_ms(over['ttft_p50_ms'])} from "
-                               "send)")  # fmt: skip
+    bounds = f"[{format_ms(over['ttft_sched_p50_low_ms'])[:-3]}, {format_ms(over['ttft_sched_p50_high_ms'])[:-3]}]"
+    assert row["TTFT p50"] == (f"{format_ms(over['ttft_sched_p50_ms'])} {bounds} ({format_ms(over['ttft_p50_ms'])} "
+                               "from send)")  # fmt: skip
     imported = rate_tables.steps_table(sweep.steps.drop(columns=["ttft_sched_p50_ms", "ttft_sched_p99_ms"]))
     assert imported["TTFT p50"].iloc[3] == f"— ({format_ms(over['ttft_p50_ms'])} from send)"
     assert over["ttft_p50_ms"] > 0 and math.isnan(over["ttft_p99_ms"])

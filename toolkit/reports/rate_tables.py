@@ -7,7 +7,7 @@ The steps DataFrame is `toolkit.results.rate_runs.RateSweep.steps`: one row per 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -49,7 +49,9 @@ __all__ = [
 STEPS_CAPTION = (
     "One row per step, in the order run · TTFT from the scheduled arrival, what a user arriving then waited "
     "(from the send in brackets; the difference is the client's lag); TPOT and the rest from the send "
-    "(percentiles over the step's requests; – where the step has too few requests for one: p99 needs 100) · "
+    "(percentiles over the step's requests; – where the step has too few requests for one: p99 needs 100; in "
+    "brackets the percentile's 95 % distribution-free interval, unbounded above from fewer than 36 requests at p90 "
+    "and 368 at p99) · "
     "goodput: requests/s meeting the service level, TTFT and end-to-end counted from the scheduled arrival · ✓: "
     "shown to meet it (the 95 % interval of the fraction meeting it lies at or above the target), ?: undecided "
     "(too few requests to tell)"
@@ -113,13 +115,31 @@ def verdict_mark(row: Mapping[Any, Any]) -> str:
     return {"meets": " ✓", "undecided": " ?"}.get(judged, "")
 
 
+_UNBOUNDED = "unbounded"  # a percentile's upper bound from too few values (p90 below 36, p99 below 368)
+
+
+def _bounded(row: Mapping[Any, Any], column: str, show: Callable[[Any], str]) -> str:
+    """A percentile with its 95 % distribution-free bounds when the step has them (toolkit.method.quantile_bounds):
+    ``812 ms [640, 1,020]``, ``812 ms [640, unbounded]``; the value alone for a step recorded without bounds."""
+    value = show(row.get(f"{column}_ms"))
+    if value == MISSING or f"{column}_low_ms" not in row:
+        return value
+    low, high = as_number(row.get(f"{column}_low_ms")), as_number(row.get(f"{column}_high_ms"))
+    if low is None and high is None:
+        return value
+    shown = lambda bound: show(bound).removesuffix(" ms")  # noqa: E731
+    return f"{value} [{MISSING if low is None else shown(low)}, {_UNBOUNDED if high is None else shown(high)}]"
+
+
 def _arrival_first(row: Mapping[Any, Any], name: str, q: int) -> str:
-    """A latency percentile from the scheduled arrival, the same from the send beside it: ``812.0 ms (790.0 ms
-    from send)``; a step without the arrival's (an imported peer's) shows the send's alone, labelled."""
+    """A latency percentile from the scheduled arrival with its bounds, the same from the send beside it: ``812 ms
+    [640, 1,020] (790 ms from send)``; a step without the arrival's (an imported peer's) shows the send's alone,
+    labelled."""
     arrival, send = as_number(row.get(f"{name}_sched_p{q}_ms")), as_number(row.get(f"{name}_p{q}_ms"))
     if arrival is None:
         return MISSING if send is None else f"{MISSING} ({format_ms(send)} from send)"
-    return format_ms(arrival) if send is None else f"{format_ms(arrival)} ({format_ms(send)} from send)"
+    leading = _bounded(row, f"{name}_sched_p{q}", format_ms)
+    return leading if send is None else f"{leading} ({format_ms(send)} from send)"
 
 
 def _step_cells(row: Mapping[Any, Any]) -> list[str]:
@@ -133,8 +153,8 @@ def _step_cells(row: Mapping[Any, Any]) -> list[str]:
         format_tok_s(row["output_tok_s"]),
         _arrival_first(row, "ttft", 50),
         _arrival_first(row, "ttft", 99),
-        format_tbt_ms(row["tpot_p50_ms"]),
-        format_tbt_ms(row["tpot_p99_ms"]),
+        _bounded(row, "tpot_p50", format_tbt_ms),
+        _bounded(row, "tpot_p99", format_tbt_ms),
         format_rate(row["goodput"]),
         slo,
         format_tbt_ms(row["lag_p99_ms"]),
