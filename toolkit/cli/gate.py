@@ -1,4 +1,5 @@
-"""`gate`: a regression verdict with an exit code for CI; `gate plan`: the rounds and window a gate needs."""
+"""`gate`: a regression verdict with an exit code for CI; `gate plan`: the rounds and window a gate needs;
+`gate allowance`: the between-run allowance measured by repeated A/A runs, stored for `--between-runs FILE`."""
 
 from __future__ import annotations
 
@@ -16,15 +17,20 @@ if TYPE_CHECKING:
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 PLAN_WORD = "plan"
+ALLOWANCE_WORD = "allowance"
 
 
 def _gate(args: argparse.Namespace) -> int:
     if args.folders[0] == PLAN_WORD:
         return _plan(args)
+    if args.folders[0] == ALLOWANCE_WORD:
+        return _allowance(args)
     if not args.max_regression:
         raise ParamsError("max-regression: required, e.g. --max-regression 3% or total_tok_s=3%,ttft_ms=10%")
     if args.detect:
         raise ParamsError("detect: only with `gate plan DIR --detect 3%`")
+    if args.save:
+        raise ParamsError("save: only with `gate allowance RUN RUN RUN --save FILE`")
     from toolkit.reports.gate_text import gate_line, gate_status
     from toolkit.reports.gate_view import gate_folders
 
@@ -65,7 +71,7 @@ def _plan(args: argparse.Namespace) -> int:
     if len(folders) != 1:
         raise ParamsError("gate plan: give one run folder or interleaved comparison folder, e.g. gate plan DIR")
     detects = [percent(part, "detect") for part in (args.detect or "3%,10%").split(",")]
-    for name in ("max_regression", "between_runs", "junit", "summary", "json", "baseline", "candidate"):
+    for name in ("max_regression", "between_runs", "junit", "summary", "json", "baseline", "candidate", "save"):
         if getattr(args, name):
             raise ParamsError(f"{name.replace('_', '-')}: not an option of `gate plan` (only --detect)")
     from toolkit.method.drift import run_drift
@@ -92,16 +98,35 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _allowance(args: argparse.Namespace) -> int:
+    names = ("max_regression", "between_runs", "junit", "summary", "json", "baseline", "candidate", "detect")
+    for name in names:
+        if getattr(args, name):
+            raise ParamsError(f"{name.replace('_', '-')}: not an option of `gate allowance` (only --save)")
+    from toolkit.reports.gate_allowance import allowance_lines, measure_allowance
+
+    document = measure_allowance(args.folders[1:])
+    for line in allowance_lines(document):
+        print(scrub(line))
+    if args.save:
+        document.save(args.save)
+        print(scrub(f"saved {args.save}: gate BASELINE CANDIDATE --between-runs {args.save} widens each quantity by "
+                    "its own allowance"))  # fmt: skip
+    return 0
+
+
 def add_gate(sub: argparse._SubParsersAction) -> None:
     gate = sub.add_parser(
         "gate",
-        help="a regression verdict for CI: exit 0 pass, 1 fail, 3 inconclusive, 2 bad input (`gate plan DIR`: rounds)",
+        help="a regression verdict for CI: exit 0 pass, 1 fail, 3 inconclusive, 2 bad input (`gate plan DIR`: "
+        "rounds; `gate allowance RUN RUN RUN`: the between-run allowance)",
     )
     gate.add_argument(
         "folders",
         nargs="+",
         metavar="FOLDER",
-        help="BASELINE CANDIDATE run folders, or one interleaved comparison folder; `plan DIR` plans the rounds",
+        help="BASELINE CANDIDATE run folders, or one interleaved comparison folder; `plan DIR` plans the rounds; "
+        "`allowance RUN RUN RUN…` measures the between-run allowance from A/A runs of one configuration",
     )
     gate.add_argument("--max-regression", help="3%%, or per quantity: total_tok_s=3%%,ttft_ms=10%%")
     gate.add_argument(
@@ -110,11 +135,15 @@ def add_gate(sub: argparse._SubParsersAction) -> None:
         default="inconclusive",
         help="how an inconclusive quantity counts (default: exit 3)",
     )
-    gate.add_argument("--between-runs", help="folders measured apart: the machine's change allowed, e.g. 10%%")
+    gate.add_argument(
+        "--between-runs",
+        help="folders measured apart: the machine's change allowed, e.g. 10%%, or the file of `gate allowance --save`",
+    )
     gate.add_argument("--baseline", help="an interleaved folder's baseline configuration (default: the first)")
     gate.add_argument("--candidate", help="its candidate (default: the other one)")
     gate.add_argument("--junit", metavar="FILE", help="JUnit XML, one test case per gated quantity")
     gate.add_argument("--summary", metavar="FILE", help=f"markdown summary (also appended to ${SUMMARY_ENV})")
     gate.add_argument("--json", metavar="FILE", help="the verdicts as a versioned JSON document")
     gate.add_argument("--detect", help="gate plan: the changes to resolve (default 3%%,10%%)")
+    gate.add_argument("--save", metavar="FILE", help="gate allowance: the allowance file to write (JSON)")
     gate.set_defaults(func=_gate)

@@ -40,6 +40,7 @@ class GateQuantity(BaseModel):
     cells: int
     rounds: int  # 0: two runs measured apart
     between_runs: float | None  # the allowance the interval was widened by (apart)
+    between_runs_file: str | None = None  # the allowance file it was stored in (None: given by hand)
     reason: str | None
     more_rounds: int | None
     line: str
@@ -86,6 +87,7 @@ def gate_document(judged: list[Judged], context: GateContext) -> GateDocument:
             cells=j.cells,
             rounds=j.interval.rounds if j.interval else context.rounds,
             between_runs=j.allowance,
+            between_runs_file=j.allowance_stored,
             reason=j.reason,
             more_rounds=j.more_rounds,
             line=gate_line(j, context),

@@ -4,7 +4,9 @@ Interleaved rounds: per round, each side's geometric mean over the decode cells 
 every round; the rounds' ratios paired (toolkit.method.gate.paired_interval). Runs measured apart: compare's
 overall ratio (toolkit.reports.compare_overall: the cells' ratios and the runs' control correction), which no
 interval holds the machine's change between the runs in; it is judged only with a between-run allowance, added
-whole (toolkit.method.gate.widened), and is otherwise inconclusive.
+whole (toolkit.method.gate.widened), and is otherwise inconclusive. The allowance is given by hand
+(`--between-runs 10%`, every quantity alike) or measured by repeated A/A runs and stored
+(toolkit.reports.gate_allowance: each quantity its own; a quantity the file lacks stays inconclusive).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from toolkit.base.errors import ResultsError
 from toolkit.base.schema import RAN_STATUSES
 from toolkit.method.disturbed import disturbed_mask
 from toolkit.method.gate import (
+    QUANTITIES,
     Quantity,
     RatioInterval,
     Verdict,
@@ -36,6 +39,17 @@ from toolkit.method.spread import Interval, t_quantile
 Cell = tuple[int, str, int]  # context tokens, context, concurrency
 Rounds = Mapping[int, pd.DataFrame]  # round -> that round's results frame (load_run)
 APART_REASON = "measured apart: the machine's change between the runs is in no interval"
+SIDES = "the baseline and the candidate"
+
+
+@dataclass(frozen=True)
+class BetweenRuns:
+    """The between-run allowance of runs measured apart: quantity -> the fraction allowed either way; `stored` the
+    file it was measured into (None: given by hand, `--between-runs 10%`) and `runs` how many A/A runs measured it."""
+
+    allowances: Mapping[str, float]
+    stored: str | None = None
+    runs: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,8 @@ class Judged:
     allowance: float | None = None
     more_rounds: int | None = None
     cell_ratios: tuple[CellRatio, ...] = ()
+    allowance_stored: str | None = None  # the allowance file (None: given by hand)
+    allowance_runs: int = 0  # the A/A runs that measured the stored allowance
 
     @property
     def bound(self) -> float:
@@ -86,12 +102,12 @@ def decode_values(frame: pd.DataFrame, quantities: Sequence[str]) -> dict[Cell, 
     return out
 
 
-def common_cells(sides: Sequence[Mapping[Cell, Mapping[str, float]]]) -> list[Cell]:
-    """The cells every side measured; ResultsError (exit 2) when there is none."""
+def common_cells(sides: Sequence[Mapping[Cell, Mapping[str, float]]], what: str = SIDES) -> list[Cell]:
+    """The cells every side measured; ResultsError (exit 2) naming `what` (the sides) when there is none."""
     cells = sorted(set.intersection(*(set(side) for side in sides))) if sides else []
     if not cells:
-        raise ResultsError("gate: the baseline and the candidate have no decode cell in common (context × requests "
-                           "at once, run undisturbed); nothing to compare")  # fmt: skip
+        raise ResultsError(f"gate: {what} have no decode cell in common (context × requests at once, run "
+                           "undisturbed); nothing to compare")  # fmt: skip
     return cells
 
 
@@ -106,7 +122,7 @@ def interleaved_intervals(a: Rounds, b: Rounds, quantities: Sequence[str], level
         if not mine:
             out[q] = (None, 0, ())
             continue
-        means = [(_log_mean(x, mine, q), _log_mean(y, mine, q)) for x, y in sides]
+        means = [(log_mean(x, mine, q), log_mean(y, mine, q)) for x, y in sides]
         interval = paired_interval([math.exp(u) for u, _ in means], [math.exp(v) for _, v in means], level)
         per_cell = tuple(
             CellRatio(c[1], c[2], math.exp(statistics.fmean(math.log(y[c][q] / x[c][q]) for x, y in sides)))
@@ -116,8 +132,23 @@ def interleaved_intervals(a: Rounds, b: Rounds, quantities: Sequence[str], level
     return out
 
 
-def _log_mean(values: Mapping[Cell, Mapping[str, float]], cells: Sequence[Cell], q: str) -> float:
+def log_mean(values: Mapping[Cell, Mapping[str, float]], cells: Sequence[Cell], q: str) -> float:
+    """The log of one side's geometric mean of `q` over `cells` (its overall value)."""
     return statistics.fmean(math.log(values[c][q]) for c in cells)
+
+
+def overall_logs(sides: Sequence[Mapping[Cell, Mapping[str, float]]], quantities: Sequence[str],
+                 what: str = SIDES) -> dict[str, tuple[list[float], int]]:  # fmt: skip
+    """Per quantity measured in a cell every side shares: each side's overall value (the log of its geometric mean
+    over those cells, as a round's side is in `interleaved_intervals`) and how many cells; ResultsError naming
+    `what` when the sides share no cell."""
+    cells = common_cells(sides, what)
+    out: dict[str, tuple[list[float], int]] = {}
+    for q in quantities:
+        mine = [c for c in cells if all(q in side[c] for side in sides)]
+        if mine:
+            out[q] = ([log_mean(side, mine, q) for side in sides], len(mine))
+    return out
 
 
 def apart_intervals(
@@ -149,9 +180,11 @@ def judge(
     intervals: Mapping[str, Found],
     quantities: Sequence[Quantity],
     limits: Mapping[str, float],
-    allowance: float | None,
+    allowance: float | BetweenRuns | None,
 ) -> list[Judged]:
-    """Each gated quantity's verdict. Apart (rounds 0): widened by `allowance`, or inconclusive without one."""
+    """Each gated quantity's verdict. Apart (rounds 0): widened by `allowance` (a fraction for every quantity, or
+    each quantity's stored one), or inconclusive without one."""
+    between = BetweenRuns(dict.fromkeys(QUANTITIES, allowance)) if isinstance(allowance, float) else allowance
     out = []
     for q in quantities:
         interval, cells, per_cell = intervals.get(q.name, (None, 0, ()))
@@ -161,14 +194,20 @@ def judge(
                               cell_ratios=per_cell))  # fmt: skip
             continue
         apart = interval.rounds == 0
-        if apart and allowance is None:
-            out.append(Judged(q, limit, interval, Verdict.INCONCLUSIVE, cells, APART_REASON, cell_ratios=per_cell))
+        mine = between.allowances.get(q.name) if between is not None else None
+        if apart and mine is None:
+            reason = APART_REASON
+            if between is not None and between.stored is not None:
+                reason = f"measured apart: {between.stored} holds no between-run allowance for {q.title}"
+            out.append(Judged(q, limit, interval, Verdict.INCONCLUSIVE, cells, reason, cell_ratios=per_cell))
             continue
-        shown = widened(interval, allowance) if apart and allowance is not None else interval
+        shown = widened(interval, mine) if apart and mine is not None else interval
         found = verdict(shown, limit, q.higher_is_better)
         more = None
         if found is Verdict.INCONCLUSIVE and not apart:
             distance = math.log(interval.ratio) - math.log(allowed_ratio(limit, q.higher_is_better))
             more = more_rounds(interval.se, interval.rounds, distance, interval.level)
-        out.append(Judged(q, limit, shown, found, cells, None, allowance if apart else None, more, per_cell))
+        stored = between.stored if apart and between is not None else None
+        runs = between.runs if stored is not None and between is not None else 0
+        out.append(Judged(q, limit, shown, found, cells, None, mine if apart else None, more, per_cell, stored, runs))
     return out

@@ -49,7 +49,7 @@ def gate_line(judged: Judged, context: GateContext) -> str:
         return f"{head}— ({judged.reason}), {allowed}"
     text = f"{head}{ratio_text(interval.ratio)} [{interval.low:.3f}, {interval.high:.3f}], {allowed}"
     if judged.allowance is not None:
-        text += f"; measured apart, widened by ±{100 * judged.allowance:g} % between runs"
+        text += f"; measured apart, widened by {allowance_text(judged)} between runs{stored_text(judged)}"
     if judged.reason:
         text += f"; {judged.reason}"
         if context.interleave_command:
@@ -59,6 +59,19 @@ def gate_line(judged: Judged, context: GateContext) -> str:
         text += (f"; about {more} more round{'s' if more != 1 else ''} would likely resolve it (80 %)" if more
                  else "; the ratio sits on the limit: more rounds would not likely resolve it")  # fmt: skip
     return text
+
+
+def allowance_text(judged: Judged) -> str:
+    """`±10 %` as given by hand, `±13.2 %` as measured and stored (one decimal: it is an estimate)."""
+    value = 100 * (judged.allowance or 0.0)
+    return f"±{value:.1f} %" if judged.allowance_stored is not None else f"±{value:g} %"
+
+
+def stored_text(judged: Judged) -> str:
+    """` (stored: FILE, 4 A/A runs)` for an allowance measured and stored, else nothing."""
+    if judged.allowance_stored is None:
+        return ""
+    return f" (stored: {judged.allowance_stored}, {judged.allowance_runs} A/A runs)"
 
 
 def gate_status(judged: Sequence[Judged], context: GateContext) -> int:
@@ -178,7 +191,7 @@ def summary_markdown(judged: Sequence[Judged], context: GateContext) -> str:
 def _note(judged: Judged, context: GateContext) -> str:
     notes = []
     if judged.allowance is not None:
-        notes.append(f"measured apart, widened by ±{100 * judged.allowance:g} %")
+        notes.append(f"measured apart, widened by {allowance_text(judged)}{stored_text(judged)}")
     if judged.reason:
         notes.append(judged.reason)
         if context.interleave_command:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from toolkit import CONSOLE_SCRIPT
 from toolkit.base.errors import ResultsError
-from toolkit.method.gate import Verdict, family_level, gated, parse_limits, percent
+from toolkit.method.gate import Verdict, family_level, gated, parse_limits
+from toolkit.reports.gate_allowance import between_runs as allowance_given
 from toolkit.reports.gate_ratios import Found, Judged, judge
 from toolkit.reports.gate_text import GateContext
 from toolkit.results.gate_inputs import INTERLEAVED, GateInput, gate_input
@@ -33,10 +34,11 @@ def gate_folders(
     inconclusive: str = "inconclusive",
 ) -> tuple[list[Judged], GateContext]:
     """Judge the candidate against the baseline: `folders` one interleaved folder or two run folders,
-    `max_regression` as `--max-regression` takes it (`3%`, `total_tok_s=3%,ttft_ms=10%`). Bad input raises a
-    ParamsError or ResultsError (one line), before any folder is read when it is in the arguments."""
+    `max_regression` as `--max-regression` takes it (`3%`, `total_tok_s=3%,ttft_ms=10%`), `between_runs` as
+    `--between-runs` (`10%`, or the file of `gate allowance --save`). Bad input raises a ParamsError or
+    ResultsError (one line), before any folder is read when it is in the arguments."""
     limits = parse_limits(max_regression)
-    allowance = percent(between_runs, "between-runs") if between_runs else None
+    allowance = allowance_given(between_runs)
     counts_as = Verdict(inconclusive)
     found = gate_input(list(folders), baseline, candidate)
     quantities = gated(limits)

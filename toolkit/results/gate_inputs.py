@@ -3,15 +3,23 @@
 An interleaved folder (`toolkit interleave --out DIR`, or a batch whose sweep says `interleave: R`) holds one run
 folder per configuration and round, `<label>-round<r>/`. Its configurations are in the order round 1 measured
 them (batch.json's order, else round 1's start times): the first is the baseline unless named.
+
+`gate allowance` reads three or more run folders of one configuration measured apart (`allowance_runs`): one
+configuration means the same parameters that decide what a measurement means (run.json's `fingerprint`, the
+parameters a `--resume` must match), the same served model and the same launch command (its port aside).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from toolkit.base.errors import ParamsError, ResultsError
+from toolkit.method.allowance import MIN_RUNS
+from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE, read_json
 
 INTERLEAVED, APART = "interleaved", "apart"
@@ -97,3 +105,67 @@ def gate_input(folders: list[str], baseline: str | None = None, candidate: str |
         raise ResultsError(f"{paths[0]}: {base} and {other} share {len(found.rounds)} round(s); a paired gate "
                            "needs two or more")  # fmt: skip
     return found
+
+
+@dataclass(frozen=True)
+class AllowanceRun:
+    """One A/A run folder of `gate allowance`: the path as given, its run id and start time when run.json has them."""
+
+    path: Path
+    run_id: str | None
+    started_at: str | None
+
+
+_PORT = re.compile(r"(--port[= ])\d+")  # where a server listens is not what it is (toolkit.matrix.run_folder)
+
+
+def configuration(document: RunDocument) -> dict[str, Any]:
+    """What makes two runs one configuration, as run.json records it: the fingerprint's parameters (else the same
+    names in its params), the served model, the launch command without its port; unrecorded ones left out."""
+    fingerprint = document.fingerprint
+    if fingerprint is None:
+        from toolkit.params import RunParams
+
+        params = document.params or {}
+        fingerprint = {k: params.get(k) for k in RunParams.model_construct().fingerprint()}
+    found = {k: v for k, v in fingerprint.items() if v is not None}
+    if model := (document.server or {}).get("model"):
+        found["served model"] = model
+    if command := document.launch_command:
+        found["launch command"] = _PORT.sub(r"\1<port>", command)
+    return found
+
+
+def allowance_runs(folders: Sequence[str]) -> list[AllowanceRun]:
+    """Three or more run folders of one configuration (measured apart): each with its run id and start time.
+    ParamsError or ResultsError, one line, for fewer, a folder that is not a run folder, or runs of another
+    configuration than the first (naming what differs), or one run given twice (its spread would be none)."""
+    if len(folders) < MIN_RUNS:
+        raise ParamsError(f"gate allowance: {len(folders)} run folder(s); give {MIN_RUNS} or more of one "
+                          "configuration measured apart")  # fmt: skip
+    runs: list[AllowanceRun] = []
+    first: tuple[Path, dict[str, Any]] | None = None
+    for text in folders:
+        path = Path(text)
+        if not path.is_dir():
+            raise ParamsError(f"{path}: not a folder; give run folders of one configuration")
+        if not (path / RUN_FILE).is_file():
+            raise ResultsError(f"{path}: not a run folder (no {RUN_FILE})")
+        document = RunDocument.load(path)
+        for seen in runs:
+            if seen.path.resolve() == path.resolve() or (document.run_id and seen.run_id == document.run_id):
+                raise ParamsError(f"gate allowance: {path} is the run {seen.path} again; give each run once")
+        mine = configuration(document)
+        if first is None:
+            first = (path, mine)
+        elif differ := _differences(first[1], mine):
+            raise ParamsError(f"gate allowance: {path} is another configuration than {first[0]} ({differ}); give "
+                              "runs of one configuration")  # fmt: skip
+        runs.append(AllowanceRun(path, document.run_id, document.started_at))
+    return runs
+
+
+def _differences(first: dict[str, Any], other: dict[str, Any]) -> str:
+    """The recorded fields two configurations both have and disagree on: `name: first -> other`."""
+    names = [k for k in first if k in other and first[k] != other[k]]
+    return ", ".join(f"{k}: {first[k]!r} -> {other[k]!r}" for k in names)
