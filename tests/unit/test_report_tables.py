@@ -204,6 +204,16 @@ def test_extras_only_columns_with_data() -> None:
     assert extras.values.tolist() == [["Sustained decode", "8K", "4", "2,731", "100.1%", "420 ms", "8,000", "0"]]
 
 
+def test_the_gaps_percentiles_show_their_bounds() -> None:
+    """TBT p99 over a window's gaps with its 95 % distribution-free interval; unbounded from too few gaps."""
+    bounded = {"tbt_p99_ms": 41.26, "tbt_p99_low_ms": 40.1, "tbt_p99_high_ms": 43.04}
+    short = {"tbt_p99_ms": 39.0, "tbt_p99_low_ms": 38.0, "tbt_p99_high_ms": None}
+    df = frame([Measurement("decode", 8192, "8K", 4, "Valid", 91.1, 24.8, 382.0, 40.3, **bounded),
+                Measurement("decode", 8192, "8K", 8, "Valid", 186.5, 24.7, 393.0, 40.5, **short)])  # fmt: skip
+    extras = extras_table(df)
+    assert extras["Time between tokens p99 [95 %]"].tolist() == ["41.3 ms [40.1, 43.0]", "39.0 ms [38.0, unbounded]"]
+
+
 def test_engine_line_and_given_summary() -> None:
     assert engine_line(KIMI_INFO) == "vllm · 0.29.0 · INT4"
     assert engine_line({"engine": {"Engine": "vllm"}}) == "vllm"

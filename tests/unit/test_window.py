@@ -97,3 +97,22 @@ def test_tokens_between_an_empty_interval_is_zero() -> None:
     result = StreamResult(started=0.0, token_events=[(1.0, 1), (2.0, 2), (3.0, 3)])
     assert tokens_between(result, 2.5, 1.5) == 0
     assert tokens_between(result, 1.5, 2.5) == 1
+
+
+def test_tbt_percentiles_are_over_the_gaps_and_ttft_percentiles_need_enough_requests() -> None:
+    """TBT p90 and p99 over every gap of every stream (not over the streams' mean gaps), with their 95 % bounds;
+    TTFT's p90 from 10 requests and p99 from 100 (from fewer it would be the maximum)."""
+    from toolkit.method.window import token_gaps_ms
+
+    steady = [result([(0.01 * i + 0.001 * s, i) for i in range(1, 201)]) for s in range(3)]  # 10 ms a token
+    slow = result([(0.1 * i, 2 * i) for i in range(1, 21)])  # a 2-token chunk every 100 ms: 50 ms a token
+    gaps = token_gaps_ms([*steady, slow], 0.0, 5.0)
+    assert len(gaps) == 3 * 199 + 2 * 19 and gaps.count(pytest.approx(50.0)) == 38
+    window = summarize_window([*steady, slow], 0.0, 5.0)
+    assert window.tbt_p90_ms == pytest.approx(10.0) and window.tbt_p99_ms == pytest.approx(50.0)
+    assert window.tbt_p99_low_ms is not None and window.tbt_p99_high_ms == pytest.approx(50.0)
+    assert window.tbt_p99_low_ms <= window.tbt_p99_ms <= window.tbt_p99_high_ms
+    # The streams' mean gaps would say 10, 10, 10, 50: a p99 of 49, from 4 values
+    assert window.ttft_p90_ms is None and window.ttft_p99_ms is None  # 4 requests
+    many = summarize_window([result([(0.001 * s + 0.01, 1), (0.02 + 0.001 * s, 2)]) for s in range(10)], 0.0, 1.0)
+    assert many.ttft_p90_ms is not None and many.ttft_p99_ms is None

@@ -43,8 +43,12 @@ class Measurement:
     # Extras beyond the published reports.
     ttft_p90_ms: float | None = None
     ttft_p99_ms: float | None = None
-    tbt_p90_ms: float | None = None
+    tbt_p90_ms: float | None = None  # over the window's gaps between tokens; TTFT's p90 and p99 need 10 and 100 values
     tbt_p99_ms: float | None = None
+    tbt_p90_low_ms: float | None = None  # their 95 % distribution-free bounds (None: no bound at that end)
+    tbt_p90_high_ms: float | None = None
+    tbt_p99_low_ms: float | None = None
+    tbt_p99_high_ms: float | None = None
     per_request_tok_s_p10: float | None = None
     # 95 % half-widths from the kept window's `sub_windows` equal parts (batch means, toolkit.method.spread) and,
     # for the median TTFT, from order statistics (at least 6 requests); None: no spread (imported, prefill, a

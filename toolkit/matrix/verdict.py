@@ -136,6 +136,10 @@ class WindowVerdict:
     ttft_p99_ms: float | None
     tbt_p90_ms: float | None
     tbt_p99_ms: float | None
+    tbt_p90_low_ms: float | None
+    tbt_p90_high_ms: float | None
+    tbt_p99_low_ms: float | None
+    tbt_p99_high_ms: float | None
     per_request_tok_s_p10: float | None
     total_tok_s_ci: float | None
     per_request_tok_s_ci: float | None
@@ -222,7 +226,9 @@ def judge_window(
         completed=window.completed, output_tokens=window.output_tokens, measured_s=window.measured_s,
         prompt_tokens=next((r.prompt_tokens for r in results if r.prompt_tokens), None),
         ttft_p90_ms=window.ttft_p90_ms, ttft_p99_ms=window.ttft_p99_ms, tbt_p90_ms=window.tbt_p90_ms,
-        tbt_p99_ms=window.tbt_p99_ms, per_request_tok_s_p10=window.per_request_tok_s_p10,
+        tbt_p99_ms=window.tbt_p99_ms, tbt_p90_low_ms=window.tbt_p90_low_ms, tbt_p90_high_ms=window.tbt_p90_high_ms,
+        tbt_p99_low_ms=window.tbt_p99_low_ms, tbt_p99_high_ms=window.tbt_p99_high_ms,
+        per_request_tok_s_p10=window.per_request_tok_s_p10,
         total_tok_s_ci=total_ci, per_request_tok_s_ci=per_request_ci, tbt_ms_ci=tbt_ci,
         sub_windows=spread.sub_windows if spread else None, ttft_ms_ci=ttft_ci, avg_active=extras.get("avg_active"),
         client_avg_active=extras.get("client_avg_active", window.client_avg_active),

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from toolkit.loadgen.client import StreamResult
+from toolkit.method.goodput import supported
+from toolkit.method.quantile_bounds import quantile_bounds
 from toolkit.method.spread import BATCHES, Interval, batch_means, edges, median_interval
 from toolkit.method.stats import mean, median, percentile
 
@@ -19,7 +21,7 @@ class WindowSummary:
     per_request_tok_s: float | None
     per_request_tok_s_p10: float | None
     tbt_ms: float | None
-    tbt_p90_ms: float | None
+    tbt_p90_ms: float | None  # over the window's gaps between tokens, every stream's (`token_gaps_ms`)
     tbt_p99_ms: float | None
     ttft_ms: float | None
     ttft_p90_ms: float | None
@@ -28,6 +30,11 @@ class WindowSummary:
     requests_started: int
     client_avg_active: float | None
     tokens_per_chunk: float | None
+    # 95 % distribution-free bounds of tbt_p90_ms and tbt_p99_ms (toolkit.method.quantile_bounds; None: no bound)
+    tbt_p90_low_ms: float | None = None
+    tbt_p90_high_ms: float | None = None
+    tbt_p99_low_ms: float | None = None
+    tbt_p99_high_ms: float | None = None
 
 
 def tokens_between(result: StreamResult, start: float, end: float) -> int:
@@ -51,6 +58,18 @@ def tbt_in_window_s(result: StreamResult, start: float, end: float) -> float | N
     if len(inside) < 2 or inside[-1][1] == inside[0][1]:
         return None
     return (inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1])
+
+
+def token_gaps_ms(results: Sequence[StreamResult], start: float, end: float) -> list[float]:
+    """Every stream's gaps between tokens inside the window (start, end], in ms, one per token: a chunk of k
+    tokens after a gap of d gives k gaps of d / k (as `tbt_in_window_s` counts them)."""
+    gaps: list[float] = []
+    for r in results:
+        inside = [(t, c) for t, c in r.token_events if start < t <= end]
+        for (t0, c0), (t1, c1) in pairwise(inside):
+            if c1 > c0:
+                gaps += [(t1 - t0) * 1000 / (c1 - c0)] * (c1 - c0)
+    return gaps
 
 
 def longest_silence_s(results: Sequence[StreamResult], start: float, end: float) -> float:
@@ -85,6 +104,8 @@ def summarize_window(
     tbts = [x for r in results if (x := tbt_in_window_s(r, start, end))]
     rates = [1.0 / x for x in tbts]
     ttfts = [r.ttft_s * 1000 for r in results if r.ttft_s is not None]
+    gaps = token_gaps_ms(results, start, end)
+    p90, p99 = quantile_bounds(gaps, 90), quantile_bounds(gaps, 99)
     to_ms = lambda x: None if x is None else x * 1000  # noqa: E731
     return WindowSummary(
         output_tokens=output,
@@ -93,16 +114,26 @@ def summarize_window(
         per_request_tok_s=median(rates),
         per_request_tok_s_p10=percentile(rates, 10),
         tbt_ms=to_ms(median(tbts)),
-        tbt_p90_ms=to_ms(percentile(tbts, 90)),
-        tbt_p99_ms=to_ms(percentile(tbts, 99)),
+        tbt_p90_ms=_supported_percentile(gaps, 90),
+        tbt_p99_ms=_supported_percentile(gaps, 99),
         ttft_ms=median(ttfts),
-        ttft_p90_ms=percentile(ttfts, 90),
-        ttft_p99_ms=percentile(ttfts, 99),
+        ttft_p90_ms=_supported_percentile(ttfts, 90),
+        ttft_p99_ms=_supported_percentile(ttfts, 99),
         completed=sum(1 for r in results if r.done and r.ended is not None and start < r.ended <= end),
         requests_started=len(results),
         tokens_per_chunk=output / chunks if chunks else None,
         client_avg_active=mean([active_at(results, t) for t in sample_times if start <= t <= end]),
+        tbt_p90_low_ms=p90.low,
+        tbt_p90_high_ms=p90.high,
+        tbt_p99_low_ms=p99.low,
+        tbt_p99_high_ms=p99.high,
     )
+
+
+def _supported_percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile, None where too few values can give it (toolkit.method.goodput.supported: p90 needs 10,
+    p99 100; from fewer it is the maximum, not a p99)."""
+    return percentile(values, q) if supported(q, len(values)) else None
 
 
 @dataclass(frozen=True)
