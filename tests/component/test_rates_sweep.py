@@ -33,7 +33,7 @@ STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "sched
              "server_running_max", "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
              "server_generation_tokens", "client_prompt_tokens", "client_generation_tokens", "prefix_cache_hit_rate",
              "external_prefix_cache_hit_rate", "prompt_tokens_by_source", "expected_hit_rate",
-             "client_cached_tokens", "workload", "control_of", "warmup_requests", "schema_valid_share",
+             "client_cached_tokens", "workload", "control_of", "warmup_requests", "schema_valid_share", "invalid_reply",
              "tool_called_share", "tool_args_valid_share",
              "breakdown_basis", "queue_p50_ms", "server_ttft_p50_ms", "wire_ttft_p50_ms", "decode_p50_ms",
              "server_itl_p50_ms", "client_itl_p50_ms", "timed_requests", "timing_mismatches", "queue_mean_ms",

@@ -49,6 +49,11 @@ def test_a_step_carries_the_schema_and_reports_the_valid_share(tmp_path: Path, e
     assert list(records.loc[records["step"] == 1, "schema_valid"]) == [False] * 6
     progress = [line for line in lines if line.startswith("step ")]
     assert ", 100% valid" in progress[0] and ", 0% valid" in progress[1], lines
+    # A low share explains itself: why the first invalid reply broke the format, and how it began
+    why = "not valid under the schema: 'three' is not of type 'integer'; the reply began '{\"a\": \"three\"}'"
+    assert [s["invalid_reply"] for s in steps] == [None, why]
+    assert f"step 1: the first reply that broke the response format: {why}" in lines
+    assert list(records.loc[records["step"] == 1, "schema_problem"]) == [why] * 6
     sweep = json.loads((out / "rates" / "sweep.json").read_text())
     assert sweep["response_format"] == f"json_schema:{schema}"
 

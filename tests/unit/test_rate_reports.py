@@ -62,6 +62,9 @@ def test_the_steps_table_formats_every_step_like_the_report_tables(sweep: RateSw
     assert list(table["Notes"]) == ["", "", "lag flagged", "", "searched", "searched"]
     assert rate_tables.step_notes(sweep.steps) == [rate_tables.LAG_NOTE]
     assert rate_tables.step_notes(sweep.steps.assign(lag_flagged=False)) == []
+    invalid = sweep.steps.assign(lag_flagged=False, invalid_reply=[None] * 5 + ["not JSON; the reply began '<img>'"])
+    assert rate_tables.step_notes(invalid) == [
+        "Step 5, the first reply that broke the response format: not JSON; the reply began '&lt;img&gt;'."]  # fmt: skip
 
 
 def test_the_shares_of_valid_replies_and_tool_calls_are_columns_only_when_a_step_has_them(sweep: RateSweep) -> None:

@@ -11,12 +11,12 @@ import pytest
 from toolkit.base.errors import ParamsError, RateSweepError
 from toolkit.loadgen.open_loop import REQUEST_FIELDS, PlannedRequest, record
 from toolkit.loadgen.stream_events import StreamResult, build_request, keep_text
-from toolkit.loadgen.structured import read_response_format, reply_valid
+from toolkit.loadgen.structured import read_response_format, reply_problem, reply_valid
 from toolkit.method.goodput import RECORD_DEFAULTS
 from toolkit.rates.cli import summary_table
 from toolkit.rates.files import records_frame
 from toolkit.rates.params import make_rate_params
-from toolkit.rates.step import progress_text, schema_valid_share
+from toolkit.rates.step import first_invalid_reply, progress_text, schema_valid_share
 from toolkit.results.step_row import validated_step
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
@@ -71,6 +71,21 @@ def test_a_reply_is_checked_against_its_schema(text: str, valid: bool) -> None:
     assert reply_valid(AS_SENT, text) is valid
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"a": 3}', None),
+        ('{"a": "three"}', "not valid under the schema: 'three' is not of type 'integer'"),
+        ('{"b": 3}', "not valid under the schema: 'a' is a required property"),
+        ('{"a": 3', "not JSON: unexpected end of data"),
+        ("the answer is 3", "not JSON: invalid literal, expected 'true'"),  # orjson's words
+    ],
+)
+def test_an_invalid_reply_says_why_in_a_few_words(text: str, why: str | None) -> None:
+    assert reply_problem(AS_SENT, text) == why
+    assert reply_problem({"type": "json_object"}, "[1]") == "not an object"
+
+
 def test_json_object_asks_only_for_an_object() -> None:
     fmt = {"type": "json_object"}
     assert reply_valid(fmt, '{"anything": [1]}') and not reply_valid(fmt, "[1]") and not reply_valid(fmt, "{")
@@ -87,7 +102,11 @@ def test_the_record_says_whether_the_reply_kept_to_the_format() -> None:
     planned = PlannedRequest(*build_request("chat", "m", "hi", 2, response_format=AS_SENT), 7)
     good = record(0, 0.1, streamed(['{"a":', " 3}"]), planned, 10.0)
     assert list(good) == list(REQUEST_FIELDS) and good["schema_valid"] is True
-    assert record(1, 0.1, streamed(['{"a":', ' "x"}']), planned, 10.0)["schema_valid"] is False
+    assert good["schema_problem"] is None
+    bad = record(1, 0.1, streamed(['{"a":', ' "x"}']), planned, 10.0)
+    assert bad["schema_valid"] is False
+    assert bad["schema_problem"] == ("not valid under the schema: 'x' is not of type 'integer'; the reply began "
+                                     "'{\"a\": \"x\"}'")  # fmt: skip
     cut = streamed(['{"a":'], error="stream ended before [DONE]")
     assert record(2, 0.1, cut, planned, 10.0)["schema_valid"] is None
     plain = PlannedRequest(*build_request("chat", "m", "hi", 2), 7)
@@ -99,7 +118,9 @@ def test_a_reply_cut_to_its_byte_bound_is_invalid() -> None:
     keep_text(result, '{"a": 3}' + " " * 4096)  # past 1,024 bytes a token asked for, 2 asked: the rest not kept
     assert result.text_kept_bytes is not None
     planned = PlannedRequest(*build_request("chat", "m", "hi", 2, response_format=AS_SENT), 7)
-    assert record(0, 0.1, result, planned, 10.0)["schema_valid"] is False
+    cut = record(0, 0.1, result, planned, 10.0)
+    assert cut["schema_valid"] is False and cut["schema_problem"].startswith("cut at its byte bound; the reply began")
+    assert len(cut["schema_problem"]) <= len("cut at its byte bound; the reply began ") + 120
 
 
 # ---- the step ------------------------------------------------------------------------------------------------------
@@ -115,6 +136,8 @@ def test_the_step_reports_the_valid_share_of_its_completed_replies() -> None:
     assert RECORD_DEFAULTS["schema_valid"] is None and "schema_valid" in frame.columns
     assert schema_valid_share(frame) == pytest.approx(2 / 3)  # the failed request is not a reply
     assert schema_valid_share(frame.iloc[3:]) is None  # none completed
+    assert first_invalid_reply(frame) == "not JSON: unexpected end of data; the reply began '{'"  # request 2
+    assert first_invalid_reply(frame.iloc[:2]) is None
 
 
 def test_the_progress_line_and_the_steps_file_carry_the_share() -> None:

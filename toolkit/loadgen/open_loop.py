@@ -21,15 +21,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from toolkit.base.api_keys import redact_and_cut
 from toolkit.loadgen.client import StreamClient, StreamResult
 from toolkit.loadgen.server_timing import SERVER_FIELDS, ServerTiming
-from toolkit.loadgen.structured import reply_valid
+from toolkit.loadgen.structured import reply_problem
 from toolkit.loadgen.tools import arguments_valid
 
 REQUEST_FIELDS: tuple[str, ...] = ("request", "scheduled_s", "sent_s", "first_token_s", "last_token_s",
                                    "chunk_times_s", "input_tokens", "output_tokens", "error",
                                    "cached_tokens", "note", *SERVER_FIELDS, "wire_ttft_ms",
-                                   "schema_valid", "tool_called", "tool_args_valid")  # fmt: skip
+                                   "schema_valid", "schema_problem", "tool_called", "tool_args_valid")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def record(index: int, due: float, result: StreamResult, planned: PlannedRequest
         "cached_tokens": result.cached_tokens,
         "note": result.note,
         **server_fields(result.server_timing, ttft_ms),
-        "schema_valid": None if failed else schema_valid(planned.body, result),
+        **schema_fields(planned.body, result, failed),
         **tool_fields(planned.body, result, failed),
     }
 
@@ -93,15 +94,20 @@ def tool_fields(body: dict[str, Any], result: StreamResult, failed: bool) -> dic
     return {"tool_called": True, "tool_args_valid": valid}
 
 
-def schema_valid(body: dict[str, Any], result: StreamResult) -> bool | None:
-    """Whether the reply keeps to the `response_format` its request carried (None: it carried none). A reply whose
-    kept text was cut to its byte bound is not whole: invalid."""
+PROBLEM_EXCERPT = 120  # characters of an invalid reply kept beside why it broke the format
+
+
+def schema_fields(body: dict[str, Any], result: StreamResult, failed: bool) -> dict[str, bool | str | None]:
+    """`schema_valid`: whether the reply keeps to the `response_format` its request carried (None: it carried none,
+    or failed; a reply whose kept text was cut to its byte bound is not whole: invalid); `schema_problem`: why not,
+    with the reply's first characters (redacted, cut to PROBLEM_EXCERPT)."""
     response_format = body.get("response_format")
-    if response_format is None or result.text is None:
-        return None
-    if result.text_kept_bytes is not None:
-        return False
-    return reply_valid(response_format, "".join(result.text))
+    if response_format is None or result.text is None or failed:
+        return {"schema_valid": None, "schema_problem": None}
+    text = "".join(result.text)
+    why = "cut at its byte bound" if result.text_kept_bytes is not None else reply_problem(response_format, text)
+    problem = None if why is None else f"{why}; the reply began {redact_and_cut(repr(text), PROBLEM_EXCERPT)}"
+    return {"schema_valid": why is None, "schema_problem": problem}
 
 
 def server_fields(timing: ServerTiming | None, ttft_ms: float | None) -> dict[str, float]:

@@ -97,16 +97,23 @@ def _validator(schema_json: bytes) -> Any:
 def reply_valid(response_format: dict[str, Any], text: str) -> bool:
     """Whether a whole reply's `text` keeps to `response_format`: JSON, and an object (json_object) or valid
     under the schema (json_schema). Any other type keeps to it when it parses as JSON."""
+    return reply_problem(response_format, text) is None
+
+
+def reply_problem(response_format: dict[str, Any], text: str) -> str | None:
+    """Why a whole reply's `text` breaks `response_format` in a few words (``not JSON: unexpected end of data``,
+    ``not an object``, the schema's first error); None when it keeps to it (`reply_valid`)."""
     try:
         value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return False
+    except orjson.JSONDecodeError as exc:
+        return f"not JSON: {str(exc).split(':')[0]}"
     kind = response_format.get("type")
     if kind == "json_object":
-        return isinstance(value, dict)
+        return None if isinstance(value, dict) else "not an object"
     if kind == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema")
-        if not isinstance(schema, dict):
-            return True
-        return valid_under(schema, value)
-    return True
+        if not isinstance(schema, dict) or valid_under(schema, value):
+            return None
+        error = next(iter(_validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).iter_errors(value)), None)
+        return "not valid under the schema" + ("" if error is None else f": {error.message}")
+    return None

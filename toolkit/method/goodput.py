@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 # server's timing (None: nothing to say). `server_*`: the request on the server's own clock (the final chunk's
 # `metrics`, toolkit.loadgen.server_timing; NaN: not given), `wire_ttft_ms` the client's TTFT less the server's queue
 # and TTFT (toolkit.method.breakdown). `schema_valid`: whether the reply kept to the `response_format` its request
-# carried (toolkit.loadgen.structured; None: no format, or the request failed). `tool_called`: whether the reply's
+# carried (toolkit.loadgen.structured; None: no format, or the request failed), `schema_problem` why not, with the
+# reply's first characters (None: kept to it). `tool_called`: whether the reply's
 # stream carried a tool call (None: the request carried no tools, or failed); `tool_args_valid`: whether that first
 # call's arguments kept to its function's parameters (toolkit.loadgen.tools; None: no call).
 REQUIRED_RECORD_COLUMNS: tuple[str, ...] = (
@@ -36,7 +37,8 @@ TIMING_COLUMNS: tuple[str, ...] = ("server_queue_ms", "server_ttft_ms", "server_
                                    "server_tok_s", "wire_ttft_ms")  # fmt: skip
 RECORD_DEFAULTS: dict[str, Any] = {"turn": 1, "history_tokens": 0, "cached_tokens": math.nan, "warmup": False,
                                    "note": None, **dict.fromkeys(TIMING_COLUMNS, math.nan),
-                                   "schema_valid": None, "tool_called": None, "tool_args_valid": None}  # fmt: skip
+                                   "schema_valid": None, "schema_problem": None, "tool_called": None,
+                                   "tool_args_valid": None}  # fmt: skip
 RECORD_COLUMNS: tuple[str, ...] = (*REQUIRED_RECORD_COLUMNS, *RECORD_DEFAULTS)  # older files lack the defaulted ones
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
 # The latencies whose PERCENTILES get 95 % distribution-free bounds (toolkit.method.quantile_bounds), as columns

@@ -45,7 +45,16 @@ from toolkit.rates.params import Lengths, RateParams, rate_text
 from toolkit.rates.ray_clients import ray_senders
 from toolkit.rates.replay import MOONCAKE_BLOCK_TOKENS, Replay, load_replay, load_trace
 from toolkit.rates.search import next_probe, search_result
-from toolkit.rates.step import StepPlan, StepTools, cut_text, failure_text, progress_text, run_step, timing_text
+from toolkit.rates.step import (
+    StepPlan,
+    StepTools,
+    cut_text,
+    failure_text,
+    invalid_text,
+    progress_text,
+    run_step,
+    timing_text,
+)
 from toolkit.rates.workload import Workload, check_lengths
 from toolkit.reports.rate_tables import too_few_text
 from toolkit.results.rate_runs import has_rates
@@ -238,6 +247,8 @@ class _Sweep:
             self.say(failed)
         if (cut := cut_text(row, frame)) is not None:
             self.say(cut)
+        if (invalid := invalid_text(row)) is not None:
+            self.say(invalid)
         if (timing := timing_text(row, frame)) is not None:
             self.say(timing)
         return frame

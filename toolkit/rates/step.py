@@ -182,6 +182,7 @@ def step_row(
         "control_of": plan.control_of,
         "warmup_requests": int(frame["warmup"].sum()),
         "schema_valid_share": schema_valid_share(frame) if params.response_format is not None else None,
+        "invalid_reply": first_invalid_reply(frame) if params.response_format is not None else None,
         "tool_called_share": completed_share(frame, "tool_called") if params.tools is not None else None,
         "tool_args_valid_share": completed_share(frame, "tool_args_valid") if params.tools is not None else None,
         **breakdown_row(request_split(frame), server["histograms"], steady_mask(frame, params.steady_trim)),
@@ -192,6 +193,15 @@ def schema_valid_share(frame: pd.DataFrame) -> float | None:
     """Of the step's completed requests (as `request_latencies` counts them, warm-up too), the share whose reply
     kept to the response format (`schema_valid`); None when none completed."""
     return completed_share(frame, "schema_valid")
+
+
+def first_invalid_reply(frame: pd.DataFrame) -> str | None:
+    """Why the step's first reply (in request order) that broke the response format broke it, with its start (the
+    record's `schema_problem`); None when every reply kept to it, or for records from before it was kept."""
+    if "schema_problem" not in frame:
+        return None
+    problems = frame.sort_values("request")["schema_problem"].dropna()
+    return str(problems.iloc[0]) if len(problems) else None
 
 
 def completed_share(frame: pd.DataFrame, column: str) -> float | None:
@@ -233,6 +243,14 @@ def cut_text(row: dict[str, Any], frame: pd.DataFrame) -> str | None:
         return None
     return (f"step {row['step']}: {len(notes)} of {row['requests']} replies cut to {REPLY_BYTES_PER_TOKEN:,} bytes a "
             f"token asked for; the first: {notes.iloc[0]}")  # fmt: skip
+
+
+def invalid_text(row: dict[str, Any]) -> str | None:
+    """One line when replies of the step broke the response format: the first one's reason and start, so that a
+    low valid share explains itself."""
+    if not row.get("invalid_reply"):
+        return None
+    return f"step {row['step']}: the first reply that broke the response format: {row['invalid_reply']}"
 
 
 def timing_text(row: dict[str, Any], frame: pd.DataFrame) -> str | None:

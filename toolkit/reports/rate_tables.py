@@ -22,6 +22,7 @@ from toolkit.method.number_format import (
     format_tbt_ms,
     format_tok_s,
 )
+from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 
 __all__ = [
@@ -189,9 +190,16 @@ def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
 
 def step_notes(steps: pd.DataFrame) -> list[str]:
     """The note on lag-flagged steps, when any step is; each `/metrics` endpoint's share of the generated tokens,
-    when several were scraped (`endpoint_share_line`)."""
+    when several were scraped (`endpoint_share_line`); per step with invalid replies, why its first one broke the
+    response format and how it began (`invalid_reply`)."""
     notes = [LAG_NOTE] if "lag_flagged" in steps and steps["lag_flagged"].astype(bool).any() else []
-    return notes + ([line] if (line := endpoint_share_line(steps)) else [])
+    notes += [line] if (line := endpoint_share_line(steps)) else []
+    if "invalid_reply" in steps:
+        for row in steps.sort_values("step").to_dict("records"):
+            if isinstance(row.get("invalid_reply"), str) and row["invalid_reply"]:
+                notes.append(f"Step {int(row['step'])}, the first reply that broke the response format: "
+                             f"{inert(row['invalid_reply'])}.")  # fmt: skip
+    return notes
 
 
 def endpoint_share_line(steps: pd.DataFrame) -> str | None:

@@ -107,6 +107,7 @@ class StepRow(FileModel):
     control_of: StepIndex | None = None
     warmup_requests: WholeCount | None = None
     schema_valid_share: Fraction | None = None  # structured output: completed replies that kept to the format
+    invalid_reply: Text | None = None  # structured output: why the step's first invalid reply broke it, and its start
     tool_called_share: Fraction | None = None  # tools: completed replies that called a tool
     tool_args_valid_share: Fraction | None = None  # tools: completed replies whose first call's arguments were valid
     source: Text | None = None
