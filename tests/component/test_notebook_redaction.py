@@ -9,6 +9,7 @@ import nbformat
 import pytest
 from papermill.exceptions import PapermillExecutionError
 
+from toolkit.base.errors import NotebookError
 from toolkit.jupyter.execute import execute_path
 
 pytestmark = pytest.mark.process
@@ -32,8 +33,9 @@ def test_a_failed_notebook_that_echoed_the_key_keeps_none_of_it(
         nbformat.v4.new_code_cell("raise RuntimeError('HTTP 401: bad key ' + key[:40] + '...')"),  # cut by a server
     ]  # fmt: skip
     nbformat.write(notebook, tmp_path / "in.ipynb")
-    with pytest.raises(PapermillExecutionError):
+    with pytest.raises(NotebookError) as raised:  # papermill's PapermillExecutionError, translated
         execute_path(tmp_path / "in.ipynb", tmp_path / "out.ipynb", {"API_KEY_ENV": "NOTEBOOK_TEST_KEY"})
+    assert isinstance(raised.value.__cause__, PapermillExecutionError) and pieces_of_the_key(raised.value.line) == []
     on_disk = (tmp_path / "out.ipynb").read_text()
     printed = capfd.readouterr()
     assert pieces_of_the_key(on_disk) == [] and pieces_of_the_key(printed.out + printed.err) == []

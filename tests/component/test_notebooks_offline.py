@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from toolkit import cli
-from toolkit.jupyter.execute import NOTEBOOKS, execute_path, html_report
+from toolkit.jupyter.convert import html_report
+from toolkit.jupyter.execute import NOTEBOOKS, execute_path
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "reference-reports"
 REFERENCES = {"lfm": "lfm2.5-350m-h200nvl-vllm-0.26.txt", "kimi": "kimi-k2.7-code-h200sxm-x8-vllm-0.29.txt"}

@@ -19,7 +19,8 @@ import pytest
 
 from tests.component.test_notebooks_offline import execute, pngs
 from tests.rate_folders import add_matrix_results, write_rate_sweep
-from toolkit.jupyter.execute import html_report, markdown_report
+from toolkit.jupyter.convert import html_report
+from toolkit.jupyter.reports import markdown_report
 from toolkit.reports import breakdown_views
 from toolkit.results.rate_runs import load_rate_sweep
 from toolkit.results.store import RUN_FILE, write_json_atomic

@@ -221,8 +221,15 @@ def test_one_line_errors() -> None:
     assert one_line_error(RuntimeError("sk-SECRET in it"), "sk-SECRET") == "RuntimeError: <redacted> in it"
     from papermill.exceptions import PapermillExecutionError
 
-    exc = PapermillExecutionError(3, 4, "x = 1", "ValueError", "bad\nline", [])
-    assert one_line_error(exc) == "notebook cell 4 failed: ValueError: bad"
+    from toolkit.base.errors import NotebookError
+    from toolkit.jupyter.execute import failure_line
+
+    cause = PapermillExecutionError(3, 4, "x = 1", "ValueError", "bad\nline", [])
+    exc = NotebookError(failure_line(Path("/runs/a/report.ipynb"), cause))
+    assert one_line_error(exc) == (
+        "report.ipynb: cell 4 failed: ValueError: bad; the executed notebook, its traceback in it, is "
+        "/runs/a/report.ipynb"
+    )
 
 
 def test_kernel_output_lines_go_above_the_bars_and_a_redrawn_bar_to_its_line(tmp_path: Path) -> None:

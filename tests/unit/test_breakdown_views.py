@@ -15,7 +15,7 @@ from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
 from tests.rate_folders import MISMATCH_MS, WIRE_MS, add_matrix_results, write_rate_sweep
-from toolkit.jupyter.execute import markdown_report
+from toolkit.jupyter.reports import markdown_report
 from toolkit.reports import breakdown_views, rate_views
 from toolkit.results.rate_runs import RateSweep, load_rate_sweep
 

@@ -86,7 +86,7 @@ def test_every_toolkit_error_is_one_line_with_its_exit_status_and_no_key(
 
 def test_environment_errors_exit_1_bad_input_exits_2() -> None:
     assert {c.__name__ for c in all_subclasses(ToolkitError) if c.exit_code == 1} == {
-        "CellTimeout", "ConnectError", "ServerAPIError", "ServerError", "HealthTimeout", "PortTaken",
+        "CellTimeout", "ConnectError", "NotebookError", "ServerAPIError", "ServerError", "HealthTimeout", "PortTaken",
     }  # fmt: skip
     assert ToolkitError.exit_code == 2
 

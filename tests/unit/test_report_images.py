@@ -8,7 +8,8 @@ import nbformat
 import pandas as pd
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from toolkit.jupyter.execute import compare_images, drawn_images
+from toolkit.jupyter.figures import drawn_images
+from toolkit.jupyter.reports import compare_images
 
 
 def cell(tags: list[str], *pngs: bytes) -> nbformat.NotebookNode:

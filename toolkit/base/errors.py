@@ -22,6 +22,8 @@ The classes that are also `ValueError` (or `RuntimeError`) stay so: pydantic val
     │   └── SSEError                   bytes that cannot be an event stream
     ├── CellFailure (RuntimeError)     a request of a cell failed outside its measurement: the cell is an Error
     ├── CellTimeout (TimeoutError)     exit 1: a notebook cell ran past its bound (names the notebook and the cell)
+    ├── NotebookError (RuntimeError)   exit 1: a notebook cell raised, or nbconvert could not convert the executed
+    │                                  notebook (names it, the cell and the exception; the notebook stays on disk)
     ├── ConnectError                   exit 1: a connection could not be opened (refused, unreachable, timed out)
     ├── ServerAPIError (RuntimeError)  exit 1: the server could not be reached or answered an error status
     └── ServerError (RuntimeError)     exit 1: a launched server did not start or stopped running (`reason`, log tail)
@@ -41,6 +43,7 @@ __all__ = [
     "DatasetError",
     "DiscoveryError",
     "HealthTimeout",
+    "NotebookError",
     "ParamsError",
     "PortTaken",
     "PromptError",
@@ -130,6 +133,14 @@ class CellFailure(ToolkitError, RuntimeError):
 class CellTimeout(ToolkitError, TimeoutError):
     """A notebook cell ran past its bound (toolkit.jupyter.watchdog): its kernel was stopped, what it had finished
     is kept."""
+
+    exit_code = 1
+
+
+class NotebookError(ToolkitError, RuntimeError):
+    """A notebook the toolkit executed failed: a cell raised (papermill), or the executed notebook could not be
+    converted (nbconvert). One line naming the notebook, the cell and the exception's type and first line; the
+    executed notebook, its traceback in it, is kept on disk (toolkit.jupyter.execute, toolkit.jupyter.convert)."""
 
     exit_code = 1
 

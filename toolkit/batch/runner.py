@@ -157,7 +157,7 @@ def _run_with(variants: Sequence[Variant], out: Path, *, sweep: str, resume: boo
 def compare_variants(out: Path, variants: Sequence[Variant], state: BatchState) -> None:
     """The compare report over every variant with results (the first is the baseline), into <out>/compare/;
     an interleaved sweep's paired reports instead (compare_rounds)."""
-    from toolkit.jupyter.execute import write_compare
+    from toolkit.jupyter.reports import write_compare
 
     ready = [v.label for v in variants if (out / v.label / RUN_FILE).exists() and _has_results(out / v.label)]
     if any(v.round is not None for v in variants):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.base.api_keys import env_secret, redact, redact_and_cut
+from toolkit.base.errors import NotebookError
 from toolkit.batch.state import DONE, FAILED, now
 from toolkit.batch.sweep import Variant
 
@@ -21,12 +22,10 @@ ERROR_FILE = "error.txt"  # a failed variant's traceback, beside its results
 
 def one_line_error(exc: BaseException, secret: str | None = None) -> str:
     """Why a variant failed, in one line (the notebook cell, the server's reason, or the exception)."""
-    from papermill.exceptions import PapermillExecutionError
-
     from toolkit.servers.managed import ServerError
 
-    if isinstance(exc, PapermillExecutionError):
-        text = f"notebook cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}"
+    if isinstance(exc, NotebookError):  # the notebook, its cell and what it raised (toolkit.jupyter.execute)
+        text = exc.line
     elif isinstance(exc, ServerError):
         text = exc.reason
     elif isinstance(exc, ValueError):  # ParamsError, RunRefused ...: already "field: what is wrong"

@@ -65,7 +65,8 @@ def _os_error(exc: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command. A `ToolkitError` or an `OSError` is one line on stderr (exit 2: bad input, 1: the
-    environment); a notebook that failed, one line naming its cell; anything else is a bug: its traceback."""
+    environment), a notebook that failed among them (NotebookError: one line naming its cell); anything else is a
+    bug: its traceback."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
@@ -75,13 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         error(_os_error(exc))
         return 1
-    except Exception as exc:
-        from papermill.exceptions import PapermillExecutionError
-
-        if not isinstance(exc, PapermillExecutionError):  # a bug: its traceback, redacted
-            sys.stderr.write(redact(traceback.format_exc()))
-            return 1
-        error(f"notebook cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}")
+    except Exception:  # a bug: its traceback, redacted
+        sys.stderr.write(redact(traceback.format_exc()))
         return 1
     except KeyboardInterrupt:
         print("interrupted: finished measurements are kept; rerun with --resume to continue", file=sys.stderr)

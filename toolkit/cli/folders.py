@@ -38,7 +38,7 @@ def _import_report(args: argparse.Namespace) -> int:
         RunDocument.model_validate({**report.run_info, "source_file": source.name}).save(out)
         print(f"{len(report.measurements)} measurements: {out / RESULTS_CSV}, {out / RUN_FILE}")
         if args.report:
-            from toolkit.jupyter.execute import write_reports
+            from toolkit.jupyter.reports import write_reports
 
             for name, path in write_reports(out).items():
                 print(f"{name}: {path}")
@@ -46,7 +46,7 @@ def _import_report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from toolkit.jupyter.execute import write_compare
+    from toolkit.jupyter.reports import write_compare
     from toolkit.matrix.run_folder import hold
 
     if len(args.run_dirs) < 2:
@@ -62,7 +62,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _reconcile(args: argparse.Namespace) -> int:
-    from toolkit.jupyter.execute import write_reconcile
+    from toolkit.jupyter.reports import write_reconcile
     from toolkit.matrix.run_folder import hold
 
     if len(args.run_dirs) < 2:

@@ -88,7 +88,7 @@ def _interleave(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from toolkit.jupyter.pipeline import prepare_run
+    from toolkit.jupyter.pipeline import new_run_dir, prepare_run, run_one
     from toolkit.matrix.run_folder import hold
     from toolkit.params import load_run_file
 
@@ -97,11 +97,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.out:
         out, resume = Path(args.out), args.resume
     else:
-        from toolkit.jupyter.execute import new_run_dir
-
         out, resume = new_run_dir(args.outputs, params.run_label), False
-    from toolkit.jupyter.pipeline import run_one  # papermill and nbconvert: a second to load
-
     with hold(out):  # one run at a time writes into a folder: the lock is held until the reports are written
         result = run_one(run, out, resume=resume)
     _print_errors(out)
@@ -137,8 +133,7 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from toolkit.jupyter.execute import new_run_dir
-    from toolkit.jupyter.pipeline import prepare_run, run_one
+    from toolkit.jupyter.pipeline import new_run_dir, prepare_run, run_one
     from toolkit.matrix.run_folder import hold
     from toolkit.params import load_params
     from toolkit.servers.embedded.server import embedded_launch

@@ -2,8 +2,10 @@
 
     prepare_run, once, at the entry: read the key, check the rate-sweep block and the server command →
     run_one: refuse a folder holding another run, or check the one resumed → launch the server (a `server:`
-    block) → preflight → the notebooks and reports (papermill, nbconvert) → whether the launched server died
-    during the run → stop it.
+    block) → preflight → run_notebooks: the notebooks (toolkit.jupyter.execute), then the reports
+    (toolkit.jupyter.reports) → whether the launched server died during the run → stop it.
+
+`new_run_dir` names a new run's folder.
 
 The caller holds the results folder's lock (toolkit.matrix.run_folder.hold). A failure raises, after a line
 saying that the launched server had died, if it had; an interrupt (KeyboardInterrupt) stops the server and
@@ -16,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +26,7 @@ from toolkit.base.api_keys import ApiKey, redact
 
 if TYPE_CHECKING:
     from toolkit.matrix.discovery import ServerInfo
+    from toolkit.matrix.plan import Plan
     from toolkit.params import RunParams, ServerSpec
     from toolkit.servers.managed import ManagedServer
 
@@ -69,7 +73,6 @@ def run_one(run: PreparedRun, out: Path, *, resume: bool = False) -> RunResult:
     With `resume`, the run in `out` must be the same (parameters, launch command, then the server found): refused
     in one line otherwise.
     """
-    from toolkit.jupyter.execute import run_notebooks
     from toolkit.matrix import runner  # looked up at call time: tests stand in for its preflight
     from toolkit.matrix.plan import make_plan
     from toolkit.matrix.run_folder import check_resume, open_run
@@ -94,6 +97,41 @@ def run_one(run: PreparedRun, out: Path, *, resume: bool = False) -> RunResult:
             raise
         died = server_died(managed)
     return RunResult(paths, died)
+
+
+def new_run_dir(outputs: str | Path, run_label: str) -> Path:
+    """outputs/<run_label>/<UTC timestamp>/ (papermill does not make folders)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = Path(outputs) / run_label / stamp
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+def run_notebooks(
+    params: RunParams, out_dir: Path, *, resume: bool = False, plan: Plan | None = None
+) -> dict[str, Path]:
+    """Prefill notebook, then the decode matrix notebook, into one results folder, then the rate sweep notebook
+    when the params have a `rate_sweep:` block (`resume`: the sweep there continued); then the reports. Each cell
+    within its bound, from `plan` (the matrix's cells) and the sweep's steps (toolkit.jupyter.watchdog)."""
+    from toolkit.jupyter.execute import execute, notebook_parameters, parameters_for  # papermill: a second to load
+    from toolkit.jupyter.rate_notebook import run_sweep_parameters, sweep_of
+    from toolkit.jupyter.reports import write_reports
+    from toolkit.jupyter.watchdog import run_bounds
+    from toolkit.results.run_document import RunDocument
+
+    parameters = notebook_parameters(params, out_dir)
+    bounds = run_bounds(params, plan, sweep_of(params, out_dir))
+    for notebook in ("prefill", "decode_matrix"):
+        execute(notebook, out_dir, parameters_for(notebook, parameters), bounds)
+    if params.rate_sweep is not None:
+        execute("rate_sweep", out_dir, run_sweep_parameters(params, out_dir, resume=resume), bounds)
+    if params.capacity is not None:  # the report's capacity plan reads its target from run.json
+        document = RunDocument.load(out_dir)
+        document.capacity = params.capacity.model_dump()
+        document.save(out_dir)
+    paths = write_reports(out_dir)
+    RunDocument.load(out_dir)  # fail loudly if the run left no run.json
+    return paths
 
 
 @contextmanager

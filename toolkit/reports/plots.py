@@ -2,7 +2,7 @@
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, Agg-safe);
 they are returned, never shown: a notebook displays them, and the reports take their PNGs from the executed
-notebook (:class:`toolkit.jupyter.execute.TaggedFigures`).
+notebook (:class:`toolkit.jupyter.figures.TaggedFigures`).
 """
 
 from __future__ import annotations
