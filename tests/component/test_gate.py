@@ -18,12 +18,12 @@ import pandas as pd
 import pytest
 
 from tests.faultserver import FaultServer
-from toolkit.base.schema import Measurement
+from tests.gate_folders import write_gate_run
 from toolkit.batch.interleave import run_interleaved
 from toolkit.cli.entry import main
 from toolkit.method.spread import t_quantile
 from toolkit.params import make_params
-from toolkit.results.store import RESULTS_FILE, RUN_FILE, write_json_atomic
+from toolkit.results.store import RESULTS_FILE, write_json_atomic
 
 KEY_ENV = "GATE_TEST_KEY"
 STEP_S, SLOWER_STEP_S = 0.020, 0.023
@@ -102,31 +102,11 @@ def test_identical_servers_do_not_fail(tmp_path: Path, capsys: pytest.CaptureFix
     assert status == 0
 
 
-def write_run(folder: Path, cells: dict[int, tuple[float, float]], *, schema: int | None = None,
-              url: str = "http://127.0.0.1:8000") -> Path:  # fmt: skip
-    """A run folder: requests at once -> (total tok/s, per-request tok/s), each ±2 % (standard error) over 3
-    batches of 10 s."""
-    folder.mkdir(parents=True)
-    half = 0.02 * t_quantile(1.5)  # a relative standard error of 2 %, as the window's 3 batches give it
-    rows = [Measurement(phase="decode", context_tokens=1024, context="1K", concurrency=n, status="Valid",
-                        total_tok_s=total, per_request_tok_s=per, ttft_ms=50.0, tbt_ms=1000 / per,
-                        total_tok_s_ci=half * total, per_request_tok_s_ci=half * per, sub_windows=3,
-                        measured_s=10.0, started_at="2026-12-03T10:00:00+00:00")
-            for n, (total, per) in cells.items()]  # fmt: skip
-    (folder / RESULTS_FILE).write_text("".join(json.dumps(m.to_dict()) + "\n" for m in rows))
-    document = {"run_label": folder.name, "params": {"base_url": url}, "started_at": "2026-12-03T10:00:00+00:00"}
-    if schema is None:
-        write_json_atomic(folder / RUN_FILE, document)
-    else:
-        (folder / RUN_FILE).write_text(json.dumps({**document, "schema_version": schema}))
-    return folder
-
-
 def test_folders_measured_apart_need_a_between_run_allowance(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a = write_run(tmp_path / "a", {1: (100.0, 100.0), 2: (190.0, 95.0)}, url="http://10.0.0.1:8000")
-    b = write_run(tmp_path / "b", {1: (80.0, 80.0), 2: (152.0, 76.0)}, url="http://10.0.0.2:8000")
+    a = write_gate_run(tmp_path / "a", {1: (100.0, 100.0), 2: (190.0, 95.0)}, url="http://10.0.0.1:8000")
+    b = write_gate_run(tmp_path / "b", {1: (80.0, 80.0), 2: (152.0, 76.0)}, url="http://10.0.0.2:8000")
     status, lines, _ = gate([str(a), str(b), "--max-regression", "3%"], capsys)
     assert status == 3 and lines[0].startswith("INCONCLUSIVE decode total tok/s: 0.800× [")
     assert (
@@ -151,7 +131,7 @@ def test_folders_measured_apart_need_a_between_run_allowance(
 def test_bad_limits_are_one_line_and_exit_2(
     args: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a, b = write_run(tmp_path / "a", {1: (100.0, 100.0)}), write_run(tmp_path / "b", {1: (100.0, 100.0)})
+    a, b = write_gate_run(tmp_path / "a", {1: (100.0, 100.0)}), write_gate_run(tmp_path / "b", {1: (100.0, 100.0)})
     status, lines, err = gate([str(a), str(b), *args], capsys)
     assert status == 2 and lines == [] and err.startswith(said) and err.count("\n") == 1
 
@@ -160,7 +140,7 @@ def test_a_plan_from_one_run_by_hand(tmp_path: Path, capsys: pytest.CaptureFixtu
     """Two cells ±2 % (standard error) in 10 s windows, nothing measured between rounds: one round's variance
     2 × 0.02² / 2 = 0.0004 at 10 s; to detect 10 % (δ = 0.1053605) 4 rounds suffice (the least); 3 % needs
     (t(R-1, 98.75 %) + t(R-1, 80 %)) √(0.0004 / R) <= 0.0304592: 7 rounds at 10 s (0.02929; 6: 0.03334)."""
-    run = write_run(tmp_path / "run", {1: (100.0, 100.0), 2: (190.0, 95.0)})
+    run = write_gate_run(tmp_path / "run", {1: (100.0, 100.0), 2: (190.0, 95.0)})
     frame = pd.read_json(run / RESULTS_FILE, lines=True)
     assert list(frame["total_tok_s_ci"] / frame["total_tok_s"]) == pytest.approx([0.02 * t_quantile(1.5)] * 2)
     assert main(["gate", "plan", str(run), "--detect", "3%,10%"]) == 0
@@ -174,9 +154,9 @@ def test_a_plan_from_one_run_by_hand(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_bad_folders_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    a = write_run(tmp_path / "a", {1: (100.0, 100.0)})
-    other = write_run(tmp_path / "other", {4: (300.0, 75.0)})
-    newer = write_run(tmp_path / "newer", {1: (100.0, 100.0)}, schema=99)
+    a = write_gate_run(tmp_path / "a", {1: (100.0, 100.0)})
+    other = write_gate_run(tmp_path / "other", {4: (300.0, 75.0)})
+    newer = write_gate_run(tmp_path / "newer", {1: (100.0, 100.0)}, schema=99)
     cases = [
         ([str(a), str(other)], "no decode cell in common"),
         ([str(a), str(newer)], "schema_version 99 is newer than this toolkit reads"),
@@ -194,7 +174,7 @@ def test_an_interleaved_folders_sides_and_their_order(tmp_path: Path, capsys: py
     steps = {"fast": 100.0, "slow": 80.0, "mid": 90.0}
     for label, speed in steps.items():
         for r in (1, 2, 3, 4):
-            write_run(tmp_path / f"{label}-round{r}", {1: (speed * (1 + r / 100), speed * (1 + r / 100))})
+            write_gate_run(tmp_path / f"{label}-round{r}", {1: (speed * (1 + r / 100), speed * (1 + r / 100))})
     order = [f"{label}-round{r}" for r in (1, 2, 3, 4) for label in ("slow", "fast", "mid")]
     write_json_atomic(tmp_path / "batch.json", {"labels": order, "variants": {}})
     status, lines, err = gate([str(tmp_path), "--max-regression", "5%"], capsys)

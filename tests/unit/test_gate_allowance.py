@@ -9,18 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.gate_folders import write_gate_run
 from toolkit.base.errors import ResultsError
-from toolkit.base.schema import SCHEMA_VERSION, Measurement
+from toolkit.base.schema import SCHEMA_VERSION
 from toolkit.cli.entry import main
 from toolkit.method.allowance import log_bound, runs_spread
 from toolkit.method.gate import QUANTITIES, RatioInterval, Verdict
-from toolkit.method.spread import t_quantile
 from toolkit.reports.gate_allowance import AllowanceDocument, allowance_lines, between_runs
 from toolkit.reports.gate_document import gate_document
 from toolkit.reports.gate_ratios import APART_REASON, BetweenRuns, judge
 from toolkit.reports.gate_text import GateContext, gate_line, summary_markdown
 from toolkit.reports.gate_view import gate_folders
-from toolkit.results.store import RESULTS_FILE, RUN_FILE, write_json_atomic
 
 pytestmark = pytest.mark.unit
 
@@ -35,20 +34,8 @@ FINGERPRINT = {"model": None, "contexts": [1024], "prefill_only_contexts": None,
 def write_run(folder: Path, cells: dict[int, tuple[float, float]], *, run_id: str | None = None,
               fingerprint: dict[str, object] | None = None, started_at: str = "2026-12-03T10:00:00+00:00",
               ) -> Path:  # fmt: skip
-    """A run folder as tests/component/test_gate.py writes one: requests at once -> (total tok/s, per-request
-    tok/s), each ±2 % over 3 batches of 10 s; run.json with its fingerprint."""
-    folder.mkdir(parents=True)
-    half = 0.02 * t_quantile(1.5)
-    rows = [Measurement(phase="decode", context_tokens=1024, context="1K", concurrency=n, status="Valid",
-                        total_tok_s=total, per_request_tok_s=per, ttft_ms=50.0, tbt_ms=1000 / per,
-                        total_tok_s_ci=half * total, per_request_tok_s_ci=half * per, sub_windows=3,
-                        measured_s=10.0, started_at="2026-12-03T10:00:00+00:00")
-            for n, (total, per) in cells.items()]  # fmt: skip
-    (folder / RESULTS_FILE).write_text("".join(json.dumps(m.to_dict()) + "\n" for m in rows))
-    document = {"run_id": run_id, "run_label": folder.name, "params": {"base_url": "http://127.0.0.1:8000"},
-                "fingerprint": fingerprint or FINGERPRINT, "started_at": started_at}  # fmt: skip
-    write_json_atomic(folder / RUN_FILE, document)
-    return folder
+    """A gate run folder (tests/gate_folders.py) whose run.json has a run id and its fingerprint."""
+    return write_gate_run(folder, cells, run_id=run_id, fingerprint=fingerprint or FINGERPRINT, started_at=started_at)
 
 
 def aa_runs(root: Path) -> list[Path]:
