@@ -1,0 +1,139 @@
+"""benchmarks/calibration.py judges every interval by the product's own function, never a copy (issue 42): each
+kind it checks is computed by the function a report, table or step row shows it with."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import numpy as np
+import pytest
+
+import benchmarks.calibration as calibration
+import toolkit.method.goodput as goodput
+import toolkit.method.window as window
+import toolkit.reports.compare as compare
+import toolkit.reports.compare_drift as compare_drift
+import toolkit.reports.interleaved as interleaved
+import toolkit.results.rounds as rounds
+from benchmarks.token_truth import Cell, Noise, window_streams
+from toolkit.method.drift import cell_drift, control_fit
+from toolkit.method.spread import Interval, ratio_test, t_quantile
+
+CELL = Cell(streams=8, window_s=4.0)
+
+
+def _records(seed: int, count: int) -> list:
+    rng = random.Random(seed)
+    return [calibration.record(window_streams(Noise("lockstep"), CELL, rng), CELL.window_s, key=1, round_=r + 1,
+                               at_s=60.0 * r) for r in range(count)]  # fmt: skip
+
+
+def test_calibration_calls_the_products_functions_not_copies() -> None:
+    assert calibration.summarize_window is window.summarize_window
+    assert calibration.window_spread is window.window_spread
+    assert calibration.ratio_table is compare.ratio_table
+    assert calibration.with_round_spreads is compare_drift.with_round_spreads
+    assert calibration.combine is rounds.combine
+    assert calibration.paired_table is interleaved.paired_table
+    assert calibration.overall is interleaved.overall
+    assert calibration.fraction_bounds is goodput.fraction_bounds
+    assert calibration.batch_fraction is goodput.batch_fraction
+    # the re-implementations issue 42 named are gone
+    for name in ("_repeat", "ratio_test", "paired_ratio", "t_quantile"):
+        assert not hasattr(calibration, name), name
+
+
+def test_a_window_is_recorded_with_the_window_spreads_half_widths() -> None:
+    rng = random.Random(3)
+    results = window_streams(Noise("ar1"), CELL, rng)
+    m = calibration.record(results, CELL.window_s)
+    spread = window.window_spread(results, 0.0, CELL.window_s)
+    summary = window.summarize_window(results, 0.0, CELL.window_s)
+    assert m.total_tok_s == summary.total_tok_s
+    assert spread.total_tok_s is not None and m.total_tok_s_ci == spread.total_tok_s.half_width
+    assert spread.ttft_ms is not None and m.ttft_ms_ci == spread.ttft_ms.half_width
+    assert m.sub_windows == spread.sub_windows == 3
+
+
+def test_the_ratio_is_compares_with_its_two_degrees_of_freedom_not_the_windows_one_and_a_half() -> None:
+    a, b = _records(5, 2)
+    table = calibration.compare_table([a], [b])
+    # with_round_spreads: each window's 3 batches less one (2), where the window's own interval took 1.5
+    by_hand = ratio_test(Interval(a.total_tok_s, a.total_tok_s_ci, 2.0), Interval(b.total_tok_s, b.total_tok_s_ci, 2.0))
+    assert table["total_tok_s_ratio_dof"][0] == pytest.approx(by_hand.interval.dof)
+    assert table["total_tok_s_ratio"][0] == pytest.approx(by_hand.interval.value)
+    assert table["total_tok_s_ratio_hw"][0] == pytest.approx(by_hand.interval.half_width)
+    old = ratio_test(Interval(a.total_tok_s, a.total_tok_s_ci, 1.5), Interval(b.total_tok_s, b.total_tok_s_ci, 1.5))
+    assert table["total_tok_s_ratio_hw"][0] != pytest.approx(old.interval.half_width, rel=1e-3)
+
+
+def test_the_repeat_interval_is_combines_t_half_width_across_rounds() -> None:
+    triple = _records(7, 3)
+    combined = rounds.combine(triple)
+    totals = [m.total_tok_s for m in triple]
+    assert combined.total_tok_s == pytest.approx(statistics.fmean(totals))
+    assert combined.total_tok_s_repeat_ci == pytest.approx(t_quantile(2) * statistics.stdev(totals) / math.sqrt(3))
+    tally = calibration.Tally()
+    tally.add("repeat", combined.total_tok_s, combined.total_tok_s_repeat_ci, combined.total_tok_s)
+    assert tally.hits["repeat"] == [True]
+
+
+def test_a_repeated_cells_ratio_goes_through_with_round_spreads() -> None:
+    first, second = rounds.combine(_records(8, 3)), rounds.combine(_records(9, 3))
+    table = calibration.compare_table([first], [second])
+    frame = calibration.runs_frame({"A": [(first, None)], "B": [(second, None)]})
+    spreads = compare_drift.with_round_spreads(frame, ["total_tok_s"])
+    hw = spreads["total_tok_s_ci"].tolist()
+    assert hw == [max(m.total_tok_s_ci, m.total_tok_s_repeat_ci) for m in (first, second)]
+    by_hand = ratio_test(Interval(first.total_tok_s, hw[0], 2.0), Interval(second.total_tok_s, hw[1], 2.0))
+    assert table["total_tok_s_ratio_hw"][0] == pytest.approx(by_hand.interval.half_width)
+
+
+def test_the_drift_ratio_is_divided_by_the_machines_change_along_the_control_lines() -> None:
+    a, b = _records(10, 2)
+    readings = [calibration._control(Noise("lockstep"), 1.0, 150.0 * k, k, random.Random(k)) for k in range(4)]
+    line = control_fit(readings)
+    places = [cell_drift(line, "1970-01-01T00:01:40+00:00"), cell_drift(line, "1970-01-01T00:06:40+00:00")]
+    assert all(p is not None for p in places)
+    corrected = compare.ratio_table(calibration.runs_frame({"A": [(a, places[0])], "B": [(b, places[1])]}), "A", "B")
+    plain = calibration.compare_table([a], [b])
+    assert not math.isnan(corrected["machine_change"][0])
+    assert corrected["total_tok_s_ratio_hw"][0] != pytest.approx(plain["total_tok_s_ratio_hw"][0], rel=1e-6)
+
+
+def test_interleaved_coverage_counts_paired_table_and_overall() -> None:
+    tally = calibration.Tally()
+    calibration.interleaved_coverage(Noise("lockstep"), 2, 0.05, random.Random(4), tally)
+    shape = (calibration.INTERLEAVED_ROUNDS, calibration.INTERLEAVED_CELLS, 0.05, calibration.INTERLEAVED_CELL)
+    rng, cells, overall, held = random.Random(4), calibration.INTERLEAVED_CELLS, [], []
+    for j in range(2):  # each compare on its own, as interleaved.md would show it
+        a, b = calibration.interleaved_rounds(Noise("lockstep"), rng, 1.0, *shape, first_key=1 + j * cells)
+        table, whole = interleaved.paired_table(a, b), interleaved.overall(a, b)["total_tok_s"]
+        pairs = zip(table["total_tok_s_ratio"], table["total_tok_s_ratio_hw"], strict=True)
+        held += [abs(r - 1) <= hw for r, hw in pairs]
+        overall.append(abs(whole[0] - 1) <= whole[1])
+    assert len(held) == 2 * cells and tally.hits["interleaved"] == held
+    assert tally.hits["interleaved_overall"] == overall
+
+
+def test_slo_coverage_is_fraction_bounds_of_the_steps_batches() -> None:
+    met, true = calibration.slo_steps(np.random.default_rng(2), 4, 200, 0.9, 0.0)
+    assert true == pytest.approx(goodput.ServiceLevel().target)
+    tally = calibration.Tally()
+    calibration.slo_coverage(np.random.default_rng(2), 4, 200, 0.9, 0.0, tally)
+    expected = []
+    for row in met:
+        flags = [bool(x) for x in row]
+        batches = goodput.batch_fraction(flags)
+        low, high = goodput.fraction_bounds(sum(flags), len(flags), [batches] if batches else [])
+        expected.append(low <= true <= high)
+    assert tally.hits["slo_fraction"] == expected
+
+
+def test_the_correlation_levels_are_stated_between_the_intervals_batches() -> None:
+    mapping = [(0.5, 0.25), (0.9, 0.7)]
+    assert calibration.invert(mapping, 0.25) == pytest.approx(0.5)
+    assert calibration.invert(mapping, 0.475) == pytest.approx(0.7)
+    assert calibration.level_names(["independent", "ar1"], [0.25, 0.5]) == ["independent", "ar1@0.25", "ar1@0.5"]
