@@ -72,3 +72,14 @@ def format_percent(fraction: Any) -> str:
     """A 0–1 fraction as a percentage with one decimal: ``87.5%``."""
     number = as_number(fraction)
     return MISSING if number is None else f"{number * 100:,.1f}%"
+
+
+def format_bounded(value: Any, low: Any, high: Any, show: Callable[[Any], str]) -> str:
+    """A percentile with its 95 % bounds (toolkit.method.quantile_bounds), each through `show`: ``812 ms [640,
+    1,020]``; a missing upper end is ``unbounded`` (too few values); the value alone when neither end is known."""
+    shown = show(value)
+    low, high = as_number(low), as_number(high)
+    if shown == MISSING or (low is None and high is None):
+        return shown
+    bound = lambda x: show(x).removesuffix(" ms")  # noqa: E731
+    return f"{shown} [{MISSING if low is None else bound(low)}, {'unbounded' if high is None else bound(high)}]"

@@ -25,6 +25,7 @@ from itertools import pairwise
 from typing import Any
 
 from toolkit.method.goodput import fraction_bounds, fraction_interval, verdict
+from toolkit.method.quantile_bounds import min_bounded_n
 from toolkit.rates.params import rate_text
 
 
@@ -116,10 +117,8 @@ def next_probe(steps: Sequence[dict[str, Any]], precision: float, target: float,
 def requests_to_show(target: float) -> int:
     """The fewest requests that can show a fraction reaching `target` at 95 %: all of n meeting the level give a
     Clopper–Pearson low end of 0.025^(1/n), which reaches 0.99 from 368 requests, 0.95 from 72, 0.9 from 36."""
-    if not 0 < target < 1:
-        return 1
-    n = max(1, math.ceil(math.log(0.025) / math.log(target)))
-    return n if fraction_interval(n, n)[0] >= target else n + 1  # the closed form's last digit, checked
+    # the same count as a percentile's upper bound needs: target^n at most 2.5 % (toolkit.method.quantile_bounds)
+    return min_bounded_n(100 * target) if 0 < target < 1 else 1
 
 
 def search_result(steps: Sequence[dict[str, Any]], target: float) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from toolkit.method.number_format import (
     MISSING,
     as_number,
     format_active,
+    format_bounded,
     format_count,
     format_ms,
     format_percent,
@@ -123,15 +124,10 @@ _BOUNDED = ("tbt_p90_ms", "tbt_p99_ms")  # shown with their 95 % bounds where th
 
 def _shown(row: dict[str, Any], key: str, fmt: Callable[[Any], str]) -> str:
     """One extra's display: ``41.3 ms [40.1, 43.0]`` for a bounded percentile (unbounded: too few gaps)."""
-    if row[key] is None:
-        return MISSING
-    value = fmt(row[key])
+    if key not in _BOUNDED:
+        return MISSING if row[key] is None else fmt(row[key])
     stem = key.removesuffix("_ms")
-    low, high = as_number(row.get(f"{stem}_low_ms")), as_number(row.get(f"{stem}_high_ms"))
-    if key not in _BOUNDED or (low is None and high is None):
-        return value
-    bound = lambda x: fmt(x).removesuffix(" ms")  # noqa: E731
-    return f"{value} [{MISSING if low is None else bound(low)}, {'unbounded' if high is None else bound(high)}]"
+    return format_bounded(row[key], row.get(f"{stem}_low_ms"), row.get(f"{stem}_high_ms"), fmt)
 
 
 def extras_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from toolkit.method.goodput import ServiceLevel, highest_rate_meeting, judge_ste
 from toolkit.method.number_format import (
     MISSING,
     as_number,
+    format_bounded,
     format_count,
     format_ms,
     format_percent,
@@ -116,20 +117,10 @@ def verdict_mark(row: Mapping[Any, Any]) -> str:
     return {"meets": " ✓", "undecided": " ?"}.get(judged, "")
 
 
-_UNBOUNDED = "unbounded"  # a percentile's upper bound from too few values (p90 below 36, p99 below 368)
-
-
 def _bounded(row: Mapping[Any, Any], column: str, show: Callable[[Any], str]) -> str:
-    """A percentile with its 95 % distribution-free bounds when the step has them (toolkit.method.quantile_bounds):
-    ``812 ms [640, 1,020]``, ``812 ms [640, unbounded]``; the value alone for a step recorded without bounds."""
-    value = show(row.get(f"{column}_ms"))
-    if value == MISSING or f"{column}_low_ms" not in row:
-        return value
-    low, high = as_number(row.get(f"{column}_low_ms")), as_number(row.get(f"{column}_high_ms"))
-    if low is None and high is None:
-        return value
-    shown = lambda bound: show(bound).removesuffix(" ms")  # noqa: E731
-    return f"{value} [{MISSING if low is None else shown(low)}, {_UNBOUNDED if high is None else shown(high)}]"
+    """A percentile with its 95 % distribution-free bounds when the step has them: ``812 ms [640, 1,020]``,
+    ``812 ms [640, unbounded]``; the value alone for a step recorded without bounds."""
+    return format_bounded(row.get(f"{column}_ms"), row.get(f"{column}_low_ms"), row.get(f"{column}_high_ms"), show)
 
 
 def _arrival_first(row: Mapping[Any, Any], name: str, q: int) -> str:
