@@ -5,8 +5,9 @@ and half-widths as a run records them (`toolkit.method.window.summarize_window`,
 `Measurement`); a cell's rounds by `toolkit.results.rounds.combine`; compare's ratios by
 `toolkit.reports.compare.ratio_table` on a frame laid out as `load_runs` lays it out (so its degrees of freedom,
 `with_round_spreads` and the control-line correction are the product's); an interleaved comparison by
-`toolkit.reports.interleaved.paired_table` and `overall`; the SLO fraction by `toolkit.method.goodput.batch_fraction`
-and `fraction_bounds`, as `summarize_step` calls them. The kinds (`INTERVALS`):
+`toolkit.reports.interleaved.paired_table` and `overall`; the SLO fraction by `toolkit.method.goodput.meeting_fraction`
+(batches, design effect, `fraction_bounds`) on the requests' latencies, as `summarize_step` calls it. The kinds
+(`INTERVALS`):
 
 - `total_tok_s`, `per_request_tok_s`, `tbt_ms`, `ttft_ms`: one window's (8 streams, 10 s) value ± its recorded
   half-width; the truth is the quantity's mean over `--truth-trials` further windows;
@@ -21,7 +22,8 @@ and `fraction_bounds`, as `summarize_step` calls them. The kinds (`INTERVALS`):
   the machine a random walk of `--machine-drift` a run): each cell's paired total tok/s ratio (`paired_table`)
   and the overall one (`overall`); truth 1;
 - `slo_fraction`: steps of `--slo-requests` requests of which a true 0.99 (the default target) meet the level,
-  neighbouring requests' outcomes correlated (a Gaussian AR(1) thresholded), the interval `fraction_bounds`.
+  each request's TTFT over its limit the exponential of a Gaussian AR(1) (neighbouring requests correlated; met:
+  at most 1), the interval `meeting_fraction`'s.
 
 Noise levels: the kinds of `benchmarks/token_truth.py`; `ar1` at each between-batch correlation of `--ar`. The
 correlation is stated between the three batches the window interval uses (consecutive batch total tok/s, measured
@@ -36,7 +38,8 @@ Per level: 3 × `--trials` windows (the quantities are judged on all, `repeat` o
 holds the truth (binomial standard error about 0.005 at 2,000); width the median half-width as a % of the value.
 
     .venv/bin/python benchmarks/calibration.py [--trials 400] [--truth-trials 1000] [--seeds 1,2,3] [--ar 0.25,0.5]
-        [--ar-sweep] [--sweep-trials 500] [--kinds independent,ar1,drift] [--coverage-only] [--json PATH]
+        [--ar-sweep] [--sweep-trials 500] [--kinds independent,ar1,drift] [--coverage-only | --slo-only]
+        [--json PATH]
     .venv/bin/python benchmarks/calibration.py --gate-only [--gate-trials 200]
 
 Last line per seed: `calibration: seed=S trials=N levels=… <kind>=<coverage per level> … outside=<kind/level:cov,…>
@@ -78,7 +81,7 @@ from toolkit.method.drift import (  # noqa: E402
     control_reading,
 )
 from toolkit.method.gate import Verdict, family_level, paired_interval, verdict  # noqa: E402
-from toolkit.method.goodput import ServiceLevel, batch_fraction, fraction_bounds  # noqa: E402
+from toolkit.method.goodput import ServiceLevel, meeting_fraction  # noqa: E402
 from toolkit.method.paired import alternating_order  # noqa: E402
 from toolkit.method.spread import BATCHES  # noqa: E402
 from toolkit.method.window import _sub_window_values, summarize_window, window_spread  # noqa: E402
@@ -105,7 +108,8 @@ ROUNDS = 3
 MATRIX_CELLS = 12
 COMPARES = 40
 GATE_LIMIT, GATE_ROUNDS, GATE_CELLS = 0.03, 4, 4
-SLO_TARGET = ServiceLevel().target  # 0.99
+SLO_LEVEL = ServiceLevel(ttft_ms=1.0)  # the SLO steps' level: TTFT alone, 1 ms, the default target
+SLO_TARGET = SLO_LEVEL.target  # 0.99
 SLO_DRIFT = 0.3  # the `drift` kind's SLO steps: the latent latency's mean moves this many sds across the step
 
 
@@ -320,26 +324,32 @@ def slo_batch_correlation(met: np.ndarray) -> float:
 
 
 def slo_steps(rng: np.random.Generator, steps: int, n: int, phi: float, drift: float) -> tuple[np.ndarray, float]:
-    """Which requests of each step meet the level, and the true fraction (the mean of their probabilities)."""
+    """Each request's latency over its limit per step (the latent AR(1) cut at the target's quantile, on the
+    exponential scale: met when at most 1), and the true fraction (the mean of the requests' probabilities)."""
     from scipy.special import ndtr
 
     shift = drift * (np.arange(n) / max(1, n - 1) - 0.5)
-    met = _ar1_latent(rng, steps, n, phi) + shift < _threshold()
-    return met, float(np.mean(ndtr(_threshold() - shift)))
+    margins = np.exp(_ar1_latent(rng, steps, n, phi) + shift - _threshold())
+    return margins, float(np.mean(ndtr(_threshold() - shift)))
+
+
+def step_latencies(margins: np.ndarray) -> pd.DataFrame:
+    """One step's requests as `request_latencies` gives them: all completed, TTFT (from the scheduled arrival)
+    the margin times SLO_LEVEL's limit."""
+    assert SLO_LEVEL.ttft_ms is not None
+    return pd.DataFrame({"ok": True, "ttft_sched_ms": margins * SLO_LEVEL.ttft_ms})
 
 
 def slo_coverage(rng: np.random.Generator, steps: int, n: int, phi: float, drift: float, tally: Tally) -> float:
-    """`slo_fraction` over `steps` steps of `n` requests, as `summarize_step` bounds the fraction; returns the
-    steps' between-batch correlation."""
-    met, true = slo_steps(rng, steps, n, phi, drift)
-    for row in met:
-        flags = [bool(x) for x in row]
-        batches = batch_fraction(flags)
-        low, high = fraction_bounds(int(row.sum()), n, [batches] if batches else [])
-        share = float(row.mean())
-        tally.hits["slo_fraction"].append(low <= true <= high)
-        tally.widths["slo_fraction"].append(max(share - low, high - share) / share if share else math.inf)
-    return slo_batch_correlation(met)
+    """`slo_fraction` over `steps` steps of `n` requests, by `meeting_fraction` as `summarize_step` calls it;
+    returns the steps' between-batch correlation."""
+    margins, true = slo_steps(rng, steps, n, phi, drift)
+    for row in margins:
+        found = meeting_fraction(step_latencies(row), SLO_LEVEL)
+        share = found.met / found.counted
+        tally.hits["slo_fraction"].append(found.low <= true <= found.high)
+        tally.widths["slo_fraction"].append(max(share - found.low, found.high - share) / share if share else math.inf)
+    return slo_batch_correlation(margins <= 1)
 
 
 def rho_map(seed: int = 0, windows: int = 600) -> list[tuple[float, float]]:
@@ -356,7 +366,7 @@ def phi_map(n: int, seed: int = 0, steps: int = 2000) -> list[tuple[float, float
     """(AR(1) φ between neighbouring requests, measured correlation between consecutive `batch_fraction` batches)."""
     rng, out = np.random.default_rng(seed), []
     for phi in (0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999):
-        out.append((phi, slo_batch_correlation(slo_steps(rng, steps, n, phi, 0.0)[0])))
+        out.append((phi, slo_batch_correlation(slo_steps(rng, steps, n, phi, 0.0)[0] <= 1)))
     return out
 
 
@@ -447,27 +457,40 @@ def level_names(kinds: Sequence[str], ar: Sequence[float]) -> list[str]:
 def run_level(name: str, trials: int, args: argparse.Namespace, maps: dict[str, list[tuple[float, float]]],
               rng: random.Random, nprng: np.random.Generator) -> dict[str, Any]:  # fmt: skip
     """Every kind's coverage at one noise level."""
-    kind, _, level = name.partition("@")
-    target = float(level) if level else None
-    rho = invert(maps["rho"], target) if target is not None else Noise().rho
+    kind, target = level_target(name)
     phi = invert(maps["phi"], target) if target is not None else 0.0
-    noise, cell, tally = Noise(kind, rho=rho), Cell(), Tally()
+    tally = Tally()
+    windows = {} if args.slo_only else window_level(name, trials, args, maps, rng, tally)
+    slo_measured = slo_coverage(nprng, trials, args.slo_requests, phi, SLO_DRIFT if kind == "drift" else 0.0, tally)
+    rows = tally.rows()
+    print(f"{name}: SLO phi={phi:.4f}, between-batch r={slo_measured:.3f}", flush=True)
+    return {**windows, "slo_phi": phi, "slo_between_batch_r": slo_measured, "trials": trials,
+            "kinds": {k: dict(zip(("coverage", "width", "n"), v, strict=True)) for k, v in rows.items()}}  # fmt: skip
+
+
+def level_target(name: str) -> tuple[str, float | None]:
+    """A level's noise kind and its between-batch correlation (None: not stated): `ar1@0.25` -> (ar1, 0.25)."""
+    kind, _, level = name.partition("@")
+    return kind, float(level) if level else None
+
+
+def window_level(name: str, trials: int, args: argparse.Namespace, maps: dict[str, list[tuple[float, float]]],
+                 rng: random.Random, tally: Tally) -> dict[str, Any]:  # fmt: skip
+    """The window, compare, drift and interleaved kinds at one noise level."""
+    kind, target = level_target(name)
+    rho = invert(maps["rho"], target) if target is not None else Noise().rho
+    noise, cell = Noise(kind, rho=rho), Cell()
     true = truth(noise, cell, args.truth_trials, rng)
     measured = window_coverage(noise, cell, trials, true, rng, tally)
     drift_coverage(noise, cell, trials, args.machine_drift, rng, tally)
     interleaved_coverage(noise, trials, args.machine_drift, rng, tally)
-    slo_measured = slo_coverage(nprng, trials, args.slo_requests, phi, SLO_DRIFT if kind == "drift" else 0.0, tally)
-    rows = tally.rows()
-    print(f"{name}: generator rho={rho:.3f} per tenth, between-batch r={measured:.3f}; SLO phi={phi:.4f}, "
-          f"between-batch r={slo_measured:.3f}; truth " + ", ".join(f"{q}={v:.4g}" for q, v in true.items()),
-          flush=True)  # fmt: skip
-    return {"rho_per_tenth": rho, "between_batch_r": measured, "slo_phi": phi, "slo_between_batch_r": slo_measured,
-            "trials": trials, "truth": true, "kinds": {k: dict(zip(("coverage", "width", "n"), v, strict=True))
-                                                       for k, v in rows.items()}}  # fmt: skip
+    print(f"{name}: generator rho={rho:.3f} per tenth, between-batch r={measured:.3f}; truth "
+          + ", ".join(f"{q}={v:.4g}" for q, v in true.items()), flush=True)  # fmt: skip
+    return {"rho_per_tenth": rho, "between_batch_r": measured, "truth": true}
 
 
 def _table(levels: dict[str, dict[str, Any]]) -> str:
-    shown = (*INTERVALS, *SHOWN_ONLY)
+    shown = [k for k in (*INTERVALS, *SHOWN_ONLY) if any(v["kinds"][k]["n"] for v in levels.values())]
     lines = [f"{'kind':<20}" + "".join(f"{name:>22}" for name in levels),
              " " * 20 + "".join(f"{'coverage  width     n':>22}" for _ in levels)]  # fmt: skip
     for k in shown:
@@ -479,16 +502,22 @@ def _table(levels: dict[str, dict[str, Any]]) -> str:
 
 def outside(levels: dict[str, dict[str, Any]]) -> list[str]:
     """`kind/level:coverage` for every kind whose coverage falls out of BAND."""
-    return [f"{k}/{name}:{c:.3f}" for name, v in levels.items() for k in INTERVALS
+    return [f"{k}/{name}:{c:.3f}" for name, v in levels.items() for k in measured(v)
             if not BAND[0] <= (c := v["kinds"][k]["coverage"]) <= BAND[1]]  # fmt: skip
+
+
+def measured(level: dict[str, Any]) -> list[str]:
+    """The kinds of INTERVALS that had trials at a level (`--slo-only` leaves all but slo_fraction without)."""
+    return [k for k in INTERVALS if level["kinds"][k]["n"]]
 
 
 def calibration_line(seed: int, trials: int, levels: dict[str, dict[str, Any]], sweep: dict[str, dict[str, Any]],
                      extra: str = "") -> str:  # fmt: skip
     cov = lambda k: ",".join(f"{v['kinds'][k]['coverage']:.3f}" for v in levels.values())  # noqa: E731
-    parts = [f"{k}={cov(k)}" for k in INTERVALS]
-    values = [v["kinds"][k]["coverage"] for v in levels.values() for k in INTERVALS]
-    r = ",".join(f"{v['between_batch_r']:.2f}" for v in levels.values())
+    kinds = [k for k in INTERVALS if any(k in measured(v) for v in levels.values())]
+    parts = [f"{k}={cov(k)}" for k in kinds]
+    values = [v["kinds"][k]["coverage"] for v in levels.values() for k in measured(v)]
+    r = ",".join(f"{v.get('between_batch_r', math.nan):.2f}" for v in levels.values())
     line = (f"calibration: seed={seed} trials={trials} levels={','.join(levels)} between_batch_r={r} "
             f"{' '.join(parts)} min={min(values):.3f} max={max(values):.3f}{extra} "
             f"outside={','.join(outside(levels)) or 'none'}")  # fmt: skip
@@ -563,6 +592,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gate-trials", type=int, default=200, help="gates per kind and truth")
     ap.add_argument("--gate-only", action="store_true", help="only the regression gate's error rates")
     ap.add_argument("--coverage-only", action="store_true", help="no compare family, machine compares or gate")
+    ap.add_argument("--slo-only", action="store_true", help="only slo_fraction (implies --coverage-only)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else [int(s) for s in args.seeds.split(",")]
@@ -572,8 +602,10 @@ def main(argv: list[str] | None = None) -> None:
         print(gate_line(gate_rates(gate_kinds, args.gate_trials, args.machine_drift, rng), args.gate_trials,
                         args.machine_drift))  # fmt: skip
         return
-    maps = {"rho": rho_map(), "phi": phi_map(args.slo_requests)}
-    print("map: generator rho per tenth -> between-batch r " + ", ".join(f"{p:g}:{c:.3f}" for p, c in maps["rho"]))
+    args.coverage_only |= args.slo_only
+    maps = {"rho": [] if args.slo_only else rho_map(), "phi": phi_map(args.slo_requests)}
+    if maps["rho"]:
+        print("map: generator rho per tenth -> between-batch r " + ", ".join(f"{p:g}:{c:.3f}" for p, c in maps["rho"]))
     print("map: SLO requests' phi -> between-batch r " + ", ".join(f"{p:g}:{c:.3f}" for p, c in maps["phi"]))
     started, results = time.monotonic(), {}
     for seed in seeds:

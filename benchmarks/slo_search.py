@@ -93,7 +93,13 @@ def search(seed: int, by_interval: bool = True) -> tuple[float | None, float | N
     def run(rate: float) -> None:
         row = summarize_step(step_records(rate, (seed, len(rows))), LEVEL).row()
         if not by_interval:  # a point judgement: pretend the step had so many requests its interval is a point
-            row |= {"requests": 10**9, "slo_fraction": float(row["slo_met"])}
+            row |= {
+                "requests": 10**9,
+                "steady_requests": 10**9,
+                "slo_fraction": float(row["slo_met"]),
+                "slo_fraction_deff": None,
+                "slo_fraction_se": None,
+            }
         rows.append(row)
 
     for rate in LISTED:

@@ -8,6 +8,7 @@ import random
 import statistics
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import benchmarks.calibration as calibration
@@ -19,6 +20,7 @@ import toolkit.reports.interleaved as interleaved
 import toolkit.results.rounds as rounds
 from benchmarks.token_truth import Cell, Noise, window_streams
 from toolkit.method.drift import cell_drift, control_fit
+from toolkit.method.effective_n import design_effect
 from toolkit.method.spread import Interval, ratio_test, t_quantile
 
 CELL = Cell(streams=8, window_s=4.0)
@@ -38,8 +40,7 @@ def test_calibration_calls_the_products_functions_not_copies() -> None:
     assert calibration.combine is rounds.combine
     assert calibration.paired_table is interleaved.paired_table
     assert calibration.overall is interleaved.overall
-    assert calibration.fraction_bounds is goodput.fraction_bounds
-    assert calibration.batch_fraction is goodput.batch_fraction
+    assert calibration.meeting_fraction is goodput.meeting_fraction
     # the re-implementations issue 42 named are gone
     for name in ("_repeat", "ratio_test", "paired_ratio", "t_quantile"):
         assert not hasattr(calibration, name), name
@@ -118,18 +119,33 @@ def test_interleaved_coverage_counts_paired_table_and_overall() -> None:
     assert tally.hits["interleaved_overall"] == overall
 
 
-def test_slo_coverage_is_fraction_bounds_of_the_steps_batches() -> None:
-    met, true = calibration.slo_steps(np.random.default_rng(2), 4, 200, 0.9, 0.0)
+def test_slo_coverage_is_fraction_bounds_of_the_steps_batches_at_their_effective_count() -> None:
+    margins, true = calibration.slo_steps(np.random.default_rng(2), 4, 200, 0.9, 0.0)
     assert true == pytest.approx(goodput.ServiceLevel().target)
     tally = calibration.Tally()
     calibration.slo_coverage(np.random.default_rng(2), 4, 200, 0.9, 0.0, tally)
     expected = []
-    for row in met:
-        flags = [bool(x) for x in row]
+    for row in margins:
+        flags = [bool(x) for x in row <= 1]
         batches = goodput.batch_fraction(flags)
-        low, high = goodput.fraction_bounds(sum(flags), len(flags), [batches] if batches else [])
+        deff = design_effect(row, sum(flags) / len(flags))
+        assert deff > 1.0
+        low, high = goodput.fraction_bounds(sum(flags), len(flags), [batches] if batches else [], len(flags) / deff)
         expected.append(low <= true <= high)
     assert tally.hits["slo_fraction"] == expected
+
+
+def test_a_calibration_step_is_judged_as_summarize_step_judges_a_steps_records() -> None:
+    margins = calibration.slo_steps(np.random.default_rng(5), 1, 300, 0.95, 0.0)[0][0]
+    sent = np.arange(300) * 0.1  # every request sent when due, its first token `margin` x the limit later
+    records = pd.DataFrame({"step": 0, "offered_rate": 10.0, "request": np.arange(300), "scheduled_s": sent,
+                            "sent_s": sent, "first_token_s": sent + margins * calibration.SLO_LEVEL.ttft_ms / 1e3,
+                            "last_token_s": sent + 1.0, "chunk_times_s": [[t] for t in sent + 1.0],
+                            "input_tokens": 10, "output_tokens": 1, "error": None})  # fmt: skip
+    row = goodput.summarize_step(goodput.complete_records(records), calibration.SLO_LEVEL, trim=0.0)
+    found = goodput.meeting_fraction(calibration.step_latencies(margins), calibration.SLO_LEVEL)
+    assert (row.slo_fraction_low, row.slo_fraction_high) == pytest.approx((found.low, found.high))
+    assert row.slo_fraction_deff == pytest.approx(found.deff)
 
 
 def test_the_correlation_levels_are_stated_between_the_intervals_batches() -> None:
@@ -137,3 +153,16 @@ def test_the_correlation_levels_are_stated_between_the_intervals_batches() -> No
     assert calibration.invert(mapping, 0.25) == pytest.approx(0.5)
     assert calibration.invert(mapping, 0.475) == pytest.approx(0.7)
     assert calibration.level_names(["independent", "ar1"], [0.25, 0.5]) == ["independent", "ar1@0.25", "ar1@0.5"]
+
+
+def test_slo_only_reports_just_the_kinds_it_measured() -> None:
+    def level(slo: float) -> dict:
+        kinds = {k: {"coverage": math.nan, "width": math.nan, "n": 0} for k in (*calibration.INTERVALS,
+                                                                               *calibration.SHOWN_ONLY)}  # fmt: skip
+        return {"kinds": {**kinds, "slo_fraction": {"coverage": slo, "width": 0.01, "n": 100}}}
+
+    levels = {"independent": level(0.99), "ar1@0.25": level(0.95)}
+    assert calibration.outside(levels) == ["slo_fraction/independent:0.990"]
+    line = calibration.calibration_line(1, 100, levels, {})
+    assert "slo_fraction=0.990,0.950 min=0.950 max=0.990" in line and "total_tok_s" not in line
+    assert calibration._table(levels).splitlines()[2].startswith("slo_fraction")

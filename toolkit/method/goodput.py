@@ -14,6 +14,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 # One row per request of a step. `chunk_times_s` holds every content chunk's arrival (a list; a chunk may carry
@@ -114,15 +115,32 @@ def request_latencies(records: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def meets(latencies: pd.DataFrame, level: ServiceLevel) -> pd.Series:
-    """Whether each request met every limit of `level` (a failed request never does). TTFT and end-to-end count
-    from the scheduled arrival: a user waits from when the request was due, also while the client held it."""
-    met = latencies["ok"].copy()
+def limited(level: ServiceLevel) -> list[tuple[str, float]]:
+    """The latency columns `level` limits, with their limits in ms. TTFT and end-to-end count from the scheduled
+    arrival: a user waits from when the request was due, also while the client held it."""
     limits = (("ttft_sched_ms", level.ttft_ms), ("tpot_ms", level.tpot_ms), ("e2e_sched_ms", level.e2e_ms))
-    for column, limit in limits:
-        if limit is not None:
-            met &= latencies[column] <= limit
+    return [(column, limit) for column, limit in limits if limit is not None]
+
+
+def meets(latencies: pd.DataFrame, level: ServiceLevel) -> pd.Series:
+    """Whether each request met every limit of `level` (a failed request never does)."""
+    met = latencies["ok"].copy()
+    for column, limit in limited(level):
+        met &= latencies[column] <= limit
     return met
+
+
+def slo_margins(latencies: pd.DataFrame, level: ServiceLevel) -> np.ndarray | None:
+    """Each request's largest latency over its limit (met: at most 1; a failed request +inf), the continuous
+    series behind `meets`; None when `level` limits no latency."""
+    import numpy as np
+
+    limits = limited(level)
+    if not limits:
+        return None
+    ratios = np.column_stack([latencies[column].to_numpy(dtype=float) / limit for column, limit in limits])
+    worst = ratios.max(axis=1)
+    return np.where(latencies["ok"].to_numpy(dtype=bool) & ~np.isnan(worst), worst, np.inf)
 
 
 def inter_token_ms(records: pd.DataFrame) -> list[float]:
@@ -158,6 +176,7 @@ class StepSummary:
     slo_fraction_high: float
     slo_fraction_se: float | None  # the fraction's standard error from its batches, and its t degrees of freedom
     slo_fraction_dof: float | None
+    slo_fraction_deff: float | None  # its design effect (`meeting_fraction`); None: the level limits no latency
     slo_verdict: str  # "meets": even the interval's low end reaches the target; "fails": its high end does not
     steady_requests: int  # the requests due in the step's steady part, which the percentiles and the fraction cover
     held: int  # requests sent more than HELD_MS after their due time
@@ -186,15 +205,16 @@ def _quantile(values: Sequence[float] | pd.Series, q: float, check: bool = True)
     return float(series.quantile(q / 100)) if len(series) else None
 
 
-def fraction_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Clopper–Pearson interval of a fraction from `k` of `n` (exact binomial; (0, 1) for no trials)."""
+def fraction_interval(k: float, n: float, level: float = 0.95) -> tuple[float, float]:
+    """Clopper–Pearson interval of a fraction from `k` of `n` (exact binomial, continued to effective, fractional
+    counts through the beta distribution; (0, 1) for no trials)."""
     if n <= 0:
         return 0.0, 1.0
     from scipy.special import betaincinv
 
     tail = (1 - level) / 2
-    low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, tail))
-    high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - tail))
+    low = 0.0 if k <= 0 else float(betaincinv(k, n - k + 1, tail))
+    high = 1.0 if k >= n else float(betaincinv(k + 1, n - k, 1 - tail))
     return low, high
 
 
@@ -213,11 +233,17 @@ def batch_fraction(met: Sequence[bool]) -> tuple[float, float] | None:
     return sd / math.sqrt(SLO_BATCHES), SLO_BATCHES - 1 - DOF_DISCOUNT
 
 
-def fraction_bounds(k: int, n: int, spread: Sequence[tuple[float, float]] = ()) -> tuple[float, float]:
-    """95 % interval of a fraction `k` / `n`: the wider of Clopper–Pearson (independent requests) and, given the
-    batches' (standard error, dof) of one or more steps (`batch_fraction`), the t interval from them. Requests
-    close in time are not independent (a queue that builds delays many at once); the batches see that."""
-    low, high = fraction_interval(k, n)
+def fraction_bounds(
+    k: int, n: int, spread: Sequence[tuple[float, float]] = (), n_eff: float | None = None
+) -> tuple[float, float]:
+    """95 % interval of a fraction `k` / `n`: the wider of Clopper–Pearson and, given the batches' (standard
+    error, dof) of one or more steps (`batch_fraction`), the t interval from them. Requests close in time are not
+    independent (a queue that builds delays many at once): Clopper–Pearson counts the `n_eff` independent requests
+    they are worth (n over the design effect, toolkit.method.effective_n; at most n), with k scaled alike. Without
+    `n_eff` (records or steps that predate it) it counts n, as if the requests were independent: too narrow when
+    they are not and misses cluster, where the batches often see no miss at all (docs/method/spread.md)."""
+    effective = n if n_eff is None else min(float(n), n_eff)
+    low, high = fraction_interval(k * (effective / n) if n else 0.0, effective)  # k itself at n_eff = n
     if spread and n:
         from toolkit.method.spread import t_quantile, welch_dof
 
@@ -226,6 +252,32 @@ def fraction_bounds(k: int, n: int, spread: Sequence[tuple[float, float]] = ()) 
         half = t_quantile(dof) * math.sqrt(variance)
         low, high = min(low, max(0.0, k / n - half)), max(high, min(1.0, k / n + half))
     return low, high
+
+
+@dataclass(frozen=True)
+class SloFraction:
+    """The fraction of a step's requests meeting a level: counts, batches' (se, dof), design effect, interval."""
+
+    met: int
+    counted: int
+    batches: tuple[float, float] | None  # `batch_fraction`; None: too few requests
+    deff: float | None  # `toolkit.method.effective_n.design_effect` of `slo_margins`; None: the level limits none
+    low: float
+    high: float
+
+
+def meeting_fraction(latencies: pd.DataFrame, level: ServiceLevel) -> SloFraction:
+    """The fraction of the requests (`request_latencies`, in schedule order) meeting `level` with its 95 %
+    interval (`fraction_bounds` at the effective count from the requests' margins)."""
+    from toolkit.method.effective_n import design_effect
+
+    met = [bool(x) for x in meets(latencies, level)]
+    k, n = sum(met), len(met)
+    batches = batch_fraction(met)
+    margins = slo_margins(latencies, level)
+    deff = None if margins is None else design_effect(margins, k / n if n else 1.0)
+    low, high = fraction_bounds(k, n, [batches] if batches else [], None if deff is None else n / deff)
+    return SloFraction(k, n, batches, deff, low, high)
 
 
 def verdict(low: float, high: float, target: float) -> str:
@@ -273,7 +325,7 @@ def summarize_step(
     all_latencies = request_latencies(records)
     all_met = meets(all_latencies, level)
     steady = steady_mask(records, trim)
-    latencies, met = all_latencies[steady], all_met[steady]
+    latencies = all_latencies[steady]
     completed, requests = int(all_latencies["ok"].sum()), len(records)
     end = records["last_token_s"].max() if completed else records["sent_s"].max()
     duration = float(end - records["sent_s"].min()) if requests else 0.0
@@ -288,10 +340,9 @@ def summarize_step(
         quantiles[f"itl_{percentile_name(q)}_ms"] = _quantile(itl, q)
     quantiles["lag_max_ms"] = float(all_latencies["lag_ms"].max()) if requests else None
     bounds = percentile_bounds({name: itl if name == "itl" else latencies[f"{name}_ms"] for name in BOUNDED})
-    counted = len(met)
-    fraction = float(met.sum()) / counted if counted else 0.0
-    batches = batch_fraction([bool(x) for x in met])
-    low, high = fraction_bounds(int(met.sum()), counted, [batches] if batches else [])
+    found = meeting_fraction(latencies, level)
+    counted, batches, low, high = found.counted, found.batches, found.low, found.high
+    fraction = found.met / counted if counted else 0.0
     offered = records["offered_rate"].iloc[0] if requests else math.nan
     return StepSummary(
         offered_rate=float(offered),
@@ -312,6 +363,7 @@ def summarize_step(
         slo_fraction_high=high,
         slo_fraction_se=None if batches is None else batches[0],
         slo_fraction_dof=None if batches is None else batches[1],
+        slo_fraction_deff=found.deff,
         slo_verdict=verdict(low, high, level.target),
         steady_requests=counted,
         held=int((all_latencies["lag_ms"] > HELD_MS).sum()),

@@ -1,7 +1,8 @@
 """The search for the highest rate meeting the service level, decided by intervals, not point fractions (pure).
 
 Each rate is judged by the 95 % interval of the fraction of its requests meeting the level, pooled over every
-step run at that rate (the wider of Clopper–Pearson and the steps' batch means, toolkit.method.goodput): it
+step run at that rate (the wider of Clopper–Pearson at the steps' summed effective counts and the steps' batch
+means, toolkit.method.goodput): it
 *meets* when even the interval's low end reaches the target and each of its steps met it on its own, *fails*
 when even the high end stays below, and is *undecided* otherwise (60 of 60 requests meeting the level have a
 low end of 0.94: too few to show 0.99). The bracket is the highest rate that meets on CONFIRM_STEPS steps below
@@ -13,8 +14,9 @@ inside the bracket, and the search bisects the widest gap between the bracket's 
 It ends when that gap is within `precision` of its lower end, or after `max_probes`. An upper end of `inf`
 (only the all-at-once step failed) is replaced for bisection by the request throughput that step achieved, or
 twice the lower end. Measured against a simulated server whose true highest rate is known
-(`benchmarks/slo_search.py`, 100 seeded searches), the bracket held it in 0.96 of them and came within 1 % of it
-in all (0.70 and 0.94 without the confirming step); decided by point fractions, 0.54.
+(`benchmarks/slo_search.py`, 100 seeded searches), the bracket held it in 0.98 of them (0.96 before the steps'
+effective counts) and came within 1 % of it in all (0.70 and 0.94 without the confirming step); decided by point
+fractions, 0.54.
 """
 
 from __future__ import annotations
@@ -30,33 +32,44 @@ from toolkit.rates.params import rate_text
 
 
 def rate_verdicts(steps: Sequence[dict[str, Any]], target: float) -> dict[float, tuple[str, int]]:
-    """Per offered rate: its verdict over the pooled requests of its steps (and their batches), and how many steps
-    it had. A rate *meets* only when each of its steps met the level on its own as well (`_step_meets`): a step
-    without a burst can meet it above capacity, and two steps are too few to estimate the spread between steps."""
+    """Per offered rate: its verdict over the pooled requests of its steps (and their batches and effective
+    counts), and how many steps it had. A rate *meets* only when each of its steps met the level on its own as well
+    (`_step_meets`): a step without a burst can meet it above capacity, and two steps are too few to estimate the
+    spread between steps."""
     pooled: dict[float, list[Any]] = {}
     for s in steps:
-        entry = pooled.setdefault(float(s["offered_rate"]), [0, 0, [], []])
+        entry = pooled.setdefault(float(s["offered_rate"]), [0, 0, 0.0, [], []])
         counted = int(s.get("steady_requests") or s["requests"])  # the fraction's own count
         met = round(float(s["slo_fraction"]) * counted)
+        effective = effective_count(s, counted)
         entry[0] += met
         entry[1] += counted
+        entry[2] += effective
         se, dof = s.get("slo_fraction_se"), s.get("slo_fraction_dof")
         own = [(float(se), float(dof))] if isinstance(se, int | float) and isinstance(dof, int | float) else []
-        entry[2] += own
-        entry[3].append(_step_meets(met, counted, own, target))
+        entry[3] += own
+        entry[4].append(_step_meets(met, counted, own, target, effective))
     verdicts = {}
-    for rate, (k, n, spread, each) in pooled.items():
-        whole = verdict(*fraction_bounds(k, n, spread), target)
+    for rate, (k, n, n_eff, spread, each) in pooled.items():
+        whole = verdict(*fraction_bounds(k, n, spread, n_eff), target)
         verdicts[rate] = ("undecided" if whole == "meets" and not all(each) else whole, len(each))
     return verdicts
 
 
-def _step_meets(met: int, counted: int, spread: list[tuple[float, float]], target: float) -> bool:
+def effective_count(step: dict[str, Any], counted: int) -> float:
+    """The independent requests a step's `counted` are worth: over its design effect (`slo_fraction_deff`); all of
+    them for a step that has none (an older step, a level that limits no latency)."""
+    deff = step.get("slo_fraction_deff")
+    return counted / deff if isinstance(deff, int | float) and deff >= 1 else float(counted)
+
+
+def _step_meets(met: int, counted: int, spread: list[tuple[float, float]], target: float, effective: float) -> bool:
     """One step's own verdict is "meets"; for a step too short for any verdict to reach the target (all of 60
-    requests meeting show 0.94 at least, not 0.99), its point fraction reaching it, and the pooled steps decide."""
-    if fraction_interval(counted, counted)[0] < target:
+    requests meeting, or of as many effective ones, show 0.94 at least, not 0.99), its point fraction reaching it,
+    and the pooled steps decide."""
+    if fraction_interval(effective, effective)[0] < target:
         return met >= target * counted
-    return verdict(*fraction_bounds(met, counted, spread), target) == "meets"
+    return verdict(*fraction_bounds(met, counted, spread, effective), target) == "meets"
 
 
 CONFIRM_STEPS = 2  # steps pooled at a rate before its "meets" may end the bracket below
