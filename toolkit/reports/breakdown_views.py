@@ -112,9 +112,9 @@ def breakdown_figure(steps: pd.DataFrame) -> Figure | None:
     queue, prefill and wire; right, its decode. The title names the basis (medians per request, or means of the
     server's histograms). A wire below 0 is drawn as 0 and marked (`WIRE_CLIPPED`). None when no step has a
     breakdown."""
-    import seaborn as sns  # the figure's own: the reports' tables are written without seaborn
     from matplotlib.figure import Figure
 
+    from toolkit.reports.figure_style import despine, palette
     from toolkit.reports.rate_plots import X_AXES
 
     table = breakdown_table(steps)
@@ -127,16 +127,16 @@ def breakdown_figure(steps: pd.DataFrame) -> Figure | None:
     clipped = wire < 0
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     left, right = fig.subplots(1, 2)
-    palette = sns.color_palette("deep")
-    left.bar(x, queue, color=palette[3], label="queue (waiting to be scheduled)")
-    left.bar(x, prefill, bottom=queue, color=palette[0], label="prefill (the server's TTFT)")
+    colors = palette()
+    left.bar(x, queue, color=colors[3], label="queue (waiting to be scheduled)")
+    left.bar(x, prefill, bottom=queue, color=colors[0], label="prefill (the server's TTFT)")
     left.bar(x, np.where(clipped, 0.0, wire), bottom=queue + prefill, color="0.65", label="wire (outside the engine)")
     if clipped.any():
         left.plot(x[clipped], (queue + prefill)[clipped], linestyle="none", marker="x", markersize=10,
                   color="tab:red", label=WIRE_CLIPPED)  # fmt: skip
     handles, names = left.get_legend_handles_labels()
     left.legend(handles[::-1], names[::-1], fontsize=8)  # top to bottom, as the bars stack
-    right.bar(x, decode, color=palette[2], label="decode (first token to last)")
+    right.bar(x, decode, color=colors[2], label="decode (first token to last)")
     right.legend(fontsize=8)
     labels = _labels(table, mark=len(bases) > 1)
     for ax, title in ((left, "Time to first token"), (right, "Decode")):
@@ -145,7 +145,7 @@ def breakdown_figure(steps: pd.DataFrame) -> Figure | None:
         ax.set_ylabel("ms")
         ax.set_ylim(bottom=0)
         ax.set_title(title)
-        sns.despine(ax=ax)
+        despine(ax)
     fig.suptitle(_title(bases))
     return fig
 

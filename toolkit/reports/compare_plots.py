@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.axes import Axes
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
@@ -19,6 +19,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from toolkit.method.disturbed import DISTURBED_MARK
 from toolkit.method.number_format import format_tok_s
 from toolkit.reports import compare
+from toolkit.reports.figure_style import annotated_heatmap, despine, palette
 from toolkit.reports.plots import ERROR_LABEL, LOG_SCALE_RATIO, OVER_LABEL, QUEUED_MARK, note_figure
 from toolkit.reports.tables import QUANTITY_TITLES
 
@@ -32,10 +33,9 @@ def _plain(text: str) -> str:
     return text.replace("$", r"\$")
 
 
-def _colors(labels: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+def _colors(labels: Sequence[str]) -> dict[str, str]:
     """One colour per run, the same in every figure."""
-    palette = sns.color_palette("deep", max(len(labels), 1))
-    return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+    return dict(zip(labels, palette(len(labels)), strict=True))
 
 
 def _log_if_wide(ax: Axes, values: Sequence[float], axis: str, log_scale: bool | None = None) -> None:
@@ -78,7 +78,7 @@ def prefill_comparison(frame: pd.DataFrame, *, log_scale: bool | None = None) ->
         ax.set_title(title)
         ax.set_xlabel("Context length")
         ax.grid(True, alpha=0.3)
-        sns.despine(ax=ax)
+        despine(ax)
     handles, names = fig.axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside lower center", ncols=min(len(labels), 3), fontsize=8)
     fig.suptitle("Prefill by context length")
@@ -113,25 +113,13 @@ def _ratio_heatmap(
         texts.loc[row["context_tokens"], row["concurrency"]] = text
         neutral.loc[row["context_tokens"], row["concurrency"]] = not_significant
     logs = pd.DataFrame(np.log2(ratios.where(ratios > 0))).mask(neutral & ratios.gt(0), 0.0)  # n.s.: the centre colour
-    annotations = texts.where(np.isfinite(logs), "")  # seaborn writes only the coloured cells
+    annotations = texts.where(np.isfinite(logs), "")  # only the coloured cells are labelled
     finite = logs.to_numpy()[np.isfinite(logs.to_numpy())]
     span = max(float(np.abs(finite).max()) if finite.size else 0.0, math.log2(MIN_RATIO_SPAN))
-    sns.heatmap(
-        logs,
-        ax=ax,
-        annot=annotations.to_numpy(),
-        fmt="",
-        cmap=cmap,
-        vmin=-span,
-        vmax=span,
-        xticklabels=levels,
-        yticklabels=contexts.tolist(),
-        linewidths=0.5,
-        linecolor="white",
-        annot_kws={"fontsize": 8},
-        cbar_kws={"shrink": 0.8, "label": "B / A"},
-    )
-    colorbar = ax.collections[0].colorbar
+    mesh = annotated_heatmap(ax, logs.to_numpy(dtype=float), annotations.to_numpy(), cmap=cmap,
+                             norm=Normalize(-span, span), xticklabels=levels, yticklabels=contexts.tolist(),
+                             colorbar={"shrink": 0.8, "label": "B / A"})  # fmt: skip
+    colorbar = mesh.colorbar
     if colorbar is not None:  # colours are log2(B / A); label them as plain ratios
         colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compare.format_ratio(2.0**v)))
         colorbar.ax.yaxis.set_minor_formatter(NullFormatter())

@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.axes import Axes
-from matplotlib.colors import LogNorm
+from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
@@ -22,6 +21,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLo
 from toolkit.base.schema import RAN_STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.number_format import as_number, format_tok_s
+from toolkit.reports.figure_style import annotated_heatmap, despine, palette, sequential
 from toolkit.reports.tables import QUANTITY_TITLES, QUANTITY_UNITS
 
 __all__ = [
@@ -122,7 +122,7 @@ def prefill_figure(df: pd.DataFrame, *, log_scale: bool | None = None) -> Figure
     )
     for ax, values, title, fmt, color in panels:
         heights = np.nan_to_num(values, nan=0.0)
-        colors = ["0.8" if d else sns.color_palette("deep")[color] for d in disturbed]
+        colors = ["0.8" if d else palette()[color] for d in disturbed]
         bars = ax.bar(labels, heights, color=colors, hatch=["\\\\" if d else "" for d in disturbed])
         texts = [
             (fmt(v) + (f"\n{DISTURBED_MARK}" if d else "")) if np.isfinite(v) else (bad or "—")
@@ -134,7 +134,7 @@ def prefill_figure(df: pd.DataFrame, *, log_scale: bool | None = None) -> Figure
         if log_scale:
             ax.set_yscale("log")
         ax.margins(y=0.15)
-        sns.despine(ax=ax)
+        despine(ax)
     fig.suptitle("Prefill by context length")
     return fig
 
@@ -202,12 +202,9 @@ def _heatmap(
         [_annotation(v, s, fmt, w) for v, s, w in zip(*row, strict=True)]
         for row in zip(values, statuses, flags, strict=True)
     ]
-    sns.heatmap(
-        grid.astype(float), ax=ax, annot=np.array(annot, dtype=object), fmt="", cmap=cmap, norm=norm,
-        vmin=vmin, vmax=vmax, yticklabels=labels, linewidths=0.5, linecolor="white",
-        annot_kws={"fontsize": 8}, cbar_kws={"shrink": 0.8},
-    )  # fmt: skip
-    colorbar = ax.collections[0].colorbar
+    mesh = annotated_heatmap(ax, values, np.array(annot, dtype=object), cmap=cmap, norm=norm or Normalize(vmin, vmax),
+                             xticklabels=list(grid.columns), yticklabels=labels, colorbar={"shrink": 0.8})  # fmt: skip
+    colorbar = mesh.colorbar
     if norm is not None and colorbar is not None:  # plain labels on a log colour scale
         colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: fmt(value).removesuffix(".0")))
         colorbar.ax.yaxis.set_minor_formatter(NullFormatter())
@@ -263,7 +260,7 @@ def decode_heatmaps(
     fig = Figure(figsize=(width, len(metrics) * (0.45 * status.shape[0] + 1.2)), layout="constrained")
     any_wide = False
     for ax, metric in zip(np.atleast_1d(fig.subplots(len(metrics), 1)), metrics, strict=True):
-        cmap = "rocket_r" if metric.endswith("_ms") else "viridis"  # lower is better for times
+        cmap = "magma_r" if metric.endswith("_ms") else "viridis"  # lower is better for times: dark is slow
         wide = _flag_grid(decode, wide_spread(decode, metric, wide_pct), status)
         _heatmap(
             ax,
@@ -300,8 +297,7 @@ def scaling_figure(df: pd.DataFrame, metric: str = "total_tok_s", *, log_scale: 
     fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.add_subplot()
     groups = list(decode.groupby("context_tokens", sort=True))
-    palette = sns.color_palette("viridis", len(groups))
-    for color, (_, group) in zip(palette, groups, strict=True):
+    for color, (_, group) in zip(sequential(len(groups)), groups, strict=True):
         ax.plot(group["concurrency"], group["total"], marker="o", color=color, label=group["context"].iloc[0])
         queued = group[group["status"] == "Requests queued"]
         ax.scatter(queued["concurrency"], queued["total"], s=90, facecolors="white", edgecolors=[color], zorder=3)

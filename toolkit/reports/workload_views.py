@@ -86,9 +86,9 @@ def turn_table(records: pd.DataFrame, controls: pd.DataFrame | None) -> pd.DataF
 
 def turn_figure(records: pd.DataFrame, controls: pd.DataFrame | None) -> Figure:
     """Median TTFT by turn for each conversation step, and its cold control's for the same turns (dashed)."""
-    import seaborn as sns  # the figures' own: the reports' tables are written without seaborn
     from matplotlib.figure import Figure
 
+    from toolkit.reports.figure_style import despine, palette
     from toolkit.reports.plots import note_figure
 
     table = turn_table(records, controls)
@@ -96,8 +96,7 @@ def turn_figure(records: pd.DataFrame, controls: pd.DataFrame | None) -> Figure:
         return note_figure("No conversation: every request was a single turn")
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.add_subplot()
-    palette = sns.color_palette("deep")
-    for color, (step, rows) in zip(palette, table.groupby("step"), strict=False):
+    for color, (step, rows) in zip(palette(), table.groupby("step"), strict=False):
         ax.plot(rows["turn"], rows["TTFT p50 (ms)"], marker="o", color=color, label=f"step {step}: history cached")
         if rows["cold TTFT p50 (ms)"].notna().any():
             ax.plot(rows["turn"], rows["cold TTFT p50 (ms)"], marker="s", linestyle="--", color=color,
@@ -108,15 +107,15 @@ def turn_figure(records: pd.DataFrame, controls: pd.DataFrame | None) -> Figure:
     ax.set_ylim(bottom=0)
     ax.set_title("Time to first token by turn")
     ax.legend(fontsize=8)
-    sns.despine(ax=ax)
+    despine(ax)
     return fig
 
 
 def cached_figure(records: pd.DataFrame) -> Figure:
     """Each request's TTFT against the share of its prompt the server reported cached, coloured by turn."""
-    import seaborn as sns
     from matplotlib.figure import Figure
 
+    from toolkit.reports.figure_style import despine, sequential
     from toolkit.reports.plots import log_if_wide, note_figure
 
     ok = _ok_with_ttft(records)
@@ -125,13 +124,17 @@ def cached_figure(records: pd.DataFrame) -> Figure:
         return note_figure("The server reported no cached tokens (vLLM: --enable-prompt-tokens-details)")
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.add_subplot()
-    sns.scatterplot(data=shown, x="cached_share", y="ttft_ms", hue="turn", palette="viridis", ax=ax, s=28)
+    turns = sorted(shown["turn"].unique())
+    for color, turn in zip(sequential(len(turns)), turns, strict=True):
+        of_turn = shown[shown["turn"] == turn]
+        ax.scatter(of_turn["cached_share"], of_turn["ttft_ms"], s=28, color=color, edgecolors="white", label=str(turn))
+    ax.legend(title="turn", fontsize=8)
     log_if_wide(ax, shown["ttft_ms"], "y")
     ax.set_xlabel("share of the prompt found in the prefix cache")
     ax.set_ylabel("TTFT (ms, from the send)")
     ax.set_xlim(-0.02, 1.02)
     ax.set_title("Time to first token against the cached share")
-    sns.despine(ax=ax)
+    despine(ax)
     return fig
 
 
