@@ -26,7 +26,13 @@ import psutil
 import pytest
 
 from tests.processes import assert_stop_leaves_no_vllm_process
-from toolkit.servers.embedded.server import EmbeddedServer, ServerConfig, ServerError, free_port
+from toolkit.servers.embedded.server import (
+    EMBEDDING_MODEL_NAME,
+    EmbeddedServer,
+    ServerConfig,
+    ServerError,
+    free_port,
+)
 
 TEST_API_KEY = "sk-toolkit-TEST-7f3a9c"  # distinctive, so output scans can look for it
 
@@ -105,6 +111,11 @@ def start_constrained_server() -> EmbeddedServer:
     return start_server(ServerConfig(max_model_len=4096, kv_blocks=104, max_num_seqs=2))
 
 
+def start_embedding_server() -> EmbeddedServer:
+    """The tiny model as an embedding model (`tiny-embedding`: vLLM's pooling runner), max_model_len 2048."""
+    return start_server(ServerConfig(max_model_len=2048, model=EMBEDDING_MODEL_NAME))
+
+
 def start_server_in_own_session() -> tuple[subprocess.Popen[bytes], str]:
     """The embedded vLLM started from 'another terminal': `python -m toolkit serve` in a session of its own, with
     --stream-interval 4 and the test key; the process and its base URL once healthy."""
@@ -134,6 +145,7 @@ SESSION_SERVERS: dict[str, Callable[[], object]] = {
     "vllm_server": start_main_server,
     "constrained_server": start_constrained_server,
     "server_in_own_session": start_server_in_own_session,
+    "embedding_server": start_embedding_server,
 }
 
 
@@ -154,8 +166,9 @@ def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str,
             proc, _ = started["server_in_own_session"]
             proc.terminate()
             proc.wait(timeout=60)
-        if "vllm_server" in started:
-            started["vllm_server"].stop()
+        for name in ("vllm_server", "embedding_server"):
+            if name in started:
+                started[name].stop()
         if "constrained_server" in started:
             assert_stop_leaves_no_vllm_process(started["constrained_server"])  # API server and engine all end
 
@@ -179,6 +192,12 @@ def server_in_own_session(_session_server_starts: dict[str, Future[Any]]) -> str
     session (tests/integration/test_sessions.py) and chunks of 4 tokens (test_matrix_engine.py's stream-interval
     test)."""
     return str(_session_server_starts["server_in_own_session"].result()[1])
+
+
+@pytest.fixture(scope="session")
+def embedding_server(_session_server_starts: dict[str, Future[Any]]) -> EmbeddedServer:
+    """The tiny model served as an embedding model: /v1/embeddings only (no chat or completions), no API key."""
+    return _session_server_starts["embedding_server"].result()
 
 
 @pytest.fixture

@@ -46,6 +46,10 @@ streams one tool call as vLLM does: the first token's chunk holds `delta.tool_ca
 `function.name` and empty arguments, the next tokens ARGUMENTS split into as many pieces. The log records each
 request's `tools` and `tool_choice` (None: none).
 
+With `FaultServer(embeddings=True)` it also serves `POST /v1/embeddings` as vLLM's pooling runner does (without it,
+404 as a generating vLLM answers): each input (a list of texts) a vector of `EMBEDDING_DIMENSIONS`, its tokens counted
+as a prompt's and added to `vllm:prompt_tokens_total`, after `embedding_delay_s`; the "500" fault applies to it.
+
 Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
 the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
 """
@@ -70,6 +74,7 @@ from typing import Any
 from aiohttp import web
 
 MODEL = "fault-model"
+EMBEDDING_DIMENSIONS = 8
 TEMPLATE_TOKENS = 8
 FAULT_KINDS = ("500", "401", "cut", "malformed", "stall", "usage-not-object", "choices-object", "string-count",
                "unterminated", "error-event", "keepalive", "echo-500", "trickle", "absurd-usage",
@@ -187,6 +192,8 @@ class FaultServer:
         external_tier: bool = False,
         reply_text: str | None = None,
         tool_call: tuple[str, str] | None = None,
+        embeddings: bool = False,
+        embedding_delay_s: float = 0.005,
     ) -> None:
         self.api_key = api_key
         self.max_model_len = max_model_len
@@ -199,6 +206,8 @@ class FaultServer:
         self.external_tier = external_tier  # a KV connector's external tier: its counters on /metrics
         self.reply_text = reply_text  # the text every reply spells over its tokens (None: " tok" a token)
         self.tool_call = tool_call  # (name, arguments): the tool call a request with tools streams (None: text)
+        self.embeddings = embeddings  # POST /v1/embeddings served (else 404)
+        self.embedding_delay_s = embedding_delay_s  # the time each embeddings request takes
         self.external_hit_tokens = 0  # with it: the tokens each request finds there (of those the GPU cache missed)
         self.state = ServerState()
         self.fault: Fault | None = None
@@ -299,6 +308,7 @@ class FaultServer:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_post("/_fault", self._control_fault)
         app.router.add_post("/_metrics_fault", self._control_metrics)
         app.router.add_get("/_log", self._control_log)
@@ -455,6 +465,27 @@ class FaultServer:
         if not body.get("stream"):
             return _error(400, "the fault server only streams", "BadRequestError")
         return await self._stream(request, body, chat, prompt_tokens, max_tokens, fault, arrived)
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        if not self.embeddings:
+            return _error(404, "Not Found", "NotFoundError")
+        body = await request.json()
+        inputs = body.get("input")
+        _LOG_ENTRY.get()["input"] = inputs
+        if body.get("model") != self.model:
+            return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+        if not isinstance(inputs, list) or not all(isinstance(text, str) for text in inputs):
+            return _error(400, "input: a list of texts", "BadRequestError")
+        if self._take_fault() == "500":
+            return _error(500, "EngineCore encountered an issue (injected fault)", "InternalServerError")
+        tokens = sum(count_tokens({"prompt": text}) for text in inputs)
+        self.state.requests_total += 1
+        await asyncio.sleep(self.embedding_delay_s)
+        self.state.prompt_tokens += tokens
+        data = [{"index": i, "object": "embedding", "embedding": [0.125] * EMBEDDING_DIMENSIONS}
+                for i in range(len(inputs))]  # fmt: skip
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": 0}
+        return web.json_response({"object": "list", "model": self.model, "data": data, "usage": usage})
 
     async def _stream(self, request: web.Request, body: dict[str, Any], chat: bool, prompt_tokens: int,
                       max_tokens: int, fault: str | None, arrived: float) -> web.StreamResponse:  # fmt: skip

@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "rates"
 STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "scheduled_rate", "achieved_rate",
              "requests", "completed", "failed", "duration_s", "request_throughput", "output_tok_s", "input_tokens",
              "output_tokens", "goodput", "slo_fraction", "slo_met", "slo_fraction_low", "slo_fraction_high",
-             "slo_fraction_se", "slo_fraction_dof", "slo_verdict", "steady_requests", "held",
+             "slo_fraction_se", "slo_fraction_dof", "slo_fraction_deff", "slo_verdict", "steady_requests", "held",
              *(f"{m}_p{q}_ms" for m in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag") for q in (50, 90, 99)),
              "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "lag_max_ms", *BOUND_COLUMNS, "lag_flagged",
              "server_running_max", "server_waiting_max", "server_waiting_mean", "kv_usage_max", "server_prompt_tokens",
@@ -335,8 +335,8 @@ def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Pa
     done = subprocess.run([sys.executable, "-m", "toolkit", "run", str(params), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
-        "error: rate_sweep.drain: not a rate sweep parameter; allowed: endpoint, rates, arrival, burstiness, "
-        "duration_s, requests_per_step, max_in_flight, rescale_schedule, steady_trim, seed, cold_prompts, "
+        "error: rate_sweep.drain: not a rate sweep parameter; allowed: endpoint, batch_size, rates, arrival, "
+        "burstiness, duration_s, requests_per_step, max_in_flight, rescale_schedule, steady_trim, seed, cold_prompts, "
         "input_tokens, output_tokens, dataset, slo_ttft_ms, slo_tpot_ms, slo_e2e_ms, goodput_target, search, "
         "search_precision, search_max_probes, search_repeats, ray_address, clients, replay, workload, prefixes, "
         "prefix_tokens, prefix_choice, turns, think_time_s, think_time_dist, warmup_turns, cold_control, trace, "

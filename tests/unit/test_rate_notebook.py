@@ -121,7 +121,7 @@ def test_a_runs_rate_sweep_block_becomes_the_notebooks_parameters_into_the_runs_
 
 
 @pytest.mark.parametrize(("block", "message"), [
-    ({"rates": [1], "drain": False}, "rate_sweep.drain: not a rate sweep parameter; allowed: endpoint, rates, "),
+    ({"rates": [1], "drain": False}, "rate_sweep.drain: not a rate sweep parameter; allowed: endpoint, batch_size, "),
     ({"rates": [1], "model": "x"}, "rate_sweep.model: set by the run, not the sweep"),
     ({"rates": [1], "clients": 2}, "rate_sweep: clients: more than one client process needs ray_address"),
 ])  # fmt: skip

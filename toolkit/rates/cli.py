@@ -11,7 +11,7 @@ from toolkit.base.errors import ParamsError
 # command-line flag -> RateParams field (flags whose value is given as is)
 _FLAGS: dict[str, str] = {
     "base_url": "base_url", "server_metrics": "server_metrics", "model": "model", "api_key_env": "api_key_env",
-    "endpoint": "endpoint", "rates": "rates",
+    "endpoint": "endpoint", "batch_size": "batch_size", "rates": "rates",
     "arrival": "arrival", "burstiness": "burstiness", "duration": "duration_s", "requests": "requests_per_step",
     "max_in_flight": "max_in_flight", "seed": "seed", "input_tokens": "input_tokens",
     "output_tokens": "output_tokens", "dataset": "dataset", "replay": "replay", "slo_ttft_ms": "slo_ttft_ms",
@@ -43,7 +43,9 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--model", help="served model (default: the first one served)")
     p.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
-    p.add_argument("--endpoint", choices=["chat", "completions"])
+    p.add_argument("--endpoint", choices=["chat", "completions", "embeddings"],
+                   help="embeddings: /v1/embeddings, not streamed, --batch-size inputs of --input-tokens")  # fmt: skip
+    p.add_argument("--batch-size", type=int, help="embeddings: inputs per request (default 1)")
     p.add_argument("--rates", help="requests/s per step, comma-separated; inf = all at once (e.g. 1,2,4,inf)")
     p.add_argument("--arrival", choices=["poisson", "constant", "gamma"])
     p.add_argument("--burstiness", type=float, help="gamma shape: 1 = Poisson, < 1 burstier (arrival gamma)")
@@ -144,7 +146,9 @@ def main(args: argparse.Namespace) -> int:
 
 def summary_table(rows: list[dict[str, Any]]) -> str:
     """The steps as a text table: load, throughput, latency (TTFT from the scheduled arrival), goodput, queue, lag
-    (and with a response format, the share of valid replies)."""
+    (and with a response format, the share of valid replies); an embeddings sweep's `embeddings_table`."""
+    if any(r.get("items_s") is not None for r in rows):
+        return embeddings_table(rows)
     head = (
         f"{'step':>4} {'offered':>8} {'sent':>7} {'ok':>9} {'tok/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} "
         f"{'TPOT p50':>9} {'goodput':>8} {'SLO':>5} {'waiting':>7} {'lag p99':>8}"
@@ -165,6 +169,31 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
             + (" *" if r["lag_flagged"] else "")
         )
     lines.append("TTFT from each request's scheduled arrival (what a user arriving then waited); TPOT from the send")
+    if any(r["lag_flagged"] for r in rows):
+        lines.append("* the client could not hold the schedule (scheduling lag p99 over the flag): load understated")
+    return "\n".join(lines)
+
+
+def embeddings_table(rows: list[dict[str, Any]]) -> str:
+    """An embeddings sweep's steps as a text table: load, inputs and their prompt tokens per second, end-to-end
+    latency from the scheduled arrival, goodput, queue, lag."""
+    head = (
+        f"{'step':>4} {'offered':>8} {'sent':>7} {'ok':>9} {'items/s':>8} {'in tok/s':>9} {'e2e p50':>8} "
+        f"{'e2e p90':>8} {'e2e p99':>8} {'goodput':>8} {'SLO':>5} {'waiting':>7} {'lag p99':>8}"
+    )
+    lines = [head]
+    for r in rows:
+        num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+        offered = "inf" if r["offered_rate"] == float("inf") else f"{r['offered_rate']:g}"
+        lines.append(
+            f"{r['step']:>4} {offered:>8} {num(r['achieved_rate'], '.2f'):>7} "
+            f"{str(r['completed']) + '/' + str(r['requests']):>9} {num(r.get('items_s'), '.1f'):>8} "
+            f"{num(r.get('input_tok_s'), '.0f'):>9} {num(r.get('e2e_sched_p50_ms'), '.1f'):>8} "
+            f"{num(r.get('e2e_sched_p90_ms'), '.1f'):>8} {num(r.get('e2e_sched_p99_ms'), '.1f'):>8} "
+            f"{r['goodput']:>8.2f} {r['slo_fraction']:>5.0%} {num(r['server_waiting_max'], 'd'):>7} "
+            f"{num(r['lag_p99_ms'], '.1f'):>8}" + (" *" if r["lag_flagged"] else "")
+        )
+    lines.append("embeddings: end-to-end latency from each request's scheduled arrival to its whole reply")
     if any(r["lag_flagged"] for r in rows):
         lines.append("* the client could not hold the schedule (scheduling lag p99 over the flag): load understated")
     return "\n".join(lines)

@@ -21,7 +21,8 @@ import pandas as pd
 
 from toolkit.base.api_keys import scrub, scrub_tree
 from toolkit.base.errors import RateSweepError
-from toolkit.method.goodput import RECORD_COLUMNS, complete_records
+from toolkit.method.embeddings import complete_embedding_records
+from toolkit.method.goodput import RECORD_COLUMNS
 from toolkit.results.rate_runs import RATES_DIR, STEPS_FILE, SWEEP_FILE
 from toolkit.results.rate_runs import step_file as step_name
 from toolkit.results.step_row import StepRow, validated_step
@@ -77,11 +78,12 @@ def update_sweep(out: Path, **fields: Any) -> None:
 
 
 def records_frame(records: list[dict[str, Any]], step: int, offered_rate: float) -> pd.DataFrame:
-    """A step's records as a frame with exactly `RECORD_COLUMNS`."""
+    """A step's records as a frame with exactly `RECORD_COLUMNS` (and an embeddings step's `items`)."""
     rows = [{"step": step, "offered_rate": offered_rate, **r} for r in records]
-    frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+    columns = list(RECORD_COLUMNS) + (["items"] if rows and "items" in rows[0] else [])
+    frame = pd.DataFrame(rows, columns=columns)
     frame = frame.astype({"step": "int64", "request": "int64", "input_tokens": "int64", "output_tokens": "int64"})
-    return complete_records(frame)  # a field the sender did not set has its default
+    return complete_embedding_records(frame)  # a field the sender did not set has its default
 
 
 def scrubbed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -125,7 +127,7 @@ def read_steps(out: Path, model: type[StepRow] = StepRow) -> list[dict[str, Any]
 
 def read_step_records(out: Path, step: int) -> pd.DataFrame:
     """One finished step's records."""
-    return complete_records(pd.read_parquet(step_file(out, step)))
+    return complete_embedding_records(pd.read_parquet(step_file(out, step)))
 
 
 def read_records(out: Path) -> pd.DataFrame:

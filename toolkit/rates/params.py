@@ -43,6 +43,11 @@ __all__ = [
 ]
 
 DEFAULT_DURATION_S = 30.0
+_MAX_BATCH_SIZE = 4096  # inputs in one embeddings request
+# what an embeddings request has no use for (no tokens are generated, no reply is streamed or parsed), and what an
+# embeddings sweep does not take yet (its inputs are built here, cold, and sent from this process)
+_GENERATION_ONLY = ("output_tokens", "slo_ttft_ms", "slo_tpot_ms", "response_format", "tools", "tool_choice")
+_NOT_FOR_EMBEDDINGS = ("dataset", "replay", "trace", "workload", "ray_address")
 SWEEP_BLOCK = "rate_sweep"  # a run params file's block: the sweep `toolkit run` measures after the matrix
 # what a `rate_sweep:` block takes from its run
 FROM_THE_RUN = ("base_url", "server_metrics", "model", "api_key_env")
@@ -61,7 +66,9 @@ class RateParams(BaseModel):
     server_metrics: list[str] | None = None  # the /metrics scraped and summed instead of base_url's (as RunParams)
     model: str | None = None
     api_key_env: str = DEFAULT_KEY_ENV
-    endpoint: Literal["chat", "completions"] = "chat"
+    # embeddings: non-streaming POSTs to /v1/embeddings of `batch_size` inputs each (toolkit.loadgen.embeddings)
+    endpoint: Literal["chat", "completions", "embeddings"] = "chat"
+    batch_size: int | None = Field(None, ge=1, le=_MAX_BATCH_SIZE)  # embeddings: inputs per request (default 1)
     rates: list[Annotated[float, AllowInfNan(True)]] = Field(
         default_factory=lambda: [1.0, 2.0, 4.0, 8.0]
     )  # inf: at once
@@ -127,6 +134,13 @@ class RateParams(BaseModel):
     lag_flag_ms: float = Field(5.0, gt=0)  # a step whose scheduling lag p99 is above this is flagged
     results_dir: str | None = None  # the run folder (default: outputs/<run_label>/<UTC timestamp>/)
     run_label: str = Field("rates", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_LABEL)
+
+    @property
+    def generation_endpoint(self) -> Literal["chat", "completions"]:
+        """The generating endpoint a chat or completions sweep sends to (an embeddings sweep builds no such request)."""
+        if self.endpoint == "embeddings":
+            raise ValueError("endpoint embeddings: not a generating endpoint")
+        return self.endpoint
 
     @field_validator("rates", mode="before")
     @classmethod
@@ -224,12 +238,30 @@ class RateParams(BaseModel):
             raise ValueError("workload: shared-prefix builds its own prompts; it takes no dataset and no replay")
         if self.replay is not None and (self.dataset is not None or self.search):
             raise ValueError("replay: replays one file's schedule and lengths; it takes no dataset and no search")
+        self._consistent_embeddings()
         self._consistent_tools()
         self._consistent_conversation()
         self._consistent_trace()
         if self.search and not self.has_slo():
             raise ValueError("search: needs a service level: slo_ttft_ms, slo_tpot_ms or slo_e2e_ms")
         return self
+
+    def _consistent_embeddings(self) -> None:
+        if self.endpoint != "embeddings":
+            if self.batch_size is not None:
+                raise ValueError("batch_size: applies to endpoint embeddings only")
+            return
+        given = [k for k in self.model_fields_set if getattr(self, k) is not None]
+        if generating := [k for k in _GENERATION_ONLY if k in given]:
+            raise ValueError(f"{', '.join(generating)}: generation only; endpoint embeddings takes none (an SLO: "
+                             "slo_e2e_ms)")  # fmt: skip
+        if other := [k for k in _NOT_FOR_EMBEDDINGS if k in given]:
+            raise ValueError(f"{', '.join(other)}: not with endpoint embeddings (its inputs are built here, cold, "
+                             "and sent from this process)")  # fmt: skip
+
+    def inputs_per_request(self) -> int:
+        """The inputs each embeddings request carries."""
+        return self.batch_size or 1
 
     def _consistent_tools(self) -> None:
         if self.tools is None:

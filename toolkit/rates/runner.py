@@ -22,6 +22,7 @@ from toolkit.base.errors import ParamsError
 from toolkit.base.text import printable
 from toolkit.loadgen.arrivals import schedule
 from toolkit.loadgen.client import StreamClient
+from toolkit.loadgen.embeddings import EmbeddingClient, probe_embeddings
 from toolkit.matrix.discovery import ServerInfo, discover
 from toolkit.matrix.environment import run_info
 from toolkit.matrix.heap import frozen_heap
@@ -128,6 +129,15 @@ def _lengths_text(spec: int | Lengths) -> str:
     return f"{spec.dist}{spread} in [{spec.min:,}, {spec.max:,}]"
 
 
+def _requests_text(params: RateParams) -> str:
+    if params.endpoint == "embeddings":
+        return (f"embeddings: {params.inputs_per_request()} input(s) of {_lengths_text(params.input_tokens)} tokens "
+                "per request")  # fmt: skip
+    if params.dataset:
+        return f"dataset {Path(params.dataset).name}"
+    return f"{_lengths_text(params.input_tokens)} in / {_lengths_text(params.output_tokens)} out tokens"
+
+
 def _beside_a_run(out: Path, params: RateParams, server: ServerInfo) -> bool:
     """Whether `out` holds a run already (`toolkit run` measures its `rate_sweep:` after the matrix) at this URL,
     of this model; RunRefused, naming what differs, when it measured another server."""
@@ -149,7 +159,7 @@ def rates_run_info(
         {
             "base_url": params.base_url,
             "model": server.model,
-            "endpoint": params.endpoint,
+            **({} if params.endpoint == "embeddings" else {"endpoint": params.endpoint}),  # the matrix's two only
             "api_key_env": params.api_key_env,
             "run_label": params.run_label,
         }
@@ -167,9 +177,7 @@ def rates_run_info(
             "Rates": ", ".join("inf" if math.isinf(r) else f"{r:g}" for r in params.rates) + " req/s",
             "Arrival": params.arrival + (f" (burstiness {params.burstiness:g})" if params.arrival == "gamma" else ""),
             "Per step": per_step,
-            "Requests": f"dataset {Path(params.dataset).name}"
-            if params.dataset
-            else f"{_lengths_text(params.input_tokens)} in / {_lengths_text(params.output_tokens)} out tokens",
+            "Requests": _requests_text(params),
             "Prompts": "cold (a unique prefix per request)" if params.cold_prompts else "shared prefix",
             "Clients": f"{params.clients} processes on Ray at {params.ray_address}" if params.ray_address else None,
         }.items()
@@ -295,8 +303,12 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
     before = read_sweep(out) if resume and has_rates(out) else None
     if before is None and (rates_dir(out) / STEPS_FILE).exists():
         raise RunRefused(f"out: {out} already holds a rate sweep; choose another folder, or resume it")
-    async with ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api:
+    embedder = EmbeddingClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s)
+    async with ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api, embedder:
         server = await discover(api, model=params.model, api_key_env=params.api_key_env)
+        if params.endpoint == "embeddings" and (problem := await probe_embeddings(embedder, server.model)):
+            raise ParamsError(f"endpoint: embeddings: {params.base_url} does not serve embeddings of "
+                              f"{printable(server.model)!r} ({problem})")  # fmt: skip
         if server.cache_config_problem:  # its block size is then unknown: no expected hit rate
             say(server.cache_config_problem)
         if server.metrics_source:  # server_metrics: the /metrics of the servers behind base_url, summed
@@ -327,7 +339,8 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
         senders = ray_senders(params.ray_address, params.clients) if params.ray_address else contextlib.nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with senders as ray, protected_from_autogroups(params.base_url, say), frozen_heap():
-                tools = StepTools(params, api, client, server.metrics_available, server.model, server.block_size, ray)
+                tools = StepTools(params, api, client, server.metrics_available, server.model, server.block_size, ray,
+                                  embedder if params.endpoint == "embeddings" else None)  # fmt: skip
                 sweep_run = _Sweep(tools, workload, out, say, done, replay)
                 await sweep_run.listed()
                 if params.search and not isinstance((before or {}).get("search"), dict):  # its result, once it ran

@@ -17,6 +17,7 @@ import pandas as pd
 
 from toolkit.loadgen.client import StreamClient
 from toolkit.loadgen.conversations import ConversationPlan, PlannedTurn, send_conversations
+from toolkit.loadgen.embeddings import EmbeddingClient, send_embeddings
 from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
 from toolkit.loadgen.stream_events import REPLY_BYTES_PER_TOKEN
 from toolkit.matrix.decode import drain
@@ -37,6 +38,7 @@ from toolkit.matrix.prometheus import (
 from toolkit.matrix.sampler import Sampler, Samples
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.breakdown import breakdown_row, mismatch_text, request_split
+from toolkit.method.embeddings import embedding_figures, is_embeddings, summarize_embedding_step
 from toolkit.method.goodput import StepSummary, steady_mask, summarize_step
 from toolkit.method.prefix_cache import expected_conversation_hit_rate, measured_hit_rate
 from toolkit.rates.files import records_frame
@@ -72,6 +74,7 @@ class StepTools:
     model: str  # as the server names it
     block_size: int | None = None  # the server's KV block (tokens), for the hit rate a workload should see
     ray: RaySenders | None = None  # when the step is sent from several client processes on a Ray cluster
+    embedder: EmbeddingClient | None = None  # endpoint embeddings: what sends the step's requests
 
 
 async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -85,10 +88,14 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
     async with Sampler(api, interval_s=SAMPLE_INTERVAL_S, use_metrics=tools.metrics) as sampler:
         if plan.conversations is not None:
             talk = ConversationPlan(
-                params.endpoint, tools.model, params.think_time_s or 0.0, params.conversation_warmup(),
+                params.generation_endpoint, tools.model, params.think_time_s or 0.0, params.conversation_warmup(),
                 params.max_in_flight,
             )  # fmt: skip
             records = await send_conversations(tools.client, talk, plan.conversations, plan.due, start=start)
+        elif tools.embedder is not None:
+            records = await send_embeddings(
+                tools.embedder, plan.requests, plan.due, max_in_flight=params.max_in_flight, start=start
+            )
         elif tools.ray is None:
             records = await send_open_loop(
                 tools.client, plan.requests, plan.due, max_in_flight=params.max_in_flight, start=start
@@ -106,7 +113,8 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
         frame["turn"], frame["history_tokens"] = plan.turns
     if params.warmup_s:
         frame["warmup"] |= frame["scheduled_s"] < frame["scheduled_s"].min() + params.warmup_s
-    summary = summarize_step(frame, params.service_level(), params.steady_trim, params.percentiles)
+    summarize = summarize_embedding_step if is_embeddings(frame) else summarize_step
+    summary = summarize(frame, params.service_level(), params.steady_trim, params.percentiles)
     expected = plan.expected_hit_rate
     if plan.conversations is not None:
         sent = frame[frame["output_tokens"] > 0]
@@ -152,10 +160,13 @@ def step_row(
     plan: StepPlan, params: RateParams, summary: StepSummary, frame: pd.DataFrame, server: dict[str, Any]
 ) -> dict[str, Any]:
     """The step's steps.jsonl row, keys in the documented order (`endpoint_generation_tokens` only when several
-    `/metrics` endpoints were scraped: each one's generated tokens, in the order of `server_metrics`)."""
+    `/metrics` endpoints were scraped: each one's generated tokens, in the order of `server_metrics`; `items`,
+    `items_s` and `input_tok_s` only for an embeddings step: toolkit.method.embeddings)."""
     lag_p99 = summary.percentiles.get("lag_p99_ms")
     timed = plan.rate != math.inf  # all at once has no schedule to hold: its lag is the time to send them all
-    prefilled = frame["output_tokens"] > 0  # the server read these prompts (a refused request has no tokens)
+    embeddings = is_embeddings(frame)
+    # the server read these prompts (a refused request has no tokens; an embedding has none out)
+    prefilled = frame["error"].isna() if embeddings else frame["output_tokens"] > 0
     shares = server.get("endpoint_generation_tokens")
     return {
         "step": plan.index,
@@ -163,6 +174,7 @@ def step_row(
         "arrival": params.arrival,
         "burstiness": params.burstiness,
         **summary.row(),
+        **(embedding_figures(frame, summary) if embeddings else {}),
         "lag_flagged": timed and lag_p99 is not None and lag_p99 > params.lag_flag_ms,
         "server_running_max": server["server_running_max"],
         "server_waiting_max": server["server_waiting_max"],
@@ -276,12 +288,17 @@ def progress_text(row: dict[str, Any], slo: bool) -> str:
     unit = "conversations/s" if row.get("workload") == "conversation" else "req/s"
     kind = " (search)" if row["searched"] else ""
     kind = f" (cold control of step {row['control_of']})" if row.get("control_of") is not None else kind
+    if row.get("items_s") is not None:  # an embeddings step: inputs and their tokens; no first token
+        served = (f"{row['items_s']:.1f} items/s, {row['input_tok_s']:.0f} tok/s in, e2e p50 "
+                  f"{_ms(row['e2e_p50_ms'])} p90 {_ms(row['e2e_p90_ms'])}")  # fmt: skip
+    else:
+        served = (
+            f"{row['output_tok_s']:.0f} tok/s out, TTFT p50 {_ms(row['ttft_p50_ms'])} p99 {_ms(row['ttft_p99_ms'])}"
+        )
     text = (
-        f"step {row['step']}{kind}: {offered} {unit} offered, {achieved} req/s "
-        f"sent, {row['completed']}/{row['requests']} ok, {row['output_tok_s']:.0f} tok/s out, TTFT p50 "
-        f"{_ms(row['ttft_p50_ms'])} p99 {_ms(row['ttft_p99_ms'])}, waiting max "
-        f"{'-' if row['server_waiting_max'] is None else row['server_waiting_max']}, lag p99 "
-        f"{_ms(row['lag_p99_ms'])}"
+        f"step {row['step']}{kind}: {offered} {unit} offered, {achieved} req/s sent, {row['completed']}/"
+        f"{row['requests']} ok, {served}, waiting max "
+        f"{'-' if row['server_waiting_max'] is None else row['server_waiting_max']}, lag p99 {_ms(row['lag_p99_ms'])}"
     )
     if slo:
         text += f", goodput {row['goodput']:.2f} req/s ({row['slo_fraction']:.0%} meet the SLO)"

@@ -15,6 +15,7 @@ import numpy as np
 
 from toolkit.loadgen.client import build_request
 from toolkit.loadgen.conversations import PlannedTurn
+from toolkit.loadgen.embeddings import EMBEDDINGS_PATH, embeddings_body
 from toolkit.loadgen.open_loop import PlannedRequest
 from toolkit.matrix.prompts import build_prompt
 from toolkit.matrix.server_api import ServerAPI
@@ -48,10 +49,15 @@ def longest(spec: int | Lengths) -> int:
 
 
 def check_lengths(params: RateParams, max_model_len: int) -> None:
-    """ParamsError when the longest planned request would not fit the server's context (synthetic prompts), or
-    a shared prefix would leave no room for a prompt's unique rest."""
-    total = longest(params.input_tokens) + longest(params.output_tokens)
-    if params.dataset is None and total > max_model_len:
+    """ParamsError when the longest planned request (an embeddings input) would not fit the server's context
+    (synthetic prompts), or a shared prefix would leave no room for a prompt's unique rest."""
+    if params.endpoint == "embeddings":  # each input on its own, nothing generated
+        if (total := longest(params.input_tokens)) > max_model_len:
+            raise ParamsError(f"input_tokens: up to {total:,} tokens, over the server's max_model_len "
+                              f"{max_model_len:,}")  # fmt: skip
+    elif params.dataset is None and (total := longest(params.input_tokens) + longest(params.output_tokens)) > (
+        max_model_len
+    ):
         raise ParamsError(
             f"input_tokens + output_tokens: up to {total:,} tokens, over the server's max_model_len {max_model_len:,}"
         )
@@ -102,8 +108,9 @@ class Workload:
 
     def _build(self, text: str, out: int) -> tuple[str, dict[str, Any]]:
         """A request's path and body: the sweep's endpoint and model, its response format or tools if any."""
-        return build_request(self.params.endpoint, self.model, text, out, response_format=self.response_format,
-                             tools=self.tools, tool_choice=self.tool_choice)  # fmt: skip
+        return build_request(self.params.generation_endpoint, self.model, text, out,
+                             response_format=self.response_format, tools=self.tools,
+                             tool_choice=self.tool_choice)  # fmt: skip
 
     def prefix(self, step: int, request: int) -> str:
         """What starts every prompt: unique per request when prompts are cold, one per run otherwise."""
@@ -117,6 +124,8 @@ class Workload:
         """The `n` requests of step `step` (the same seed and step give the same requests); `lengths`: each
         request's input and output tokens as given (a replayed run's) instead of drawn; `blocks`: each request's
         trace blocks (a Mooncake trace's hash_ids), which its prompt starts with."""
+        if self.params.endpoint == "embeddings":
+            return await self.embedding_requests(step, n)
         rng = np.random.default_rng((self.params.seed, step, 1))
         outputs = lengths[1] if lengths else draw_lengths(self.params.output_tokens, n, rng)
         if self.dataset is not None:
@@ -137,6 +146,20 @@ class Workload:
             text = self.prefix(step, i) + await self._filler(tokens)
             path, body = self._build(text, out)
             planned.append(PlannedRequest(path, body, tokens))
+        return planned
+
+    async def embedding_requests(self, step: int, n: int) -> list[PlannedRequest]:
+        """The `n` embeddings requests of step `step`: `batch_size` inputs each, each input `input_tokens` long (as
+        the server counts it) with its own prefix (cold: no two inputs alike)."""
+        batch = self.params.inputs_per_request()
+        rng = np.random.default_rng((self.params.seed, step, 1))
+        lengths = draw_lengths(self.params.input_tokens, n * batch, rng)
+        planned = []
+        for i in range(n):
+            inputs = [self.prefix(step, i * batch + j) + await self._filler(lengths[i * batch + j])
+                      for j in range(batch)]  # fmt: skip
+            tokens = sum(lengths[i * batch : (i + 1) * batch])
+            planned.append(PlannedRequest(EMBEDDINGS_PATH, embeddings_body(self.model, inputs), tokens))
         return planned
 
     async def conversations(self, step: int, n: int) -> list[list[PlannedTurn]]:

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from toolkit.method.goodput import ServiceLevel
+from toolkit.reports.figure_style import despine, palette
 from toolkit.reports.plots import log_if_wide, note_figure
 
 __all__ = ["LAG_LABEL", "X_AXES", "compare_figure", "goodput_figure", "knee_figure", "queue_figure"]
@@ -28,6 +28,7 @@ X_AXES = {
     "request_throughput": "Achieved requests/s (completed)",
     "achieved_rate": "Achieved requests/s (sent)",
     "offered_rate": "Offered requests/s",
+    "items_s": "Achieved inputs/s (embeddings)",
 }
 LAG_LABEL = "lag flagged"
 _OFFERED = "offered_rate"
@@ -59,7 +60,9 @@ def _ttft_source(steps: pd.DataFrame) -> tuple[str, str]:
 def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: str = "output_tok_s") -> Figure:
     """TTFT (from the scheduled arrival, the send's p99 dashed beside it) and TPOT, p50 and p99, against `x`
     (achieved output tok/s by default): where the curve turns up is the knee. Dashed: the service level's limits.
-    Hollow markers: searched probes."""
+    Hollow markers: searched probes. An embeddings sweep's: `_embedding_knee`, against inputs/s by default."""
+    if "items_s" in steps and steps["items_s"].notna().any():
+        return _embedding_knee(steps, level, "items_s" if x == "output_tok_s" else x)
     shown = _ordered(steps, x)
     if shown.empty:
         return note_figure("No step to plot")
@@ -69,12 +72,12 @@ def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: st
         (ttft, "TTFT", ttft_title, None if level is None else level.ttft_ms),
         ("tpot", "TPOT", "TPOT (ms)", None if level is None else level.tpot_ms),
     )
-    palette = sns.color_palette("deep")
+    colors = palette()
     for ax, (name, shown_name, title, limit) in zip(fig.subplots(1, 2), panels, strict=True):
         if name == "ttft_sched":
-            ax.plot(shown[x], shown["ttft_p99_ms"], linestyle="--", color=palette[3], alpha=0.5,
+            ax.plot(shown[x], shown["ttft_p99_ms"], linestyle="--", color=colors[3], alpha=0.5,
                     label="TTFT p99 from the send")  # fmt: skip
-        for color, q in zip((palette[0], palette[3]), (50, 99), strict=True):
+        for color, q in zip((colors[0], colors[3]), (50, 99), strict=True):
             column = f"{name}_p{q}_ms"
             ax.plot(shown[x], shown[column], marker="o", color=color, label=f"{shown_name} p{q}")
             probes = shown[shown["searched"].astype(bool)]
@@ -97,8 +100,33 @@ def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: st
         log_if_wide(ax, shown[x], "x")
         log_if_wide(ax, shown[[f"{name}_p50_ms", f"{name}_p99_ms"]], "y")
         ax.legend(fontsize=8)
-        sns.despine(ax=ax)
+        despine(ax)
     fig.suptitle("Latency against load: the knee")
+    return fig
+
+
+def _embedding_knee(steps: pd.DataFrame, level: ServiceLevel | None, x: str) -> Figure:
+    """An embeddings sweep's knee: its one latency, end to end from the scheduled arrival (p50, p90, p99), against
+    `x`; dashed: the end-to-end limit."""
+    shown = _ordered(steps, x)
+    if shown.empty:
+        return note_figure("No step to plot")
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.subplots()
+    columns = [f"e2e_sched_p{q}_ms" for q in (50, 90, 99)]
+    colors = palette()
+    for color, column, q in zip((colors[0], colors[1], colors[3]), columns, (50, 90, 99), strict=True):
+        ax.plot(shown[x], shown[column].astype(float), marker="o", color=color, label=f"E2E p{q}")
+    if level is not None and level.e2e_ms is not None:
+        ax.axhline(level.e2e_ms, linestyle="--", color="0.4", label=f"limit {level.e2e_ms:g} ms")
+    _mark_lag(ax, shown, x, columns[:1])
+    ax.set_title("End-to-end latency from the scheduled arrival (ms)")
+    ax.set_xlabel(X_AXES[x])
+    ax.set_ylim(bottom=0)
+    log_if_wide(ax, shown[x], "x")
+    ax.legend(fontsize=8)
+    despine(ax)
+    fig.suptitle("Latency against load: the knee (embeddings)")
     return fig
 
 
@@ -130,8 +158,8 @@ def goodput_figure(
     ax.plot(ends, ends, color="0.7", label="offered")
     if level is not None:
         ax.plot(ends, ends * level.target, linestyle="--", color="0.4", label=f"target: {level.target * 100:g} %")
-    ax.plot(offered, shown["request_throughput"], marker="s", color=sns.color_palette("deep")[0], label="completed")
-    ax.plot(offered, shown["goodput"], marker="o", color=sns.color_palette("deep")[2], label="goodput")
+    ax.plot(offered, shown["request_throughput"], marker="s", color=palette()[0], label="completed")
+    ax.plot(offered, shown["goodput"], marker="o", color=palette()[2], label="goodput")
     _mark_lag(ax, shown, _OFFERED, ["goodput"])
     _search_marks(ax, search)
     ax.set_xlabel(X_AXES[_OFFERED])
@@ -141,7 +169,7 @@ def goodput_figure(
         ax.set_yscale("log")
     ax.set_title("Goodput against offered rate")
     ax.legend(fontsize=8)
-    sns.despine(ax=ax)
+    despine(ax)
     return fig
 
 
@@ -153,11 +181,11 @@ def queue_figure(steps: pd.DataFrame) -> Figure:
         return note_figure("No step with a finite offered rate")
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.add_subplot()
-    palette = sns.color_palette("deep")
+    colors = palette()
     series = (
-        ("server_waiting_mean", "waiting (mean)", palette[3], "-"),
-        ("server_waiting_max", "waiting (peak)", palette[3], ":"),
-        ("server_running_max", "running (peak)", palette[0], "-"),
+        ("server_waiting_mean", "waiting (mean)", colors[3], "-"),
+        ("server_waiting_max", "waiting (peak)", colors[3], ":"),
+        ("server_running_max", "running (peak)", colors[0], "-"),
     )
     for column, label, color, style in series:
         ax.plot(shown[_OFFERED], shown[column], marker="o", linestyle=style, color=color, label=label)
@@ -168,7 +196,7 @@ def queue_figure(steps: pd.DataFrame) -> Figure:
     ax.set_ylim(bottom=0)
     ax.set_title("The server's queue")
     ax.legend(fontsize=8)
-    sns.despine(ax=ax)
+    despine(ax)
     return fig
 
 
@@ -179,8 +207,8 @@ def compare_figure(steps_by_run: Mapping[str, pd.DataFrame], *, x: str = "output
         return note_figure("No run holds a rate sweep")
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     left, right = fig.subplots(1, 2)
-    palette = sns.color_palette("deep", len(steps_by_run))
-    for color, (label, steps) in zip(palette, steps_by_run.items(), strict=True):
+    colors = palette(len(steps_by_run))
+    for color, (label, steps) in zip(colors, steps_by_run.items(), strict=True):
         offered = _ordered(steps, _OFFERED)
         left.plot(offered[_OFFERED], offered["goodput"], marker="o", color=color, label=label)
         curve = _ordered(steps, x)
@@ -193,6 +221,6 @@ def compare_figure(steps_by_run: Mapping[str, pd.DataFrame], *, x: str = "output
         ax.set_xlabel(xlabel)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
-        sns.despine(ax=ax)
+        despine(ax)
     fig.suptitle("Open-loop rates by run")
     return fig

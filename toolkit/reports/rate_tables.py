@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.method.embeddings import is_embeddings, judge_embedding_steps
 from toolkit.method.goodput import ServiceLevel, highest_rate_meeting, judge_steps
 from toolkit.method.number_format import (
     MISSING,
@@ -62,6 +63,10 @@ STEP_COLUMNS: tuple[str, ...] = (
     "Step", "Offered req/s", "Achieved req/s", "Completed", "Failed", "Output tok/s", "TTFT p50", "TTFT p99",
     "TPOT p50", "TPOT p99", "Goodput req/s", "Meeting SLO", "Lag p99", "Waiting mean / max", "Notes",
 )  # fmt: skip
+# An embeddings sweep's steps (`items_s` in their rows): inputs and their tokens per second, end-to-end latency, in
+# place of the columns of generated tokens (none), TTFT and TPOT (none streamed)
+_GENERATION_COLUMNS: tuple[str, ...] = ("Output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99")
+_EMBEDDING_COLUMNS: tuple[str, ...] = ("Items/s", "Input tok/s", "E2E p50", "E2E p90")
 HITS_COLUMN = "Prefix-cache hits (expected)"
 # Shares of a step's completed replies, shown only when some step has them (a response format, tools)
 SHARE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -155,6 +160,17 @@ def _step_cells(row: Mapping[Any, Any]) -> list[str]:
     ]
 
 
+def _embedding_cells(row: Mapping[Any, Any]) -> list[str]:
+    """An embeddings step's `_EMBEDDING_COLUMNS`: end-to-end latency from the scheduled arrival, as TTFT is shown."""
+    items_s = as_number(row.get("items_s"))
+    return [
+        MISSING if items_s is None else f"{items_s:,.1f}",
+        format_tok_s(row.get("input_tok_s")),
+        _arrival_first(row, "e2e", 50),
+        _arrival_first(row, "e2e", 90),
+    ]
+
+
 def _hits(row: Mapping[Any, Any]) -> str:
     measured, expected = as_number(row.get("prefix_cache_hit_rate")), as_number(row.get("expected_hit_rate"))
     shown = MISSING if measured is None else format_percent(measured)
@@ -167,9 +183,15 @@ def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Display strings of every step (✓: shown to meet the service level, ?: undecided; see `verdict_mark`); with
     a shared-prefix workload, the server's prefix-cache hit rate and (in brackets) the one the workload implies, then
     its external tier's where a KV connector exports one ("62.0% (66.7%), external 20.0%"); with a response format
-    or tools, the shares of the completed replies that kept to it (`SHARE_COLUMNS`), before the notes."""
+    or tools, the shares of the completed replies that kept to it (`SHARE_COLUMNS`), before the notes; an embeddings
+    sweep's `_EMBEDDING_COLUMNS` in place of `_GENERATION_COLUMNS`."""
     ordered = steps.sort_values("step").to_dict("records")
     table = pd.DataFrame([_step_cells(row) for row in ordered], columns=list(STEP_COLUMNS), dtype=object)
+    if "items_s" in steps and steps["items_s"].notna().any():
+        table = table.drop(columns=list(_GENERATION_COLUMNS))
+        cells = [_embedding_cells(row) for row in ordered]
+        for i, column in enumerate(_EMBEDDING_COLUMNS):
+            table.insert(list(table.columns).index("Failed") + 1 + i, column, [row[i] for row in cells])
     if "expected_hit_rate" in steps and steps["expected_hit_rate"].notna().any():
         table.insert(len(table.columns) - 1, HITS_COLUMN, [_hits(row) for row in ordered])
     for key, column in SHARE_COLUMNS:
@@ -298,7 +320,8 @@ def rejudge(records: pd.DataFrame, level: ServiceLevel) -> pd.DataFrame:
     meeting `level`), the fraction meeting it and whether that reaches the target."""
     if records.empty:
         return pd.DataFrame(columns=list(REJUDGED_COLUMNS))
-    return judge_steps(records, level)[list(REJUDGED_COLUMNS)]
+    judge = judge_embedding_steps if is_embeddings(records) else judge_steps
+    return judge(records, level)[list(REJUDGED_COLUMNS)]
 
 
 def rate_markdown(

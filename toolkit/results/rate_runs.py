@@ -17,12 +17,12 @@ from typing import Any
 import pandas as pd
 
 from toolkit.base.errors import RateSweepError
+from toolkit.method.embeddings import complete_embedding_records
 from toolkit.method.goodput import (
     BOUND_COLUMNS,
     RECORD_COLUMNS,
     REQUIRED_RECORD_COLUMNS,
     ServiceLevel,
-    complete_records,
 )
 from toolkit.results.runs import default_label, unique_labels
 from toolkit.results.store import RUN_FILE, read_json, schema_problem
@@ -165,7 +165,9 @@ def _read_records(folder: Path, steps: Sequence[int]) -> pd.DataFrame:
             raise RateSweepError(f"{path}: missing record columns {', '.join(missing)}")
         if len(frame) and not (frame["step"] == step).all():
             raise RateSweepError(f"{path}: holds records of another step than {step}")
-        frames.append(complete_records(frame))
+        if "items" in frame.columns and not pd.api.types.is_integer_dtype(frame["items"]):  # an embeddings step's
+            raise RateSweepError(f"{path}: items: not whole counts of inputs per request")
+        frames.append(complete_embedding_records(frame))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(RECORD_COLUMNS))
 
 

@@ -83,6 +83,7 @@ class StepRow(FileModel):
     slo_fraction_high: Fraction | None = None
     slo_fraction_se: Figure | None = None
     slo_fraction_dof: Figure | None = None
+    slo_fraction_deff: Figure | None = None  # the design effect behind the interval (toolkit.method.effective_n)
     slo_verdict: Literal["meets", "fails", "undecided"] | None = None
     steady_requests: WholeCount | None = None
     held: WholeCount | None = None
@@ -110,6 +111,9 @@ class StepRow(FileModel):
     invalid_reply: Text | None = None  # structured output: why the step's first invalid reply broke it, and its start
     tool_called_share: Fraction | None = None  # tools: completed replies that called a tool
     tool_args_valid_share: Fraction | None = None  # tools: completed replies whose first call's arguments were valid
+    items: WholeCount | None = None  # embeddings: the inputs of the completed requests
+    items_s: RequestsPerS | None = None  # embeddings: those inputs per second
+    input_tok_s: TokensPerS | None = None  # embeddings: their prompt tokens per second
     source: Text | None = None
     source_file: Text | None = None
     figures_by: Text | None = None

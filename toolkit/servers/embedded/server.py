@@ -48,6 +48,11 @@ MISSING_VLLM = (
 )
 MODEL_DIR = CACHE_DIR / "tiny-llama"
 SERVED_MODEL_NAME = "tiny-llama"
+# The same tiny llama as an embedding model (`serve --model tiny-embedding`): vLLM's pooling runner, its causal LM
+# converted to embed (256-dimension vectors); /v1/embeddings only, no chat or completions.
+EMBEDDING_MODEL_NAME = "tiny-embedding"
+EMBEDDED_MODELS = (SERVED_MODEL_NAME, EMBEDDING_MODEL_NAME)
+POOLING_FLAGS = ("--runner", "pooling", "--convert", "embed")
 BLOCK_SIZE_TOKENS = 128  # vLLM's KV block size on CPU
 BUILDER = Path(__file__).with_name("build_tiny_model.py")
 # Tool calls and structured output on the random-weight model. A tool choice other than "none" needs a tool-call
@@ -77,6 +82,11 @@ class ServerConfig:
     speculative_config: str | None = None  # JSON for --speculative-config, e.g. the ngram method (works on CPU)
     startup_timeout_s: float = 240.0
     log_path: Path | None = None
+    model: str = SERVED_MODEL_NAME  # EMBEDDED_MODELS: tiny-llama generates, tiny-embedding embeds
+
+    @property
+    def embeds(self) -> bool:
+        return self.model == EMBEDDING_MODEL_NAME
 
     def check(self) -> None:
         """Refuse settings vLLM would only reject after a slow start-up."""
@@ -93,6 +103,11 @@ class ServerConfig:
             raise ParamsError(f"max_num_seqs: {self.max_num_seqs}; allowed: >= 1")
         if self.stream_interval < 1:
             raise ParamsError(f"stream_interval: {self.stream_interval}; allowed: >= 1")
+        if self.model not in EMBEDDED_MODELS:
+            raise ParamsError(f"model: {self.model!r}; allowed: {', '.join(EMBEDDED_MODELS)}")
+        if self.embeds and (self.speculative_config or self.stream_interval != 1):
+            raise ParamsError(f"model: {EMBEDDING_MODEL_NAME} generates nothing; it takes no speculative_config "
+                              "or stream_interval")  # fmt: skip
 
 
 # `make demo` and a notebook's SERVER = "embedded": small enough that the matrix shows Requests queued and Over
@@ -140,7 +155,8 @@ def _vllm_env(kv_cache_gib: int) -> dict[str, str]:
 
 
 def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str]:
-    """The vLLM command line (the API key travels in the environment, never on the command line)."""
+    """The vLLM command line (the API key travels in the environment, never on the command line). The embedding
+    model runs the pooling runner, without the flags that only generation has."""
     cmd = [
         str(VLLM_PYTHON),
         "-m",
@@ -148,7 +164,7 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
         "--model",
         str(model_dir),
         "--served-model-name",
-        SERVED_MODEL_NAME,
+        config.model,
         "--host",
         "127.0.0.1",
         "--port",
@@ -158,15 +174,16 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
         "--dtype",
         "bfloat16",
         "--enforce-eager",
+    ]
+    if config.embeds:
+        return [*cmd, *POOLING_FLAGS, *_sizes(config)]
+    cmd += [
         "--enable-prefix-caching",
         "--enable-prompt-tokens-details",  # each reply's usage says how many prompt tokens the cache held
         "--enable-per-request-metrics",  # each stream's final chunk has the request's own timing (vLLM >= 0.32)
         *STRUCTURED_FLAGS,
+        *_sizes(config),
     ]
-    if config.kv_blocks is not None:
-        cmd += ["--num-gpu-blocks-override", str(config.kv_blocks)]
-    if config.max_num_seqs is not None:
-        cmd += ["--max-num-seqs", str(config.max_num_seqs)]
     if config.stream_interval != 1:
         cmd += ["--stream-interval", str(config.stream_interval)]
     if config.speculative_config:
@@ -174,6 +191,12 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
         # speculation)
         cmd += ["--speculative-config", config.speculative_config, "--per-request-spec-decode-metrics", "summary"]
     return cmd
+
+
+def _sizes(config: ServerConfig) -> list[str]:
+    """The KV cache's blocks and the running sequences, where set."""
+    sizes = [] if config.kv_blocks is None else ["--num-gpu-blocks-override", str(config.kv_blocks)]
+    return sizes + ([] if config.max_num_seqs is None else ["--max-num-seqs", str(config.max_num_seqs)])
 
 
 def embedded_spec(config: ServerConfig, port: int) -> ServerSpec:
