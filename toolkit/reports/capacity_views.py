@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from IPython.display import Markdown
 
 from toolkit.method.capacity_plan import CapacityPlan, CapacityTarget, plan_capacity
 from toolkit.method.goodput import highest_rate_meeting
 from toolkit.method.number_format import as_number
 from toolkit.reports.tables import markdown_table
+
+if TYPE_CHECKING:
+    from IPython.display import Markdown
 from toolkit.results.rate_runs import RateSweep
 
 __all__ = ["capacity_markdown", "capacity_plan", "capacity_section", "capacity_table", "target_from"]
@@ -82,6 +84,8 @@ def capacity_section(sweep: RateSweep | None, run_info: Mapping[str, Any] | None
     target = target_from(run_info)
     if sweep is None or target is None:
         return None
+    from IPython.display import Markdown  # the notebook's, not the command line's
+
     return Markdown(capacity_markdown(sweep, target))
 
 

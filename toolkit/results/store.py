@@ -10,9 +10,7 @@ import os
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from toolkit.base.api_keys import scrub_tree
 from toolkit.base.errors import ResultsError, StoreError
@@ -20,6 +18,9 @@ from toolkit.base.schema import COLUMNS, SCHEMA_VERSION, Measurement
 from toolkit.results.json_text import MAX_LINE_CHARS, json_lines, parse_json
 from toolkit.results.measurement_row import validated_measurement
 from toolkit.results.validation import line_where
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
@@ -176,6 +177,10 @@ def latest_by_key(measurements: list[Measurement]) -> dict[tuple[str, int, int],
 
 
 def to_dataframe(measurements: list[Measurement]) -> pd.DataFrame:
+    """The measurements as a frame of `COLUMNS`, prefill first, then by context and concurrency (pandas imported
+    here: a command that stops on bad input never pays for it)."""
+    import pandas as pd
+
     frame = pd.DataFrame([m.to_dict() for m in measurements], columns=list(COLUMNS))
     order = {"prefill": 0, "decode": 1}
     if not frame.empty:
