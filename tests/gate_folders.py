@@ -1,6 +1,7 @@
 """Synthetic run folders for the gate's tests (tests/component/test_gate.py, tests/unit/test_gate_allowance.py):
 decode cells of 1K context whose totals and per-request speeds are given, each ±2 % (standard error) over 3
-batches of 10 s, as a window's batches give them; no server."""
+batches of 10 s, as a window's batches give them; and rate sweeps whose steps' goodput and SLO fraction are given
+(tests/component/test_gate_rates.py); no server."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from toolkit.base.schema import Measurement
+from toolkit.method.goodput import REQUIRED_RECORD_COLUMNS
 from toolkit.method.spread import t_quantile
+from toolkit.results.rate_runs import RATES_DIR, STEPS_FILE, SWEEP_FILE, step_file
 from toolkit.results.store import RESULTS_FILE, RUN_FILE, write_json_atomic
 
 STARTED_AT = "2026-12-03T10:00:00+00:00"
@@ -32,4 +37,26 @@ def write_gate_run(folder: Path, cells: dict[int, tuple[float, float]], *, schem
         write_json_atomic(folder / RUN_FILE, fields)
     else:
         (folder / RUN_FILE).write_text(json.dumps({**fields, "schema_version": schema}))
+    return folder
+
+
+Step = tuple[float, float, float, float]  # goodput (req/s), SLO fraction, its 95 % interval's low and high ends
+
+
+def write_gate_sweep(folder: Path, steps: dict[float, Step], bracket: tuple[float | None, float | None] | None,
+                     *, slo_ttft_ms: float | None = 200.0) -> Path:  # fmt: skip
+    """A rate-sweep run folder as `toolkit rates` leaves it, written directly: one step per offered rate with the
+    given goodput and SLO fraction (its records empty), the search's bracket (None: no search) and the SLO."""
+    rates = folder / RATES_DIR
+    rates.mkdir(parents=True)
+    lines = []
+    for step, (rate, (goodput, fraction, low, high)) in enumerate(steps.items()):
+        pd.DataFrame(columns=list(REQUIRED_RECORD_COLUMNS)).to_parquet(rates / step_file(step), index=False)
+        lines.append({"step": step, "offered_rate": rate, "requests": 400, "goodput": goodput, "slo_fraction": fraction,
+                      "slo_fraction_low": low, "slo_fraction_high": high})  # fmt: skip
+    (rates / STEPS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    search = False if bracket is None else {"highest_rate": bracket[0], "bracket": list(bracket)}
+    sweep = {"rates": list(steps), "slo_ttft_ms": slo_ttft_ms, "goodput_target": 0.9, "search": search}
+    write_json_atomic(rates / SWEEP_FILE, sweep)
+    write_json_atomic(folder / RUN_FILE, {"run_label": folder.name, "started_at": STARTED_AT})
     return folder

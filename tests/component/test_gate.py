@@ -124,7 +124,7 @@ def test_folders_measured_apart_need_a_between_run_allowance(
     [
         (["--max-regression", "3"], "error: max-regression: '3' is not a percentage above 0; write it with %"),
         (["--max-regression", "−5 %"], "error: max-regression: '−5 %' is not a percentage above 0"),
-        (["--max-regression", "goodput=3%"], "error: max-regression: unknown quantity 'goodput'; allowed: "),
+        (["--max-regression", "speed=3%"], "error: max-regression: unknown quantity 'speed'; allowed: "),
         (["--max-regression", "3%", "--between-runs", "ten"], "error: between-runs: 'ten' is not a percentage"),
     ],
 )

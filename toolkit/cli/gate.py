@@ -128,7 +128,11 @@ def add_gate(sub: argparse._SubParsersAction) -> None:
         help="BASELINE CANDIDATE run folders, or one interleaved comparison folder; `plan DIR` plans the rounds; "
         "`allowance RUN RUN RUN…` measures the between-run allowance from A/A runs of one configuration",
     )
-    gate.add_argument("--max-regression", help="3%%, or per quantity: total_tok_s=3%%,ttft_ms=10%%")
+    gate.add_argument(
+        "--max-regression",
+        help="3%%, or per quantity: total_tok_s=3%%,ttft_ms=10%%; rate sweeps: goodput=5%%,slo_rate=5%% (a bare "
+        "limit gates them too where both folders hold one)",
+    )
     gate.add_argument(
         "--inconclusive",
         choices=["pass", "fail", "inconclusive"],

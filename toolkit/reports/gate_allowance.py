@@ -21,6 +21,7 @@ from toolkit import CONSOLE_SCRIPT, __version__
 from toolkit.base.errors import ParamsError, ResultsError
 from toolkit.method.allowance import ALLOWANCE_LEVEL, MIN_RUNS, runs_spread
 from toolkit.method.gate import QUANTITIES, percent
+from toolkit.reports.gate_rates import RATE_QUANTITIES
 from toolkit.reports.gate_ratios import BetweenRuns, decode_values, overall_logs
 from toolkit.results.store import read_json, write_json_atomic
 from toolkit.results.validation import validated
@@ -132,17 +133,18 @@ def allowance_lines(document: AllowanceDocument) -> list[str]:
 
 
 def between_runs(text: str | None) -> BetweenRuns | None:
-    """`--between-runs`: a percentage (`10%`: every quantity alike) or the file of `gate allowance --save` (each
-    quantity its own); None when not given. ParamsError or ResultsError, one line, for anything else."""
+    """`--between-runs`: a percentage (`10%`: every quantity alike, the rate quantities too) or the file of
+    `gate allowance --save` (each quantity its own); None when not given. ParamsError or ResultsError, one line,
+    for anything else."""
     if not text:
         return None
     shown = text.strip()
     if shown.endswith("%"):
-        return BetweenRuns(dict.fromkeys(QUANTITIES, percent(shown, "between-runs")))
+        return BetweenRuns(dict.fromkeys([*QUANTITIES, *RATE_QUANTITIES], percent(shown, "between-runs")))
     path = Path(shown)
     if path.exists() or "/" in shown or shown.lower().endswith(".json"):
         return AllowanceDocument.load(path).between_runs(shown)
     try:
-        return BetweenRuns(dict.fromkeys(QUANTITIES, percent(shown, "between-runs")))
+        return BetweenRuns(dict.fromkeys([*QUANTITIES, *RATE_QUANTITIES], percent(shown, "between-runs")))
     except ParamsError as exc:
         raise ParamsError(f"{exc.line}; or {_HINT.removeprefix('give a percentage (10%) or ')}") from None

@@ -41,6 +41,7 @@ class GateQuantity(BaseModel):
     rounds: int  # 0: two runs measured apart
     between_runs: float | None  # the allowance the interval was widened by (apart)
     between_runs_file: str | None = None  # the allowance file it was stored in (None: given by hand)
+    basis: str | None = None  # what a rate quantity's ratio is over (`over 3 common rates`); None: decode cells
     reason: str | None
     more_rounds: int | None
     line: str
@@ -88,6 +89,7 @@ def gate_document(judged: list[Judged], context: GateContext) -> GateDocument:
             rounds=j.interval.rounds if j.interval else context.rounds,
             between_runs=j.allowance,
             between_runs_file=j.allowance_stored,
+            basis=j.basis,
             reason=j.reason,
             more_rounds=j.more_rounds,
             line=gate_line(j, context),

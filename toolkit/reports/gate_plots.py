@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from matplotlib.figure import Figure
 
 from toolkit.method.gate import Verdict
+from toolkit.reports.gate_rates import quantity_text
 from toolkit.reports.gate_ratios import Judged
 
 __all__ = ["VERDICT_COLORS", "gate_figure"]
@@ -39,7 +40,7 @@ def gate_figure(judged: Sequence[Judged], title: str | None = None) -> Figure:
         axes.annotate(f"{j.verdict.value} {j.interval.ratio:.3f}×", (j.interval.high, y), xytext=(6, 0),
                       textcoords="offset points", va="center", fontsize=8, color=color)  # fmt: skip
     axes.axvline(1.0, color="#888888", linestyle="--", linewidth=1)
-    axes.set_yticks(range(len(rows)), [f"decode {j.quantity.title}" for j in rows])
+    axes.set_yticks(range(len(rows)), [quantity_text(j.quantity) for j in rows])
     axes.set_ylim(len(rows) - 0.5, -0.5)
     axes.set_xlim(low, high)
     axes.set_xlabel("candidate / baseline (shaded: beyond the regression allowed; line: its limit)")

@@ -80,6 +80,7 @@ class Judged:
     cell_ratios: tuple[CellRatio, ...] = ()
     allowance_stored: str | None = None  # the allowance file (None: given by hand)
     allowance_runs: int = 0  # the A/A runs that measured the stored allowance
+    basis: str | None = None  # what a rate quantity's ratio is over (`over 3 common rates`)
 
     @property
     def bound(self) -> float:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from toolkit.base.text import printable
 from toolkit.method.gate import Verdict, exit_status, limit_text
+from toolkit.reports.gate_rates import RATE_QUANTITIES, quantity_text
 from toolkit.reports.gate_ratios import CellRatio, Judged
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
@@ -42,17 +43,18 @@ def gate_line(judged: Judged, context: GateContext) -> str:
     """`FAIL decode total tok/s: 0.942× [0.925, 0.959], allowed −3 %`, with why it is inconclusive, the rounds
     that would likely resolve it, or the between-run allowance it was widened by."""
     q = judged.quantity
-    head = f"{judged.verdict.value.upper()} decode {q.title}: "
+    head = f"{judged.verdict.value.upper()} {quantity_text(q)}: "
     allowed = f"allowed {limit_text(judged.limit, q.higher_is_better)}"
     interval = judged.interval
     if interval is None:
         return f"{head}— ({judged.reason}), {allowed}"
-    text = f"{head}{ratio_text(interval.ratio)} [{interval.low:.3f}, {interval.high:.3f}], {allowed}"
+    basis = f" {judged.basis}" if judged.basis else ""
+    text = f"{head}{ratio_text(interval.ratio)} [{interval.low:.3f}, {interval.high:.3f}]{basis}, {allowed}"
     if judged.allowance is not None:
         text += f"; measured apart, widened by {allowance_text(judged)} between runs{stored_text(judged)}"
     if judged.reason:
         text += f"; {judged.reason}"
-        if context.interleave_command:
+        if context.interleave_command and q.name not in RATE_QUANTITIES:
             text += f"; to settle it, measure them interleaved: {context.interleave_command}"
     if judged.verdict is Verdict.INCONCLUSIVE and interval.rounds:
         more = judged.more_rounds
@@ -99,7 +101,7 @@ def junit_xml(judged: Sequence[Judged], context: GateContext) -> str:
         errors="0",
     )
     for j, counts in zip(judged, counted, strict=True):
-        case = ElementTree.SubElement(suite, "testcase", classname="gate", name=f"decode {j.quantity.title}")
+        case = ElementTree.SubElement(suite, "testcase", classname="gate", name=quantity_text(j.quantity))
         line = printable(gate_line(j, context))
         if counts is Verdict.FAIL:
             ElementTree.SubElement(case, "failure", message=line, type=j.verdict.value).text = line
@@ -123,7 +125,7 @@ def figure(judged: Sequence[Judged]) -> str:
     low, high = min(ends), max(ends)
     pad = (high - low) * 0.05 or 0.05
     low, high = low - pad, high + pad
-    width = max(len(f"decode {j.quantity.title}") for j in shown) + 1
+    width = max(len(quantity_text(j.quantity)) for j in shown) + 1
 
     def at(value: float) -> int:
         return min(FIGURE_WIDTH - 1, max(0, round((value - low) / (high - low) * (FIGURE_WIDTH - 1))))
@@ -139,7 +141,7 @@ def figure(judged: Sequence[Judged]) -> str:
         row[at(j.bound)] = "|"
         row[left], row[right] = "[", "]"
         row[at(j.interval.ratio)] = "●"
-        lines.append(f"{f'decode {j.quantity.title}':<{width}}{''.join(row)}  {j.verdict.value}")
+        lines.append(f"{quantity_text(j.quantity):<{width}}{''.join(row)}  {j.verdict.value}")
     scale = f"{low:.3f}×".ljust(FIGURE_WIDTH - len(f"{high:.3f}×")) + f"{high:.3f}×"
     lines.append(" " * width + scale)
     lines.append(" " * width + "[=●=] ratio and its interval   | allowed   : no change (1.00×)")
@@ -160,13 +162,13 @@ def summary_markdown(judged: Sequence[Judged], context: GateContext) -> str:
     out = [
         f"# Regression gate: {inert(context.candidate)} / {inert(context.baseline)}",
         f"**{overall}** (exit {status}): {counts[Verdict.FAIL]} fail, {counts[Verdict.PASS]} pass, "
-        f"{counts[Verdict.INCONCLUSIVE]} inconclusive. Overall ratio candidate / baseline per quantity, over the "
-        f"decode cells both measured; {level_text(context, len(judged))}.",
+        f"{counts[Verdict.INCONCLUSIVE]} inconclusive. Overall ratio candidate / baseline per quantity, over "
+        f"{_over_text(judged)}; {level_text(context, len(judged))}.",
     ]
     rows = [
         [
             j.verdict.value.upper(),
-            f"decode {j.quantity.title}",
+            quantity_text(j.quantity),
             ratio_text(j.interval.ratio) if j.interval else "—",
             f"[{j.interval.low:.3f}, {j.interval.high:.3f}]" if j.interval else "—",
             f"{limit_text(j.limit, j.quantity.higher_is_better)} ({ratio_text(j.bound)})",
@@ -182,19 +184,29 @@ def summary_markdown(judged: Sequence[Judged], context: GateContext) -> str:
     failed = [(j, cells) for j in judged if j.verdict is Verdict.FAIL and (cells := driving_cells(j))]
     if failed:
         out += ["## Cells that drove a failure", "Each cell's own ratio beyond the allowed one (the worst first)."]
-        rows = [[f"decode {j.quantity.title}", inert(c.context), f"{c.concurrency:,}", ratio_text(c.ratio)]
+        rows = [[quantity_text(j.quantity), inert(c.context), f"{c.concurrency:,}", ratio_text(c.ratio)]
                 for j, cells in failed for c in cells]  # fmt: skip
         out.append(markdown_table(pd.DataFrame(rows, columns=["Quantity", "Context", "Requests at once", "Ratio"])))
     return "\n\n".join(out) + "\n"
 
 
+def _over_text(judged: Sequence[Judged]) -> str:
+    """What the ratios are over: the decode cells, and the rate quantities' own where they were gated."""
+    rates = sum(j.quantity.name in RATE_QUANTITIES for j in judged)
+    cells = "the decode cells both measured"
+    if not rates:
+        return cells
+    swept = "the offered rates both swept (goodput) and the two searches' brackets (the highest rate meeting the SLO)"
+    return f"{cells}, {swept}" if rates < len(judged) else swept
+
+
 def _note(judged: Judged, context: GateContext) -> str:
-    notes = []
+    notes = [judged.basis] if judged.basis else []
     if judged.allowance is not None:
         notes.append(f"measured apart, widened by {allowance_text(judged)}{stored_text(judged)}")
     if judged.reason:
         notes.append(judged.reason)
-        if context.interleave_command:
+        if context.interleave_command and judged.quantity.name not in RATE_QUANTITIES:
             notes.append(f"settle it with `{context.interleave_command}`")
     if judged.verdict is Verdict.INCONCLUSIVE and judged.more_rounds:
         notes.append(f"about {judged.more_rounds} more rounds would likely resolve it")
