@@ -137,7 +137,8 @@ def interleave_command(found: GateInput) -> str:
 
 def _rate_sweeps(found: GateInput, limits: Limits) -> tuple[RateSweep, RateSweep] | None:
     """Both sides' rate sweeps when a rate quantity may be gated; ParamsError or ResultsError, one line, where one
-    is named and a side has no sweep or no SLO, or where the sweeps were judged against different SLOs."""
+    is named and a side has no sweep or no SLO, or the sweeps were judged against different SLOs (a bare limit then
+    gates none of them)."""
     from toolkit.results.rate_runs import has_rates, load_rate_sweep
 
     named = ", ".join(limits.rates)
@@ -158,6 +159,8 @@ def _rate_sweeps(found: GateInput, limits: Limits) -> tuple[RateSweep, RateSweep
                                "(slo_ttft_ms, slo_tpot_ms, slo_e2e_ms): no request meets or fails one")  # fmt: skip
         return None
     if sweeps[0].level != sweeps[1].level:
+        if not named:  # a bare limit gates the rate quantities only where one SLO judged both sweeps
+            return None
         raise ResultsError(f"gate: the rate sweeps were judged against different SLOs ({level_text(sweeps[0].level)}"
                            f"; {level_text(sweeps[1].level)}); judge both against one")  # fmt: skip
     return sweeps
