@@ -149,11 +149,14 @@ def index_markdown(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any]
 
 def paired_lines(compare: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """An interleaved batch's comparisons: (the paired report's path in the batch folder, a line that sums it up:
-    `b / a over R interleaved rounds, paired: Total tok/s 1.05× ±0.03 (2 cells); …`); none for another batch."""
+    `b / a over R interleaved rounds, paired: Total tok/s 1.05× ±0.03 (2 cells, detects ±1.2 %); …`, the smallest
+    change its rounds detect at 80 % power where batch.json has it); none for another batch."""
     lines = []
     for pair in (compare or {}).get("interleaved") or []:
+        detectable = pair.get("detectable") or {}
         sums = "; ".join(
-            f"{RATIO_QUANTITIES.get(q, q)} {format_ratio(v)} ±{hw:.2f} ({cells_text(int(n))})"
+            f"{RATIO_QUANTITIES.get(q, q)} {format_ratio(v)} ±{hw:.2f} ({cells_text(int(n))}"
+            + (f", detects ±{detectable[q]:.1f} %)" if isinstance(detectable.get(q), int | float) else ")")
             for q, (v, hw, n) in (pair.get("overall") or {}).items()
         )
         head = f"{pair['label']} / {pair['baseline']} over {pair['rounds']} interleaved rounds, paired"

@@ -51,9 +51,10 @@ def run_interleaved(params: dict[str, RunParams], rounds: int, out: Path, say: C
 
 def paired_report(
     folders: Mapping[str, Mapping[int, Path]], into: Path, stem: str
-) -> tuple[Path, dict[str, tuple[float, float, int]]]:
+) -> tuple[Path, dict[str, tuple[float, float, int]], dict[str, float]]:
     """`<into>/<stem>.md` and `.csv`: the paired comparison of two sides' run folders (label -> round -> folder;
-    the first side is A) over the rounds both measured; returns the report's path and the overall ratios."""
+    the first side is A) over the rounds both measured; returns the report's path, the overall ratios and each
+    quantity's minimum detectable effect in % (80 % power, from the rounds' spread; toolkit.method.paired)."""
     (a_label, a_rounds), (b_label, b_rounds) = folders.items()
     rounds = sorted(set(a_rounds) & set(b_rounds))
     a = {r: load_run(a_rounds[r])[0] for r in rounds}
@@ -61,6 +62,7 @@ def paired_report(
     table, sums = paired_table(a, b), overall(a, b)
     table.to_csv(into / f"{stem}.csv", index=False)
     report = into / f"{stem}.md"
-    text = interleaved_markdown(table, [a_label, b_label], len(rounds), sums, overall_design(a, b))
-    report.write_text(text, encoding="utf-8")
-    return report, sums
+    design = overall_design(a, b)
+    report.write_text(interleaved_markdown(table, [a_label, b_label], len(rounds), sums, design), encoding="utf-8")
+    detectable = {q: d.detectable.effect for q, d in design.items() if d.detectable is not None}
+    return report, sums, detectable

@@ -193,10 +193,10 @@ def compare_rounds(out: Path, ready: Sequence[Variant], state: BatchState) -> No
             shared = len(set(rounds[base]) & set(rounds[other]))
             if shared < 2:
                 continue
-            report, sums = paired_report({base: rounds[base], other: rounds[other]}, out / COMPARE_DIR,
-                                         f"{other}-vs-{base}")  # fmt: skip
-            pairs.append({"label": other, "baseline": base, "rounds": shared,
-                          "report": f"{COMPARE_DIR}/{report.name}", "overall": sums})  # fmt: skip
+            report, sums, detectable = paired_report({base: rounds[base], other: rounds[other]},
+                                                     out / COMPARE_DIR, f"{other}-vs-{base}")  # fmt: skip
+            pairs.append({"label": other, "baseline": base, "rounds": shared, "report": f"{COMPARE_DIR}/{report.name}",
+                          "overall": sums, "detectable": detectable})  # fmt: skip
             print(f"interleaved: {report}")
     except Exception as exc:  # the variants' own reports stand; the index says why there is no comparison
         state.set(compare={"state": FAILED, "error": f"the paired report failed: {one_line_error(exc)}"})
