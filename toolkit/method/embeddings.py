@@ -15,19 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.method.goodput import (
     BOUNDED,
-    HELD_MS,
     PERCENTILES,
     STEADY_TRIM,
+    Figures,
     ServiceLevel,
     StepSummary,
     complete_records,
-    meeting_fraction,
-    meets,
     percentile_bounds,
     percentile_name,
-    steady_mask,
-    supported,
-    verdict,
+    percentile_of,
+    summarize_requests,
 )
 
 if TYPE_CHECKING:
@@ -70,13 +67,6 @@ def embedding_latencies(records: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _quantile(values: pd.Series, q: float, check: bool = True) -> float | None:
-    found = values.dropna()
-    if not len(found) or (check and not supported(q, len(found))):
-        return None
-    return float(found.quantile(q / 100))
-
-
 def summarize_embedding_step(
     records: pd.DataFrame, level: ServiceLevel, trim: float = STEADY_TRIM, percentiles: Sequence[float] = PERCENTILES
 ) -> StepSummary:
@@ -84,56 +74,17 @@ def summarize_embedding_step(
     step's: counts, request throughput and goodput over all its requests, percentiles and the fraction meeting the
     level over its steady part. `output_tok_s` and the untimed percentiles are 0 and None."""
     shown = sorted({*PERCENTILES, *percentiles})
-    all_latencies = embedding_latencies(records)
-    all_met = meets(all_latencies, level)
-    steady = steady_mask(records, trim)
-    latencies = all_latencies[steady]
-    completed, requests = int(all_latencies["ok"].sum()), len(records)
-    end = records["last_token_s"].max() if completed else records["sent_s"].max()
-    duration = float(end - records["sent_s"].min()) if requests else 0.0
-    per_second = lambda count: count / duration if duration > 0 else 0.0  # noqa: E731
-    quantiles: dict[str, float | None] = {}
-    for name in (*UNTIMED, *TIMED, "lag"):
-        for q in shown:
-            column = f"{name}_{percentile_name(q)}_ms"
-            quantiles[column] = None if name in UNTIMED else _quantile(latencies[f"{name}_ms"], q, name != "lag")
-    quantiles["lag_max_ms"] = float(all_latencies["lag_ms"].max()) if requests else None
-    bounds = percentile_bounds({name: latencies[f"{name}_ms"] if name in TIMED else [] for name in BOUNDED})
-    found = meeting_fraction(latencies, level)
-    counted, batches, low, high = found.counted, found.batches, found.low, found.high
-    fraction = found.met / counted if counted else 0.0
-    return StepSummary(
-        offered_rate=float(records["offered_rate"].iloc[0]) if requests else float("nan"),
-        scheduled_rate=_rate(records["scheduled_s"]),
-        achieved_rate=_rate(records["sent_s"]),
-        requests=requests,
-        completed=completed,
-        failed=requests - completed,
-        duration_s=duration,
-        request_throughput=per_second(completed),
-        output_tok_s=0.0,
-        input_tokens=int(records.loc[all_latencies["ok"], "input_tokens"].sum()),
-        output_tokens=0,
-        goodput=per_second(int(all_met.sum())),
-        slo_fraction=fraction,
-        slo_met=fraction >= level.target,
-        slo_fraction_low=low,
-        slo_fraction_high=high,
-        slo_fraction_se=None if batches is None else batches[0],
-        slo_fraction_dof=None if batches is None else batches[1],
-        slo_verdict=verdict(low, high, level.target),
-        steady_requests=counted,
-        held=int((all_latencies["lag_ms"] > HELD_MS).sum()),
-        percentiles=quantiles,
-        bounds=bounds,
-        slo_fraction_deff=found.deff,
-    )
 
+    def figures(latencies: pd.DataFrame, _steady: pd.Series) -> Figures:
+        quantiles: dict[str, float | None] = {}
+        for name in (*UNTIMED, *TIMED, "lag"):
+            values = None if name in UNTIMED else latencies[f"{name}_ms"]
+            for q in shown:
+                found = None if values is None else percentile_of(values, q, name != "lag")
+                quantiles[f"{name}_{percentile_name(q)}_ms"] = found
+        return quantiles, percentile_bounds({n: latencies[f"{n}_ms"] if n in TIMED else [] for n in BOUNDED})
 
-def _rate(times: pd.Series) -> float | None:
-    found = times.dropna()
-    span = float(found.max() - found.min()) if len(found) > 1 else 0.0
-    return (len(found) - 1) / span if span > 0 else None
+    return summarize_requests(records, embedding_latencies(records), level, trim, figures, output_tokens=0)
 
 
 def embedding_figures(records: pd.DataFrame, summary: StepSummary) -> dict[str, Any]:

@@ -8,7 +8,7 @@ service level without a server (docs/method/rates.md, Open-loop rates).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -196,7 +196,8 @@ def supported(q: float, n: int) -> bool:
     return n >= 1 and (q <= 50 or n * (1 - q / 100) >= 1 - 1e-9)
 
 
-def _quantile(values: Sequence[float] | pd.Series, q: float, check: bool = True) -> float | None:
+def percentile_of(values: Sequence[float] | pd.Series, q: float, check: bool = True) -> float | None:
+    """The `q`th percentile of the values present (None: none, or too few to support it, unless `check` is off)."""
     import pandas as pd
 
     series = pd.Series(values, dtype=float).dropna()
@@ -287,8 +288,9 @@ def verdict(low: float, high: float, target: float) -> str:
 
 
 def _rate(times: pd.Series) -> float | None:
-    span = float(times.max() - times.min()) if len(times) > 1 else 0.0
-    return (len(times) - 1) / span if span > 0 else None
+    found = times.dropna()
+    span = float(found.max() - found.min()) if len(found) > 1 else 0.0
+    return (len(found) - 1) / span if span > 0 else None
 
 
 def steady_mask(records: pd.DataFrame, trim: float = STEADY_TRIM) -> pd.Series:
@@ -312,6 +314,9 @@ def percentile_name(q: float) -> str:
     return f"p{q:g}"
 
 
+Figures = tuple[dict[str, float | None], dict[str, float | None]]  # a step's percentiles and their bounds
+
+
 def summarize_step(
     records: pd.DataFrame,
     level: ServiceLevel,
@@ -322,7 +327,33 @@ def summarize_step(
     percentiles (`PERCENTILES` and any others given) and the fraction meeting the level (with its interval and
     verdict) over its steady part; `PERCENTILES` of the latencies in `BOUNDED` with their 95 % bounds."""
     shown = sorted({*PERCENTILES, *percentiles})
+
+    def figures(latencies: pd.DataFrame, steady: pd.Series) -> Figures:
+        quantiles: dict[str, float | None] = {}
+        for name in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag"):
+            for q in shown:
+                quantiles[f"{name}_{percentile_name(q)}_ms"] = percentile_of(latencies[f"{name}_ms"], q, name != "lag")
+        itl = inter_token_ms(records[steady])
+        for q in shown:
+            quantiles[f"itl_{percentile_name(q)}_ms"] = percentile_of(itl, q)
+        return quantiles, percentile_bounds({n: itl if n == "itl" else latencies[f"{n}_ms"] for n in BOUNDED})
+
     all_latencies = request_latencies(records)
+    out_tokens = int(records.loc[all_latencies["ok"], "output_tokens"].sum())
+    return summarize_requests(records, all_latencies, level, trim, figures, out_tokens)
+
+
+def summarize_requests(
+    records: pd.DataFrame,
+    all_latencies: pd.DataFrame,
+    level: ServiceLevel,
+    trim: float,
+    figures: Callable[[pd.DataFrame, pd.Series], Figures],
+    output_tokens: int,
+) -> StepSummary:
+    """What every kind of request's step summary shares, from its records and per-request latencies (`ok`, the
+    `*_ms` columns, `lag_ms`): counts, throughput and goodput over all requests; over the steady part, the
+    fraction meeting `level` and `figures(steady latencies, steady mask)`, the percentiles and their bounds."""
     all_met = meets(all_latencies, level)
     steady = steady_mask(records, trim)
     latencies = all_latencies[steady]
@@ -330,16 +361,8 @@ def summarize_step(
     end = records["last_token_s"].max() if completed else records["sent_s"].max()
     duration = float(end - records["sent_s"].min()) if requests else 0.0
     per_second = lambda count: count / duration if duration > 0 else 0.0  # noqa: E731
-    out_tokens = int(records.loc[all_latencies["ok"], "output_tokens"].sum())
-    quantiles: dict[str, float | None] = {}
-    for name in ("ttft", "tpot", "e2e", "ttft_sched", "e2e_sched", "lag"):
-        for q in shown:
-            quantiles[f"{name}_{percentile_name(q)}_ms"] = _quantile(latencies[f"{name}_ms"], q, check=name != "lag")
-    itl = inter_token_ms(records[steady])
-    for q in shown:
-        quantiles[f"itl_{percentile_name(q)}_ms"] = _quantile(itl, q)
+    quantiles, bounds = figures(latencies, steady)
     quantiles["lag_max_ms"] = float(all_latencies["lag_ms"].max()) if requests else None
-    bounds = percentile_bounds({name: itl if name == "itl" else latencies[f"{name}_ms"] for name in BOUNDED})
     found = meeting_fraction(latencies, level)
     counted, batches, low, high = found.counted, found.batches, found.low, found.high
     fraction = found.met / counted if counted else 0.0
@@ -353,9 +376,9 @@ def summarize_step(
         failed=requests - completed,
         duration_s=duration,
         request_throughput=per_second(completed),
-        output_tok_s=per_second(out_tokens),
+        output_tok_s=per_second(output_tokens),
         input_tokens=int(records.loc[all_latencies["ok"], "input_tokens"].sum()),
-        output_tokens=out_tokens,
+        output_tokens=output_tokens,
         goodput=per_second(int(all_met.sum())),
         slo_fraction=fraction,
         slo_met=fraction >= level.target,
