@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from toolkit.method.effective_n import (
+    MIN_REQUESTS,
     autocorrelations,
     average_ranks,
     design_effect,
@@ -73,8 +74,11 @@ def test_a_constant_or_tiny_series_or_alternating_one_gives_the_floor() -> None:
     assert design_effect(np.tile([0.0, 1.0], 50), 0.5) == 1.0  # negatively correlated: not below 1
 
 
-def test_a_trend_counts_as_correlation() -> None:
-    assert design_effect(np.arange(40.0), 0.5) > 5
+def test_a_trend_counts_as_correlation_from_min_requests_on() -> None:
+    assert design_effect(np.arange(float(MIN_REQUESTS)), 0.5) > 5
+    # fewer requests: their correlations cannot be told from chance; 6 of a step that trended by load are 6
+    assert design_effect(np.arange(float(MIN_REQUESTS - 1)), 0.5) == 1.0
+    assert design_effect([0.001, 0.002, 0.003, 0.004, 0.005, 0.006], 1 - 0.5 / 6) == 1.0
 
 
 def test_average_ranks_are_scipys_with_ties_and_infinities() -> None:
