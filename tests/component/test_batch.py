@@ -278,5 +278,5 @@ def test_an_interleaved_batch_alternates_its_rounds_and_compares_them_paired(
         "- [fast-vs-slow.md](compare/fast-vs-slow.md): fast / slow over 2 interleaved rounds, paired: Total tok/s 1."
         in index
     )
-    assert "cells, detects ±" in index  # the smallest change these 2 rounds detect at 80 % power
+    assert "(1 cell, detects ±" in index  # the smallest change these 2 rounds detect at 80 % power
     assert not (out / "compare" / "compare.md").exists()  # the paired report is the comparison
