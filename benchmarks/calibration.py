@@ -313,7 +313,7 @@ def _threshold() -> float:
 
 def slo_batch_correlation(met: np.ndarray) -> float:
     """Correlation between consecutive batches' fractions (`batch_fraction`'s batches), pooled over the steps."""
-    from toolkit.method.goodput import SLO_BATCHES
+    from toolkit.method.slo_fraction import SLO_BATCHES
 
     n = met.shape[1]
     bounds = [round(i * n / SLO_BATCHES) for i in range(SLO_BATCHES + 1)]

@@ -13,6 +13,7 @@ import pytest
 
 import benchmarks.calibration as calibration
 import toolkit.method.goodput as goodput
+import toolkit.method.slo_fraction as slo_fraction
 import toolkit.method.window as window
 import toolkit.reports.compare as compare
 import toolkit.reports.compare_drift as compare_drift
@@ -127,10 +128,11 @@ def test_slo_coverage_is_fraction_bounds_of_the_steps_batches_at_their_effective
     expected = []
     for row in margins:
         flags = [bool(x) for x in row <= 1]
-        batches = goodput.batch_fraction(flags)
+        batches = slo_fraction.batch_fraction(flags)
         deff = design_effect(row, sum(flags) / len(flags))
         assert deff > 1.0
-        low, high = goodput.fraction_bounds(sum(flags), len(flags), [batches] if batches else [], len(flags) / deff)
+        spread = [batches] if batches else []
+        low, high = slo_fraction.fraction_bounds(sum(flags), len(flags), spread, len(flags) / deff)
         expected.append(low <= true <= high)
     assert tally.hits["slo_fraction"] == expected
 

@@ -8,15 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from toolkit.method.goodput import (
-    ServiceLevel,
-    batch_fraction,
-    fraction_bounds,
-    fraction_interval,
-    meeting_fraction,
-    meets,
-    slo_margins,
-)
+from toolkit.method.goodput import ServiceLevel, meeting_fraction, meets, slo_margins
+from toolkit.method.slo_fraction import batch_fraction, fraction_bounds, fraction_interval
 from toolkit.rates.search import rate_verdicts
 
 LEVEL = ServiceLevel(ttft_ms=100.0, tpot_ms=20.0)

@@ -149,7 +149,7 @@ def test_a_steps_file_cut_mid_line_keeps_its_whole_lines_and_says_which_was_drop
 @pytest.mark.parametrize(("target", "needed"), [(0.99, 368), (0.95, 72), (0.9, 36), (0.5, 6)])
 def test_the_requests_a_rate_needs_to_be_shown_to_meet_its_target(target: float, needed: int) -> None:
     """All of n meeting the level: the Clopper–Pearson low end 0.025^(1/n) reaches the target first at n."""
-    from toolkit.method.goodput import fraction_interval
+    from toolkit.method.slo_fraction import fraction_interval
 
     assert requests_to_show(target) == needed
     assert fraction_interval(needed, needed)[0] >= target > fraction_interval(needed - 1, needed - 1)[0]

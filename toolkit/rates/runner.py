@@ -303,10 +303,14 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
     before = read_sweep(out) if resume and has_rates(out) else None
     if before is None and (rates_dir(out) / STEPS_FILE).exists():
         raise RunRefused(f"out: {out} already holds a rate sweep; choose another folder, or resume it")
-    embedder = EmbeddingClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s)
-    async with ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api, embedder:
+    embedder = (EmbeddingClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s)
+                if params.endpoint == "embeddings" else None)  # fmt: skip
+    async with (
+        ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api,
+        embedder or contextlib.nullcontext(),
+    ):
         server = await discover(api, model=params.model, api_key_env=params.api_key_env)
-        if params.endpoint == "embeddings" and (problem := await probe_embeddings(embedder, server.model)):
+        if embedder is not None and (problem := await probe_embeddings(embedder, server.model)):
             raise ParamsError(f"endpoint: embeddings: {params.base_url} does not serve embeddings of "
                               f"{printable(server.model)!r} ({problem})")  # fmt: skip
         if server.cache_config_problem:  # its block size is then unknown: no expected hit rate
@@ -340,7 +344,7 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with senders as ray, protected_from_autogroups(params.base_url, say), frozen_heap():
                 tools = StepTools(params, api, client, server.metrics_available, server.model, server.block_size, ray,
-                                  embedder if params.endpoint == "embeddings" else None)  # fmt: skip
+                                  embedder)  # fmt: skip
                 sweep_run = _Sweep(tools, workload, out, say, done, replay)
                 await sweep_run.listed()
                 if params.search and not isinstance((before or {}).get("search"), dict):  # its result, once it ran

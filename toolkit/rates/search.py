@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from toolkit.method.goodput import fraction_bounds, fraction_interval, verdict
 from toolkit.method.quantile_bounds import min_bounded_n
+from toolkit.method.slo_fraction import fraction_bounds, fraction_interval, verdict
 from toolkit.rates.params import rate_text
 
 
