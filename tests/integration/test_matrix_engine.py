@@ -26,7 +26,10 @@ def _params(server: EmbeddedServer, **values: object):
 @pytest.fixture(scope="module")
 def small_matrix(vllm_server: EmbeddedServer, tmp_path_factory: pytest.TempPathFactory, api_key_env_module):
     out = tmp_path_factory.mktemp("matrix")
-    results = run_matrix(_params(vllm_server, contexts=["512", "1K"], concurrency=[1, 2, 4]), out, progress=False)
+    # Requests of 256 tokens end 1-2 s after they start, so every 4 s window sees several end (the server's
+    # per-request timing needs requests that ended inside the window; at 1,024 tokens some windows saw none).
+    params = _params(vllm_server, contexts=["512", "1K"], concurrency=[1, 2, 4], max_output=256)
+    results = run_matrix(params, out, progress=False)
     return {(m.phase, m.context_tokens, m.concurrency): m for m in results}
 
 
@@ -100,7 +103,8 @@ def test_the_servers_own_clock_times_every_decode_cell(small_matrix) -> None:
     """Issue 45: the requests that ended in each window carried the server's timing; their mean time between tokens
     on the server's clock is the client's within 2 % in every undisturbed cell (the same requests on two clocks;
     the window's TBT covers other stretches, 11 % apart once on this busy machine), and no request's span exceeds
-    the client's. Requests of 1,024 tokens take 2-4 s, so a 4 s window may see none end: such a cell has no split."""
+    the client's. Requests of 256 tokens take 1-2 s here, so a window sees several end; under a pause one may see
+    none, and such a cell has no split."""
     cells = [m for m in small_matrix.values() if m.phase == "decode" and m.status == "Valid" and not m.disturbed]
     timed = [m for m in cells if m.timed_requests]
     assert len(timed) >= len(cells) / 2 > 0, cells
