@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import logging
 from pathlib import Path
 
 import nbformat
 import pytest
+from papermill.translators import PythonTranslator
 
 from toolkit.jupyter.execute import RUN_ONLY, declared_parameters, notebook_parameters, parameters_for
 from toolkit.jupyter.notebook import params_from
@@ -59,3 +61,15 @@ def test_notebook_values_reach_the_run_parameters(tmp_path: Path) -> None:
     passed = notebook_parameters(make_params({"disturbed_retries": 5, "read_timeout_s": 7}), tmp_path)
     params = params_from(_parameter_cell("decode_matrix") | passed)
     assert params.disturbed_retries == 5 and params.read_timeout_s == 7
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.stem)
+def test_papermill_reads_every_parameters_cell_without_a_warning(path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Papermill's inspection gives up on a line with two `=` (a comment's example included) and logs 'Unable to
+    parse line' in every run of the notebook: each cell parses whole, and it finds the names the cell assigns."""
+    notebook = nbformat.read(path, as_version=4)
+    (cell,) = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    with caplog.at_level(logging.WARNING, logger="papermill"):
+        found = PythonTranslator.inspect(cell)
+    assert [r.getMessage() for r in caplog.records] == []
+    assert {p.name for p in found} == set(_parameter_cell(path.stem))
