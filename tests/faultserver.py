@@ -44,7 +44,7 @@ output: a JSON reply, valid or not). The log records each completion request's `
 With `server.tool_call = (NAME, ARGUMENTS)` (or `FaultServer(tool_call=...)`) a chat request that carries `tools`
 streams one tool call as vLLM does: the first token's chunk holds `delta.tool_calls[0]` with its id, type and
 `function.name` and empty arguments, the next tokens ARGUMENTS split into as many pieces. The log records each
-request's `tools` and `tool_choice` (None: none).
+request's `tools` and `tool_choice`, and its `priority` (None: none).
 
 With `FaultServer(embeddings=True)` it also serves `POST /v1/embeddings` as vLLM's pooling runner does (without it,
 404 as a generating vLLM answers): each input (a list of texts) a vector of `EMBEDDING_DIMENSIONS`, its tokens counted
@@ -437,6 +437,7 @@ class FaultServer:
         _LOG_ENTRY.get()["response_format"] = body.get("response_format")
         _LOG_ENTRY.get()["tools"] = body.get("tools")
         _LOG_ENTRY.get()["tool_choice"] = body.get("tool_choice")
+        _LOG_ENTRY.get()["priority"] = body.get("priority")
         chat = request.path.endswith("/chat/completions")
         if body.get("model") != self.model:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")

@@ -162,3 +162,40 @@ def test_json_schema_and_tool_call_steps_keep_to_their_formats_on_the_real_engin
         else:
             assert list(records["tool_called"]) == [True] * 8 and list(records["tool_args_valid"]) == [True] * 8, lines
             assert row["tool_called_share"] == row["tool_args_valid_share"] == 1.0
+
+
+def test_a_two_class_mix_records_and_judges_each_class_on_the_real_engine(
+    vllm_server: EmbeddedServer, api_key_env: str, tmp_path: Path
+) -> None:
+    """Issue 47's traffic classes on the real engine, about 20 s: short chats under a tight TTFT limit beside long
+    prompts under a loose one, drawn 3 to 1 from one arrival stream. vLLM takes the `priority` field (0: this
+    server runs without --scheduling-policy priority, which any other value needs); each request's class is in
+    its record, its lengths are its class's, and each step judges each class against its own level."""
+    classes = [
+        {"name": "chat", "weight": 3, "input_tokens": 64, "output_tokens": 16, "slo_ttft_ms": 300, "priority": 0},
+        {"name": "rag", "weight": 1, "input_tokens": 1536, "output_tokens": 32, "slo_ttft_ms": 5000,
+         "slo_e2e_ms": 20_000},
+    ]  # fmt: skip
+    params = make_rate_params({
+        "base_url": vllm_server.base_url, "api_key_env": api_key_env, "rates": [1.0, 3.0], "duration_s": 6,
+        "classes": classes, "seed": 47, "results_dir": str(tmp_path),
+    })  # fmt: skip
+    lines: list[str] = []
+    out = run_rates(params, say=lines.append)
+    print("\n".join(lines))  # the sweep's figures, for the record (run with -s)
+    records, rows = read_records(out), read_steps(out)
+    assert set(records["class"]) == {"chat", "rag"} and records["error"].isna().all()
+    chat, rag = records[records["class"] == "chat"], records[records["class"] == "rag"]
+    assert chat["input_tokens"].between(64 - 16, 64 + 16).all() and (chat["output_tokens"] == 16).all()
+    assert rag["input_tokens"].between(1536 - 16, 1536 + 16).all() and (rag["output_tokens"] == 32).all()
+    for row in rows:
+        figures = row["classes"]
+        assert figures["chat"]["requests"] + figures["rag"]["requests"] == row["requests"] == row["completed"]
+        assert figures["chat"]["weight_share"] == 0.75 and figures["chat"]["limit_fractions"].keys() == {"ttft"}
+        assert figures["rag"]["limit_fractions"].keys() == {"ttft", "e2e"}
+        assert all(f["slo_verdict"] in ("meets", "fails", "undecided") for f in figures.values())
+        assert row["server_prompt_tokens"] == pytest.approx(row["client_prompt_tokens"], rel=0.02)
+    # a long prompt's prefill takes longer than a short one's: the classes' own TTFTs tell them apart
+    ttft = (records["first_token_s"] - records["sent_s"]) * 1e3
+    assert ttft[records["class"] == "rag"].median() > ttft[records["class"] == "chat"].median()
+    assert sum(" classes: " in line for line in lines) == 2

@@ -24,7 +24,7 @@ _FLAGS: dict[str, str] = {
     "trace_format": "trace_format", "time_scale": "time_scale", "trace_start": "trace_start_s",
     "trace_duration": "trace_duration_s", "trace_block_tokens": "trace_block_tokens", "warmup": "warmup_s",
     "percentiles": "percentiles", "response_format": "response_format", "tools": "tools",
-    "tool_choice": "tool_choice",
+    "tool_choice": "tool_choice", "classes": "classes",
 }  # fmt: skip
 
 
@@ -60,6 +60,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--percentiles", help="latency percentiles per step besides 50, 90, 99 (e.g. 95,99.9)")
     p.add_argument("--input-tokens", help="128, or uniform:MIN:MAX, normal:MEAN:STD:MIN:MAX, lognormal:MEAN:SIGMA:…")
     p.add_argument("--output-tokens", help="as --input-tokens")
+    p.add_argument("--classes", metavar="FILE",
+                   help="traffic classes: a YAML list (or a mapping with a `classes:` list) of name, weight, "
+                   "input_tokens, output_tokens, slo_ttft_ms/slo_tpot_ms/slo_e2e_ms and an optional priority; each "
+                   "arrival picks one by weight, each judged against its own SLO")  # fmt: skip
     p.add_argument("--dataset", help="JSONL (prompt or messages, optional output_tokens) or ShareGPT JSON file")
     p.add_argument("--response-format", metavar="KIND",
                    help="structured output, carried by every request: json_object, or json_schema:FILE (a JSON "
@@ -169,9 +173,29 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
             + (" *" if r["lag_flagged"] else "")
         )
     lines.append("TTFT from each request's scheduled arrival (what a user arriving then waited); TPOT from the send")
+    if any(r.get("classes") for r in rows):
+        lines.extend(classes_table(rows))
     if any(r["lag_flagged"] for r in rows):
         lines.append("* the client could not hold the schedule (scheduling lag p99 over the flag): load understated")
     return "\n".join(lines)
+
+
+def classes_table(rows: list[dict[str, Any]]) -> list[str]:
+    """A class sweep's steps, class by class: its share of the arrivals, TTFT and TPOT, goodput and the share meeting
+    its own SLO with its 95 % interval."""
+    num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+    lines = [f"{'step':>4} {'class':<12} {'share':>6} {'ok':>9} {'TTFT p90':>9} {'TPOT p90':>9} {'goodput':>8} "
+             f"{'SLO':>5} {'interval':>13} verdict"]  # fmt: skip
+    for r in rows:
+        for name, c in (r.get("classes") or {}).items():
+            ok = f"{c['completed']}/{c['requests']}"
+            lines.append(
+                f"{r['step']:>4} {name[:12]:<12} {c['share']:>6.0%} {ok:>9} "
+                f"{num(c.get('ttft_sched_p90_ms'), '.1f'):>9} {num(c.get('tpot_p90_ms'), '.1f'):>9} "
+                f"{c['goodput']:>8.2f} {c['slo_fraction']:>5.0%} "
+                f"[{c['slo_fraction_low']:.2f}, {c['slo_fraction_high']:.2f}] {c['slo_verdict']}"
+            )
+    return [*lines, "each class against its own SLO (TTFT from the scheduled arrival); share: of the step's arrivals"]
 
 
 def embeddings_table(rows: list[dict[str, Any]]) -> str:

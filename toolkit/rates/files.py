@@ -41,7 +41,10 @@ def step_file(out: Path, step: int) -> Path:
 
 
 def json_safe(value: Any) -> Any:
-    """NaN and infinity as null (JSON has neither); numpy scalars as Python numbers."""
+    """NaN and infinity as null (JSON has neither); numpy scalars as Python numbers; within mappings too (a class
+    sweep's `classes`)."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
     if hasattr(value, "item") and not isinstance(value, list | dict | str):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):

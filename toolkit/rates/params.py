@@ -24,6 +24,7 @@ from toolkit.params import (
     parse_server_metrics,
     read_yaml_mapping,
 )
+from toolkit.rates.classes import TrafficClass, parse_classes
 from toolkit.rates.rate_values import MAX_TOKENS, Lengths, parse_lengths, parse_rates, rate_text
 from toolkit.rates.traces import MIN_TRACE_BLOCK_TOKENS, TraceWindow
 
@@ -47,7 +48,10 @@ _MAX_BATCH_SIZE = 4096  # inputs in one embeddings request
 # what an embeddings request has no use for (no tokens are generated, no reply is streamed or parsed), and what an
 # embeddings sweep does not take yet (its inputs are built here, cold, and sent from this process)
 _GENERATION_ONLY = ("output_tokens", "slo_ttft_ms", "slo_tpot_ms", "response_format", "tools", "tool_choice")
-_NOT_FOR_EMBEDDINGS = ("dataset", "replay", "trace", "workload", "ray_address")
+_NOT_FOR_EMBEDDINGS = ("dataset", "replay", "trace", "workload", "ray_address", "classes")
+# what a class sweep takes from each class instead, and what builds its own requests (classes: toolkit.rates.classes)
+_PER_CLASS = ("input_tokens", "output_tokens", "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms")
+_NOT_WITH_CLASSES = ("dataset", "replay", "trace", "workload")
 SWEEP_BLOCK = "rate_sweep"  # a run params file's block: the sweep `toolkit run` measures after the matrix
 # what a `rate_sweep:` block takes from its run
 FROM_THE_RUN = ("base_url", "server_metrics", "model", "api_key_env")
@@ -86,6 +90,9 @@ class RateParams(BaseModel):
     seed: int = 0
     input_tokens: int | Lengths = 128
     output_tokens: int | Lengths = 128
+    # traffic classes (toolkit.rates.classes): each arrival of the mix picks one by weight; each its own shape,
+    # service level and priority, judged on its own (a step's `classes` figures)
+    classes: list[TrafficClass] | None = Field(None, min_length=1)
     # structured output (toolkit.loadgen.structured): "json_object" or "json_schema:FILE", carried by every request;
     # each reply's `schema_valid`, each step's `schema_valid_share`
     response_format: str | None = None
@@ -242,7 +249,8 @@ class RateParams(BaseModel):
         self._consistent_tools()
         self._consistent_conversation()
         self._consistent_trace()
-        if self.search and not self.has_slo():
+        self._consistent_classes()
+        if self.search and self.classes is None and not self.has_slo():
             raise ValueError("search: needs a service level: slo_ttft_ms, slo_tpot_ms or slo_e2e_ms")
         return self
 
@@ -311,6 +319,18 @@ class RateParams(BaseModel):
         if self.trace_block_tokens is not None and self.trace_format != "mooncake":
             raise ValueError("trace_block_tokens: applies to a Mooncake trace's hash_ids only")
 
+    def _consistent_classes(self) -> None:
+        if self.classes is None:
+            return
+        if given := [k for k in _PER_CLASS if k in self.model_fields_set and getattr(self, k) is not None]:
+            raise ValueError(f"{', '.join(given)}: with classes, each class has its own; give them in each class")
+        if other := [k for k in _NOT_WITH_CLASSES if getattr(self, k) is not None]:
+            raise ValueError(f"{', '.join(other)}: not with classes (a class sweep builds each class's requests "
+                             "from its input_tokens and output_tokens)")  # fmt: skip
+        if self.search and (bare := next((c.name for c in self.classes if not c.has_slo()), None)):
+            raise ValueError(f"classes.{bare}: no service level; the search needs slo_ttft_ms, slo_tpot_ms or "
+                             "slo_e2e_ms in every class")  # fmt: skip
+
     def trace_window(self) -> TraceWindow:
         """The part of the trace to replay, and how fast."""
         return TraceWindow(self.trace_start_s or 0.0, self.trace_duration_s, self.time_scale or 1.0)
@@ -333,7 +353,10 @@ class RateParams(BaseModel):
 
 
 def make_rate_params(values: dict[str, Any], prefix: str = "") -> RateParams:
-    """RateParams, or ParamsError with one line naming the parameter (after `prefix`, e.g. ``rate_sweep.``)."""
+    """RateParams, or ParamsError with one line naming the parameter (after `prefix`, e.g. ``rate_sweep.``); the
+    classes, a list or a YAML file's path, read first (`parse_classes`: a line naming the class and its field)."""
+    if values.get("classes") is not None:
+        values = {**values, "classes": parse_classes(values["classes"], f"{prefix}classes")}
     try:
         return RateParams(**values)
     except ValidationError as exc:

@@ -49,6 +49,7 @@ from toolkit.rates.search import next_probe, search_result
 from toolkit.rates.step import (
     StepPlan,
     StepTools,
+    classes_text,
     cut_text,
     failure_text,
     invalid_text,
@@ -57,7 +58,7 @@ from toolkit.rates.step import (
     timing_text,
 )
 from toolkit.rates.workload import Workload, check_lengths
-from toolkit.reports.rate_tables import too_few_text
+from toolkit.reports.rate_tables import binding_text, too_few_text
 from toolkit.results.rate_runs import has_rates
 from toolkit.results.run_document import RunDocument
 from toolkit.results.step_row import SweepStep
@@ -130,6 +131,12 @@ def _lengths_text(spec: int | Lengths) -> str:
 
 
 def _requests_text(params: RateParams) -> str:
+    if params.classes is not None:
+        return "classes: " + ", ".join(
+            f"{c.name} (weight {c.weight:g}, {_lengths_text(c.input_tokens)} in / "
+            f"{_lengths_text(c.output_tokens)} out tokens)"
+            for c in params.classes
+        )
     if params.endpoint == "embeddings":
         return (f"embeddings: {params.inputs_per_request()} input(s) of {_lengths_text(params.input_tokens)} tokens "
                 "per request")  # fmt: skip
@@ -241,7 +248,8 @@ class _Sweep:
                 assert self.replay.block_tokens is not None
                 blocks = (self.replay.hash_ids, self.replay.block_tokens)
             requests = await self.workload.requests(index, len(due), lengths, blocks)
-            plan = StepPlan(index, rate, searched, due, requests, self.workload.expected_hit_rates.get(index))
+            plan = StepPlan(index, rate, searched, due, requests, self.workload.expected_hit_rates.get(index),
+                            classes=self.workload.drawn_classes.get(index))  # fmt: skip
         frame = await self._run(plan)
         if params.cold_control:
             await self._run(await self._cold_control(plan, frame))
@@ -259,6 +267,8 @@ class _Sweep:
             self.say(invalid)
         if (timing := timing_text(row, frame)) is not None:
             self.say(timing)
+        if row.get("classes"):
+            self.say(classes_text(row))
         return frame
 
     async def _cold_control(self, measured: StepPlan, frame: pd.DataFrame) -> StepPlan:
@@ -286,10 +296,12 @@ class _Sweep:
         found = "no rate shown to meet it" if low is None else f"{low:.3g} req/s ({above})"
         undecided = f"; undecided: {', '.join(f'{r:.3g}' for r in result['undecided'])}" if result["undecided"] else ""
         short = too_few_text(result, params.goodput_target)
-        self.say(
-            f"search: highest rate shown to meet the service level: {found}{undecided}"
-            + (f"; {short}" if short else "")
-        )
+        if "binding" in result:  # a class sweep: every class judged against its own level
+            binding = binding_text(result, params.goodput_target)
+            found = f"with every class in its SLO: {found}{undecided}; binding: {binding}"
+        else:
+            found = f"shown to meet the service level: {found}{undecided}"
+        self.say(f"search: highest rate {found}" + (f"; {short}" if short else ""))
 
 
 async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:

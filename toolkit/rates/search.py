@@ -35,7 +35,32 @@ def rate_verdicts(steps: Sequence[dict[str, Any]], target: float) -> dict[float,
     """Per offered rate: its verdict over the pooled requests of its steps (and their batches and effective
     counts), and how many steps it had. A rate *meets* only when each of its steps met the level on its own as well
     (`_step_meets`): a step without a burst can meet it above capacity, and two steps are too few to estimate the
-    spread between steps."""
+    spread between steps. A class sweep's rate (its steps hold `classes`) meets only when every class meets its own
+    level, fails when any class fails, and is undecided otherwise."""
+    names = class_names(steps)
+    if not names:
+        return _pooled_verdicts(steps, target)
+    each = [_pooled_verdicts(class_steps(steps, name), target) for name in names]
+    verdicts = {}
+    for rate, (_, count) in each[0].items():
+        found = {v[rate][0] for v in each}
+        verdicts[rate] = ("fails" if "fails" in found else "meets" if found == {"meets"} else "undecided", count)
+    return verdicts
+
+
+def class_names(steps: Sequence[dict[str, Any]]) -> list[str]:
+    """A class sweep's classes, in the order its steps hold them (none for another sweep)."""
+    return list(dict.fromkeys(name for s in steps for name in s.get("classes") or {}))
+
+
+def class_steps(steps: Sequence[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Class `name`'s figures of each step, as steps of their own at the step's offered rate (a step that drew
+    none of it: no requests)."""
+    return [{"requests": 0, "slo_fraction": 0.0, **(s.get("classes") or {}).get(name, {}),
+             "offered_rate": s["offered_rate"]} for s in steps]  # fmt: skip
+
+
+def _pooled_verdicts(steps: Sequence[dict[str, Any]], target: float) -> dict[float, tuple[str, int]]:
     pooled: dict[float, list[Any]] = {}
     for s in steps:
         entry = pooled.setdefault(float(s["offered_rate"]), [0, 0, 0.0, [], []])
@@ -137,21 +162,59 @@ def requests_to_show(target: float) -> int:
 def search_result(steps: Sequence[dict[str, Any]], target: float) -> dict[str, Any]:
     """sweep.json's "search": the highest rate shown to meet the level (null: none), the bracket that holds the
     true highest rate, the rates left undecided inside it, the requests a rate needs to be shown to meet the
-    target (`requests_to_show`) and the rates whose steps, pooled, held fewer: those could only fail or stay
-    undecided, however well the server did."""
+    target (`requests_to_show`) and the rates whose steps, pooled, held fewer (a class sweep's: whose class with
+    the fewest did): those could only fail or stay undecided, however well the server did; a class sweep's
+    `binding` class (`binding_class`)."""
     verdicts = rate_verdicts(steps, target)
     low, high = bracket(verdicts)
     undecided = sorted(r for r, (v, _) in verdicts.items() if v == "undecided" and (low is None or r > low)
                        and (high is None or r < high))  # fmt: skip
     low_text = None if low is None else rate_text(low)
-    needed, counted = requests_to_show(target), dict[float, int]()
-    for s in steps:
-        rate = float(s["offered_rate"])
-        counted[rate] = counted.get(rate, 0) + int(s.get("steady_requests") or s["requests"])
+    needed, counted = requests_to_show(target), _fewest_counted(steps)
     return {
         "highest_rate": low_text,
         "bracket": [low_text, None if high is None else rate_text(high)],
         "undecided": [rate_text(r) for r in undecided],
         "requests_to_show": needed,
         "too_few": [rate_text(r) for r in sorted(counted) if counted[r] < needed],
+        **({"binding": binding_class(steps, target)} if class_names(steps) else {}),
     }
+
+
+def _fewest_counted(steps: Sequence[dict[str, Any]]) -> dict[float, int]:
+    """Per offered rate, the steady requests of its steps pooled: a class sweep's, those of its class that held
+    fewest (each class must show the target on its own)."""
+    groups = [class_steps(steps, name) for name in class_names(steps)] or [list(steps)]
+    counts = []
+    for group in groups:
+        counted: dict[float, int] = {}
+        for s in group:
+            rate = float(s["offered_rate"])
+            counted[rate] = counted.get(rate, 0) + int(s.get("steady_requests") or s["requests"])
+        counts.append(counted)
+    return {rate: min(c[rate] for c in counts) for rate in counts[0]}
+
+
+def binding_class(steps: Sequence[dict[str, Any]], target: float) -> dict[str, Any] | None:
+    """A class sweep's binding class: of the classes failing at the lowest rate any fails, the one whose pooled
+    fraction meeting its level is the lowest (the first in the sweep's order on a tie), with that rate, that
+    fraction and `limit`, the limit of its level its requests there kept least often ("ttft", "tpot", "e2e"; None:
+    not recorded); None when no rate fails."""
+    first = _first_fail(rate_verdicts(steps, target))
+    if first is None:
+        return None
+    failing = []
+    for name in class_names(steps):
+        mine = [s for s in class_steps(steps, name) if float(s["offered_rate"]) == first]
+        if _pooled_verdicts(mine, target)[first][0] != "fails":
+            continue
+        counts = [int(s.get("steady_requests") or s["requests"]) for s in mine]
+        met = sum(round(float(s["slo_fraction"]) * n) for s, n in zip(mine, counts, strict=True))
+        kept: dict[str, float] = {}
+        for s, n in zip(mine, counts, strict=True):
+            for limit, share in (s.get("limit_fractions") or {}).items():
+                kept[limit] = kept.get(limit, 0.0) + (share or 0.0) * n
+        fraction = met / sum(counts) if sum(counts) else 0.0
+        failing.append((fraction, name, min(kept, key=kept.__getitem__) if kept else None))
+    fraction, name, limit = min(failing, key=lambda found: found[0])
+    return {"class": name, "rate": rate_text(first), "slo_fraction": fraction, "limit": limit}

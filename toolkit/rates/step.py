@@ -38,8 +38,9 @@ from toolkit.matrix.prometheus import (
 from toolkit.matrix.sampler import Sampler, Samples
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.breakdown import breakdown_row, mismatch_text, request_split
+from toolkit.method.class_figures import class_figures
 from toolkit.method.embeddings import embedding_figures, is_embeddings, summarize_embedding_step
-from toolkit.method.goodput import StepSummary, steady_mask, summarize_step
+from toolkit.method.goodput import CLASS_COLUMN, StepSummary, steady_mask, summarize_step
 from toolkit.method.prefix_cache import expected_conversation_hit_rate, measured_hit_rate
 from toolkit.rates.files import records_frame
 from toolkit.rates.params import RateParams
@@ -61,6 +62,7 @@ class StepPlan:
     conversations: list[list[PlannedTurn]] | None = None  # a conversation step's, one per due time (not `requests`)
     control_of: int | None = None  # a cold control step: the step whose prompt lengths and times it repeats cold
     turns: tuple[list[int], list[int]] | None = None  # a cold control's turn and history tokens, per request
+    classes: list[str] | None = None  # a class sweep's: each request's class (toolkit.rates.classes)
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,8 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
     frame = records_frame(records, plan.index, plan.rate)
     if plan.turns is not None:  # a cold control keeps the turn and history of the request it repeats
         frame["turn"], frame["history_tokens"] = plan.turns
+    if plan.classes is not None:
+        frame[CLASS_COLUMN] = [plan.classes[i] for i in frame["request"]]
     if params.warmup_s:
         frame["warmup"] |= frame["scheduled_s"] < frame["scheduled_s"].min() + params.warmup_s
     summarize = summarize_embedding_step if is_embeddings(frame) else summarize_step
@@ -161,7 +165,8 @@ def step_row(
 ) -> dict[str, Any]:
     """The step's steps.jsonl row, keys in the documented order (`endpoint_generation_tokens` only when several
     `/metrics` endpoints were scraped: each one's generated tokens, in the order of `server_metrics`; `items`,
-    `items_s` and `input_tok_s` only for an embeddings step: toolkit.method.embeddings)."""
+    `items_s` and `input_tok_s` only for an embeddings step: toolkit.method.embeddings; `classes` only for a class
+    sweep's: each class's figures against its own level, toolkit.method.class_figures)."""
     lag_p99 = summary.percentiles.get("lag_p99_ms")
     timed = plan.rate != math.inf  # all at once has no schedule to hold: its lag is the time to send them all
     embeddings = is_embeddings(frame)
@@ -198,7 +203,16 @@ def step_row(
         "tool_called_share": completed_share(frame, "tool_called") if params.tools is not None else None,
         "tool_args_valid_share": completed_share(frame, "tool_args_valid") if params.tools is not None else None,
         **breakdown_row(request_split(frame), server["histograms"], steady_mask(frame, params.steady_trim)),
+        **({} if params.classes is None else {"classes": step_classes(params, frame)}),
     }
+
+
+def step_classes(params: RateParams, frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """A class sweep's step, class by class: each class's figures against its own service level."""
+    assert params.classes is not None
+    levels = {c.name: c.service_level(params.goodput_target) for c in params.classes}
+    weights = {c.name: c.weight for c in params.classes}
+    return class_figures(frame, levels, weights, params.steady_trim, params.percentiles)
 
 
 def schema_valid_share(frame: pd.DataFrame) -> float | None:
@@ -278,6 +292,19 @@ def timing_text(row: dict[str, Any], frame: pd.DataFrame) -> str | None:
     if mismatch:
         lines.append(mismatch)
     return "\n".join(lines) or None
+
+
+def classes_text(row: dict[str, Any]) -> str:
+    """One line per finished step of a class sweep: each class's share of the arrivals (its weight's), TTFT p90,
+    and the share of its requests meeting its own level, with its interval and verdict."""
+    parts = []
+    for name, c in row["classes"].items():
+        parts.append(
+            f"{name} {c['requests']} req ({c['share']:.0%}, weight {c['weight_share']:.0%}), TTFT p90 "
+            f"{_ms(c.get('ttft_sched_p90_ms'))}, {c['slo_fraction']:.0%} meet its SLO [{c['slo_fraction_low']:.2f}, "
+            f"{c['slo_fraction_high']:.2f}] {c['slo_verdict']}"
+        )
+    return f"step {row['step']} classes: " + "; ".join(parts)
 
 
 def progress_text(row: dict[str, Any], slo: bool) -> str:

@@ -21,6 +21,7 @@ from toolkit.matrix.prompts import build_prompt
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.prefix_cache import expected_hit_rate, expected_trace_hit_rate
 from toolkit.params import ParamsError
+from toolkit.rates.classes import class_rng, draw_classes
 from toolkit.rates.dataset import DatasetError, DatasetItem
 from toolkit.rates.params import Lengths, RateParams
 from toolkit.rates.traces import MAX_TRACE_TOKENIZE_CALLS, MIN_UNIQUE_TOKENS, blocks_used
@@ -51,6 +52,12 @@ def longest(spec: int | Lengths) -> int:
 def check_lengths(params: RateParams, max_model_len: int) -> None:
     """ParamsError when the longest planned request (an embeddings input) would not fit the server's context
     (synthetic prompts), or a shared prefix would leave no room for a prompt's unique rest."""
+    for c in params.classes or ():
+        if (total := longest(c.input_tokens) + longest(c.output_tokens)) > max_model_len:
+            raise ParamsError(f"classes.{c.name}: input_tokens + output_tokens: up to {total:,} tokens, over the "
+                              f"server's max_model_len {max_model_len:,}")  # fmt: skip
+    if params.classes is not None:
+        return  # the sweep's own lengths are not used
     if params.endpoint == "embeddings":  # each input on its own, nothing generated
         if (total := longest(params.input_tokens)) > max_model_len:
             raise ParamsError(f"input_tokens: up to {total:,} tokens, over the server's max_model_len "
@@ -92,6 +99,7 @@ class Workload:
         self.params, self.api, self.model, self.run_id, self.dataset = params, api, model, run_id, dataset
         self.block_size = block_size  # the server's KV block, for the hit rate a step should see
         self.expected_hit_rates: dict[int, float | None] = {}  # step -> the hit rate its construction implies
+        self.drawn_classes: dict[int, list[str]] = {}  # a class sweep's step -> each request's class
         self._shared: dict[tuple[int, int], str] = {}  # (step, prefix) -> its text
         self._overhead: int | None = None  # what the server counts for an empty prompt (BOS, a chat template)
         self._bare: int | None = None  # the same for an empty text without a chat template
@@ -126,6 +134,8 @@ class Workload:
         trace blocks (a Mooncake trace's hash_ids), which its prompt starts with."""
         if self.params.endpoint == "embeddings":
             return await self.embedding_requests(step, n)
+        if self.params.classes is not None:
+            return await self.class_requests(step, n)
         rng = np.random.default_rng((self.params.seed, step, 1))
         outputs = lengths[1] if lengths else draw_lengths(self.params.output_tokens, n, rng)
         if self.dataset is not None:
@@ -146,6 +156,26 @@ class Workload:
             text = self.prefix(step, i) + await self._filler(tokens)
             path, body = self._build(text, out)
             planned.append(PlannedRequest(path, body, tokens))
+        return planned
+
+    async def class_requests(self, step: int, n: int) -> list[PlannedRequest]:
+        """The `n` requests of a class sweep's step: each arrival's class drawn by weight (`drawn_classes`), its
+        lengths drawn from its class's, its body carrying the class's `priority` if it has one."""
+        classes = self.params.classes
+        assert classes is not None
+        picks = draw_classes(classes, n, class_rng(self.params.seed, step))
+        inputs, outputs = [0] * n, [0] * n
+        for c, cls in enumerate(classes):  # a generator per class: its lengths do not depend on another's draws
+            rng = np.random.default_rng((self.params.seed, step, 1, c))
+            mine = [i for i, pick in enumerate(picks) if pick == c]
+            for i, tokens, out in zip(mine, draw_lengths(cls.input_tokens, len(mine), rng),
+                                      draw_lengths(cls.output_tokens, len(mine), rng), strict=True):  # fmt: skip
+                inputs[i], outputs[i] = tokens, out
+        planned = await self.cold_requests(step, inputs, outputs)
+        for request, pick in zip(planned, picks, strict=True):
+            if (priority := classes[pick].priority) is not None:
+                request.body["priority"] = priority
+        self.drawn_classes[step] = [classes[pick].name for pick in picks]
         return planned
 
     async def embedding_requests(self, step: int, n: int) -> list[PlannedRequest]:

@@ -36,6 +36,7 @@ __all__ = [
     "SHARE_COLUMNS",
     "STEPS_CAPTION",
     "STEP_COLUMNS",
+    "binding_text",
     "endpoint_share_line",
     "format_rate",
     "level_text",
@@ -264,6 +265,17 @@ def too_few_text(search: Mapping[str, Any], target: float | None) -> str:
     )
 
 
+def binding_text(search: Mapping[str, Any], target: float | None) -> str:
+    """A class sweep's binding class (sweep.json's search ``binding``, toolkit.rates.search.binding_class) and the
+    limit its requests kept least, e.g. ``rag (TTFT p90)`` at a target of 0.9."""
+    binding = search.get("binding")
+    if not binding:
+        return "no class shown to fail"
+    limit = binding.get("limit")
+    shown = "" if limit is None or target is None else f" ({str(limit).upper()} p{100 * target:g})"
+    return f"{inert(str(binding['class']))}{shown}"
+
+
 def search_line(
     steps: pd.DataFrame, search: Mapping[str, Any] | None = None, precision: Any = None, target: float | None = None
 ) -> str:
@@ -274,7 +286,8 @@ def search_line(
     if not search:
         return _listed_line(steps)
     short = too_few_text(search, target)
-    return _search_line(search, precision) + (" " + short if short else "")
+    binding = f" Binding class: {binding_text(search, target)}." if "binding" in search else ""
+    return _search_line(search, precision) + binding + (" " + short if short else "")
 
 
 def _search_line(search: Mapping[str, Any], precision: Any) -> str:

@@ -56,6 +56,34 @@ EXTRA_KINDS: tuple[tuple[re.Pattern[str], TypeAdapter[Any]], ...] = tuple(
 )  # a field beyond StepRow's, by its name's pattern: the kind of its value
 
 
+ClassName = Annotated[str, Field(min_length=1, max_length=64)]
+MAX_CLASSES = 100  # classes a line may hold figures of (toolkit.rates.classes)
+
+
+class ClassFigures(FileModel):
+    """A class sweep's figures of one class in a step (toolkit.method.class_figures): what the search pools, and
+    the share of the arrivals it drew; its latency percentiles pass unread."""
+
+    model_config = ConfigDict(extra="allow")
+
+    requests: WholeCount
+    completed: WholeCount | None = None
+    steady_requests: WholeCount | None = None
+    share: Fraction | None = None
+    share_low: Fraction | None = None
+    share_high: Fraction | None = None
+    weight_share: Fraction | None = None
+    goodput: RequestsPerS | None = None
+    slo_fraction: Fraction
+    slo_fraction_low: Fraction | None = None
+    slo_fraction_high: Fraction | None = None
+    slo_fraction_se: Figure | None = None
+    slo_fraction_dof: Figure | None = None
+    slo_fraction_deff: Figure | None = None
+    slo_verdict: Literal["meets", "fails", "undecided"] | None = None
+    limit_fractions: dict[Literal["ttft", "tpot", "e2e"], Fraction | None] | None = None
+
+
 class StepRow(FileModel):
     """Any steps.jsonl line: ours (toolkit.rates.step.step_row) or an imported step (toolkit.rates.imported)."""
 
@@ -124,6 +152,8 @@ class StepRow(FileModel):
     server_ttft_mean_ms: Ms | None = None
     decode_mean_ms: Ms | None = None
     api_ttft_mean_ms: Ms | None = None
+    # a class sweep's: each class's figures against its own service level
+    classes: dict[ClassName, ClassFigures] | None = Field(None, max_length=MAX_CLASSES)
 
 
 class SweepStep(StepRow):

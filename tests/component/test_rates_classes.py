@@ -1,0 +1,94 @@
+"""A class sweep against the fault server: each request's class in its records and body, each step's figures per
+class, the search's binding class."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faultserver import FaultServer
+from toolkit.method.goodput import CLASS_COLUMN, RECORD_COLUMNS
+from toolkit.rates.classes import class_rng, draw_classes, parse_classes
+from toolkit.rates.files import rates_dir, read_records, read_steps
+from toolkit.rates.params import make_rate_params
+from toolkit.rates.runner import run_rates
+from toolkit.reports.rate_tables import rate_markdown
+from toolkit.results.rate_runs import load_rate_sweep
+
+# the fault server streams a token every 5 ms: "chat" (4 tokens) meets its 5 s end-to-end limit; "long" (16 tokens)
+# cannot meet a TPOT of 1 ms
+CLASSES = [
+    {"name": "chat", "weight": 1, "input_tokens": 40, "output_tokens": 4, "slo_e2e_ms": 5000, "priority": -1},
+    {"name": "long", "weight": 1, "input_tokens": 150, "output_tokens": 16, "slo_tpot_ms": 1},
+]
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    with FaultServer(token_interval_s=0.005) as fs:
+        yield fs
+
+
+@pytest.fixture(scope="module")
+def class_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str], list[dict]]]:
+    """One class sweep with a search, run once for the module: its folder, its lines, the server's request log."""
+    said: list[str] = []
+    with FaultServer(token_interval_s=0.005) as fs:
+        folder = tmp_path_factory.mktemp("classes") / "run"
+        params = make_rate_params({"base_url": fs.base_url, "rates": [80, 160], "requests_per_step": 24,
+                                   "classes": CLASSES, "search": True, "goodput_target": 0.9, "steady_trim": 0,
+                                   "seed": 3, "results_dir": str(folder)})  # fmt: skip
+        yield run_rates(params, say=said.append), said, fs.completion_requests()
+
+
+def test_each_request_carries_its_class_in_its_record_and_its_body(class_sweep: tuple[Path, list[str], list[dict]]):
+    out, _, sent = class_sweep
+    records = read_records(out)
+    assert list(records.columns) == [*RECORD_COLUMNS, CLASS_COLUMN] and len(records) == 48
+    assert set(records[CLASS_COLUMN]) == {"chat", "long"}
+    long = records[records[CLASS_COLUMN] == "long"]
+    assert (long["input_tokens"] == 150).all() and (long["output_tokens"] == 16).all()
+    assert (records.loc[records[CLASS_COLUMN] == "chat", "output_tokens"] == 4).all()
+    assert sorted({e["priority"] for e in sent}, key=str) == [-1, None]  # chat's priority; long has none
+    assert sum(e["priority"] == -1 for e in sent) == (records[CLASS_COLUMN] == "chat").sum()
+
+
+def test_each_step_judges_each_class_against_its_own_level(class_sweep: tuple[Path, list[str], list[dict]]) -> None:
+    out, said, _ = class_sweep
+    records, rows = read_records(out), read_steps(out)
+    assert [r["offered_rate"] for r in rows] == [80.0, 160.0]  # long fails at 80: no rate to search above
+    for row, (_, step) in zip(rows, records.groupby("step"), strict=True):
+        chat, slow = row["classes"]["chat"], row["classes"]["long"]
+        assert chat["requests"] + slow["requests"] == row["requests"] == 24
+        assert chat["requests"] == (step[CLASS_COLUMN] == "chat").sum() and chat["weight_share"] == 0.5
+        assert chat["share_low"] <= chat["share"] <= chat["share_high"]
+        assert chat["slo_fraction"] == 1.0 and chat["limit_fractions"] == {"e2e": 1.0}
+        assert slow["slo_fraction"] == 0.0 and slow["slo_verdict"] == "fails" and slow["goodput"] == 0.0
+        assert slow["tpot_p50_ms"] > 1 and row["slo_fraction"] == 1.0  # the whole step: no limit of its own
+    assert [line.split(":")[0] for line in said if " classes: " in line] == ["step 0 classes", "step 1 classes"]
+
+
+def test_the_search_names_the_binding_class_in_its_line_its_file_and_the_report(
+    class_sweep: tuple[Path, list[str], list[dict]],
+) -> None:
+    out, said, _ = class_sweep
+    search = json.loads((rates_dir(out) / "sweep.json").read_text())["search"]
+    assert search["binding"] == {"class": "long", "rate": 80.0, "slo_fraction": 0.0, "limit": "tpot"}
+    assert said[-1].startswith("search: highest rate with every class in its SLO: no rate shown to meet it; binding: "
+                               "long (TPOT p90); Showing 90 % takes at least 36 steady requests")  # fmt: skip
+    assert search["too_few"] == [80.0, 160.0]  # each class held about 12 of them a step
+    sweep = load_rate_sweep(out)  # the readers behind the notebooks and reports take a class sweep as it is
+    assert CLASS_COLUMN in sweep.records and list(sweep.steps["classes"].map(len)) == [2, 2]
+    report = rate_markdown(sweep.steps, sweep.level, sweep.search, 0.1)
+    assert "Binding class: long (TPOT p90)." in report
+
+
+def test_the_sweeps_seed_draws_its_classes(server: FaultServer, tmp_path: Path) -> None:
+    params = make_rate_params({"base_url": server.base_url, "rates": [100], "requests_per_step": 20,
+                               "classes": CLASSES, "seed": 5, "results_dir": str(tmp_path / "run")})  # fmt: skip
+    drawn = list(read_records(run_rates(params, say=lambda _: None)).sort_values("request")[CLASS_COLUMN])
+    names = [CLASSES[i]["name"] for i in draw_classes(parse_classes(CLASSES), 20, class_rng(5, 0))]
+    assert drawn == names and len(set(names)) == 2

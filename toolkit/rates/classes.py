@@ -1,0 +1,124 @@
+"""Traffic classes of a rate sweep: each its weight in the mix, request shape, service level and priority.
+
+A step's arrivals are drawn for the whole mix at its rate; each arrival then picks its class by weight, from a
+generator seeded by the sweep's seed and the step (the same seed, the same classes). Read from a `classes:` list
+(in a params file, or a YAML file of its own: a list, or a mapping with a `classes:` key).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from toolkit.base.errors import ParamsError
+from toolkit.method.goodput import ServiceLevel
+from toolkit.params import _one_line
+from toolkit.rates.rate_values import MAX_TOKENS, Lengths, parse_lengths
+
+__all__ = ["TrafficClass", "class_rng", "draw_classes", "parse_classes", "read_classes_file"]
+
+MAX_CLASSES = 100
+_CLASS_STREAM = 4  # the step's generator for its classes: (seed, step, 4), beside lengths (1), Ray (2), thinks (3)
+_PRIORITY = 2**31  # vLLM takes any int; this bound keeps it a 32-bit one
+
+
+class TrafficClass(BaseModel):
+    """One class of requests: its share of the arrivals (`weight`), shape, service level and vLLM `priority`
+    (sent in every request body when given; honoured by a server run with `--scheduling-policy priority`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)
+    weight: float = Field(gt=0)
+    input_tokens: int | Lengths
+    output_tokens: int | Lengths
+    slo_ttft_ms: float | None = Field(None, gt=0)
+    slo_tpot_ms: float | None = Field(None, gt=0)
+    slo_e2e_ms: float | None = Field(None, gt=0)
+    priority: int | None = Field(None, ge=-_PRIORITY, lt=_PRIORITY, strict=True)
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _weight(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("is true or false; allowed: a number above 0")
+        return value
+
+    @field_validator("input_tokens", "output_tokens", mode="before")
+    @classmethod
+    def _lengths(cls, value: Any) -> int | Lengths:
+        parsed = parse_lengths(value)
+        if isinstance(parsed, int) and not 1 <= parsed <= MAX_TOKENS:
+            raise ValueError(f"{parsed} is not between 1 and {MAX_TOKENS:,}")
+        return parsed
+
+    def has_slo(self) -> bool:
+        return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms))
+
+    def service_level(self, target: float) -> ServiceLevel:
+        return ServiceLevel(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms, target)
+
+
+def read_classes_file(path: str | Path, where: str = "classes") -> Any:
+    """A YAML file's classes: the list it holds, or its mapping's `classes:` list; ParamsError in one line."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise ParamsError(f"{where}: cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{where}: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if isinstance(data, dict) and set(data) == {"classes"}:
+        return data["classes"]
+    if not isinstance(data, list):
+        raise ParamsError(f"{where}: {path} must hold a list of classes, or a mapping with only a `classes:` list")
+    return data
+
+
+def parse_classes(value: Any, where: str = "classes") -> list[TrafficClass]:
+    """The classes of `value` (a list of mappings, or a YAML file's path holding one); ParamsError with one line
+    naming the class and its field (``classes.rag.weight: ...``): a bad field, a duplicate name, weights whose sum
+    is not a finite number."""
+    items = read_classes_file(value, where) if isinstance(value, str | Path) else value
+    if isinstance(items, TrafficClass):
+        items = [items]
+    if not isinstance(items, list | tuple) or not items:
+        raise ParamsError(f"{where}: must be a list of classes, each with name, weight, input_tokens, output_tokens "
+                          "and its service level (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)")  # fmt: skip
+    if len(items) > MAX_CLASSES:
+        raise ParamsError(f"{where}: {len(items)} classes; allowed: at most {MAX_CLASSES}")
+    classes: list[TrafficClass] = []
+    for index, item in enumerate(items):
+        if isinstance(item, TrafficClass):
+            classes.append(item)
+            continue
+        named = item.get("name") if isinstance(item, dict) else None
+        label = f"{where}.{named if isinstance(named, str) and named else index}"
+        if not isinstance(item, dict):
+            raise ParamsError(f"{label}: must be a mapping of name, weight, input_tokens, output_tokens, slo_*_ms")
+        try:
+            classes.append(TrafficClass(**item))
+        except ValidationError as exc:
+            raise ParamsError(_one_line(exc, TrafficClass, f"{label}.")) from None
+    names = [c.name for c in classes]
+    if duplicate := next((n for n in names if names.count(n) > 1), None):
+        raise ParamsError(f"{where}.{duplicate}: a second class of that name; each class needs its own name")
+    total = sum(c.weight for c in classes)  # inf past the largest float (fsum raises)
+    if not (math.isfinite(total) and total > 0):
+        raise ParamsError(f"{where}: the weights sum to {total:g}; allowed: weights above 0 with a finite sum")
+    return classes
+
+
+def class_rng(seed: int, step: int) -> np.random.Generator:
+    """The generator of a step's classes: the sweep's seed and the step's index decide them."""
+    return np.random.default_rng((seed, step, _CLASS_STREAM))
+
+
+def draw_classes(classes: list[TrafficClass], n: int, rng: np.random.Generator) -> list[int]:
+    """Each of `n` arrivals' class (an index into `classes`), drawn by weight."""
+    weights = np.array([c.weight for c in classes], dtype=float)
+    return [int(i) for i in rng.choice(len(classes), size=n, p=weights / weights.sum())]
