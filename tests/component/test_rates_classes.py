@@ -67,7 +67,11 @@ def test_each_step_judges_each_class_against_its_own_level(class_sweep: tuple[Pa
         assert chat["share_low"] <= chat["share"] <= chat["share_high"]
         assert chat["slo_fraction"] == 1.0 and chat["limit_fractions"] == {"e2e": 1.0}
         assert slow["slo_fraction"] == 0.0 and slow["slo_verdict"] == "fails" and slow["goodput"] == 0.0
-        assert slow["tpot_p50_ms"] > 1 and row["slo_fraction"] == 1.0  # the whole step: no limit of its own
+        assert slow["tpot_p50_ms"] > 1
+        # the whole step: each request against its own class's level, failing with the class that fails
+        steady = chat["steady_requests"] + slow["steady_requests"]
+        assert row["slo_fraction"] == chat["steady_requests"] / steady and row["slo_verdict"] == "fails"
+        assert row["goodput"] == chat["goodput"] and row["slo_fraction_low"] is None
     assert [line.split(":")[0] for line in said if " classes: " in line] == ["step 0 classes", "step 1 classes"]
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from toolkit.cli.entry import build_parser
-from toolkit.method.class_figures import class_figures, share_interval
+from toolkit.method.class_figures import class_figures, mix_total, share_interval
 from toolkit.method.goodput import CLASS_COLUMN, RECORD_COLUMNS, ServiceLevel, complete_records, summarize_step
 from toolkit.params import ParamsError
 from toolkit.rates.classes import TrafficClass, class_rng, draw_classes, parse_classes
@@ -140,6 +140,13 @@ def test_each_class_is_judged_against_its_own_level() -> None:
     whole = summarize_step(records, ServiceLevel(), 0.1)
     assert chat["steady_requests"] + rag["steady_requests"] == whole.steady_requests  # the step's steady part
     assert chat["goodput"] + rag["goodput"] == pytest.approx(chat["request_throughput"], rel=0.05)
+    # the step's own figures: each request against its own class's level, the verdict only when every class's
+    total = mix_total(figures)
+    assert total["goodput"] == chat["goodput"] + rag["goodput"] and total["slo_verdict"] == "fails"
+    steady = chat["steady_requests"] + rag["steady_requests"]
+    assert total["slo_fraction"] == chat["steady_requests"] / steady and total["slo_met"] is False
+    assert total["slo_fraction_low"] is None and total["slo_fraction_high"] is None  # each class has its own
+    assert mix_total({"chat": chat})["slo_verdict"] == "meets" and mix_total({"chat": chat})["slo_met"] is True
 
 
 def test_a_class_without_requests_has_figures_and_stays_undecided() -> None:

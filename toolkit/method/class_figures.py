@@ -72,3 +72,20 @@ def class_figures(
             **{key: value for key, value in summary.percentiles.items() if not key.startswith("lag_")},
         }
     return figures
+
+
+def mix_total(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The step's own SLO figures in a class sweep, from its classes': goodput summed, the share of the steady
+    requests meeting their own class's level, met and its verdict only when every class's are ("fails" when any
+    class fails). No interval of its own: each class has its own (its `slo_fraction_low`, `_high`)."""
+    counted = sum(int(f["steady_requests"]) for f in figures.values())
+    met = sum(round(float(f["slo_fraction"]) * int(f["steady_requests"])) for f in figures.values())
+    verdicts = {f["slo_verdict"] for f in figures.values()}
+    return {
+        "goodput": sum(float(f["goodput"] or 0.0) for f in figures.values()),
+        "slo_fraction": met / counted if counted else 0.0,
+        "slo_met": all(bool(f["slo_met"]) for f in figures.values()),
+        "slo_fraction_low": None, "slo_fraction_high": None, "slo_fraction_se": None, "slo_fraction_dof": None,
+        "slo_fraction_deff": None,
+        "slo_verdict": "fails" if "fails" in verdicts else "meets" if verdicts == {"meets"} else "undecided",
+    }  # fmt: skip

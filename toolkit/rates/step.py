@@ -38,7 +38,7 @@ from toolkit.matrix.prometheus import (
 from toolkit.matrix.sampler import Sampler, Samples
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.breakdown import breakdown_row, mismatch_text, request_split
-from toolkit.method.class_figures import class_figures
+from toolkit.method.class_figures import class_figures, mix_total
 from toolkit.method.embeddings import embedding_figures, is_embeddings, summarize_embedding_step
 from toolkit.method.goodput import CLASS_COLUMN, StepSummary, steady_mask, summarize_step
 from toolkit.method.prefix_cache import expected_conversation_hit_rate, measured_hit_rate
@@ -173,7 +173,8 @@ def step_row(
     # the server read these prompts (a refused request has no tokens; an embedding has none out)
     prefilled = frame["error"].isna() if embeddings else frame["output_tokens"] > 0
     shares = server.get("endpoint_generation_tokens")
-    return {
+    classes = None if params.classes is None else step_classes(params, frame)
+    row = {
         "step": plan.index,
         "searched": plan.searched,
         "arrival": params.arrival,
@@ -203,8 +204,11 @@ def step_row(
         "tool_called_share": completed_share(frame, "tool_called") if params.tools is not None else None,
         "tool_args_valid_share": completed_share(frame, "tool_args_valid") if params.tools is not None else None,
         **breakdown_row(request_split(frame), server["histograms"], steady_mask(frame, params.steady_trim)),
-        **({} if params.classes is None else {"classes": step_classes(params, frame)}),
+        **({} if classes is None else {"classes": classes}),
     }
+    if classes is not None:  # the step meets its level when each class meets its own
+        row.update(mix_total(classes))
+    return row
 
 
 def step_classes(params: RateParams, frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
