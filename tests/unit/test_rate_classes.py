@@ -21,6 +21,7 @@ from toolkit.rates.search import binding_class, next_probe, rate_verdicts, searc
 from toolkit.rates.workload import check_lengths
 from toolkit.reports.rate_tables import binding_text, search_line
 from toolkit.results.step_row import StepRow, validated_step
+from toolkit.servers.embedded.server import ServerConfig, launch_command
 
 CHAT = {"name": "chat", "weight": 3, "input_tokens": 64, "output_tokens": 16, "slo_ttft_ms": 200, "priority": 0}
 RAG = {"name": "rag", "weight": 1, "input_tokens": "uniform:1000:2000", "output_tokens": 64, "slo_ttft_ms": 2000,
@@ -216,3 +217,13 @@ def test_traffic_classes_are_frozen_and_take_lengths_as_the_sweep_does() -> None
     assert isinstance(cls.output_tokens, Lengths) and cls.has_slo()
     with pytest.raises(ValueError):
         cls.weight = 2  # type: ignore[misc]
+
+
+def test_the_embedded_server_takes_the_priority_scheduling_policy() -> None:
+    """`toolkit serve --scheduling-policy priority` (ServerConfig.scheduling_policy): vLLM then serves each request's
+    `priority`, which a class sends; fcfs, vLLM's default, adds no flag."""
+    command = launch_command(ServerConfig(scheduling_policy="priority"), 8000, Path("/m"))
+    assert command[command.index("--scheduling-policy") + 1] == "priority"
+    assert "--scheduling-policy" not in launch_command(ServerConfig(), 8000, Path("/m"))
+    with pytest.raises(ParamsError, match=r"^scheduling_policy: 'lifo'; allowed: fcfs, priority$"):
+        ServerConfig(scheduling_policy="lifo").check()

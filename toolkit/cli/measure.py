@@ -23,6 +23,7 @@ def _serve(args: argparse.Namespace) -> int:
         kv_blocks=args.kv_blocks,
         max_num_seqs=args.max_num_seqs,
         stream_interval=args.stream_interval,
+        scheduling_policy=args.scheduling_policy,
         model=args.model,
     )
     config.check()
@@ -155,6 +156,8 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--kv-blocks", type=int, help="KV cache size in blocks of 128 tokens")
     serve.add_argument("--max-num-seqs", type=int)
     serve.add_argument("--stream-interval", type=int, default=1)
+    serve.add_argument("--scheduling-policy", choices=["fcfs", "priority"], default="fcfs",
+                       help="priority: vLLM serves lower `priority` first (traffic classes send it)")  # fmt: skip
     serve.add_argument("--model", choices=["tiny-llama", "tiny-embedding"], default="tiny-llama",
                        help="tiny-embedding: the same tiny model, /v1/embeddings only")  # fmt: skip
     serve.set_defaults(func=_serve)

@@ -80,6 +80,7 @@ class ServerConfig:
     stream_interval: int = 1
     kv_cache_gib: int = 1
     speculative_config: str | None = None  # JSON for --speculative-config, e.g. the ngram method (works on CPU)
+    scheduling_policy: str = "fcfs"  # "priority": vLLM serves each request's `priority` field, lower first
     startup_timeout_s: float = 240.0
     log_path: Path | None = None
     model: str = SERVED_MODEL_NAME  # EMBEDDED_MODELS: tiny-llama generates, tiny-embedding embeds
@@ -105,6 +106,8 @@ class ServerConfig:
             raise ParamsError(f"stream_interval: {self.stream_interval}; allowed: >= 1")
         if self.model not in EMBEDDED_MODELS:
             raise ParamsError(f"model: {self.model!r}; allowed: {', '.join(EMBEDDED_MODELS)}")
+        if self.scheduling_policy not in ("fcfs", "priority"):
+            raise ParamsError(f"scheduling_policy: {self.scheduling_policy!r}; allowed: fcfs, priority")
         if self.embeds and (self.speculative_config or self.stream_interval != 1):
             raise ParamsError(f"model: {EMBEDDING_MODEL_NAME} generates nothing; it takes no speculative_config "
                               "or stream_interval")  # fmt: skip
@@ -186,6 +189,8 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
     ]
     if config.stream_interval != 1:
         cmd += ["--stream-interval", str(config.stream_interval)]
+    if config.scheduling_policy != "fcfs":
+        cmd += ["--scheduling-policy", config.scheduling_policy]
     if config.speculative_config:
         # the final chunk's metrics also hold the request's acceptance histogram (vLLM refuses the flag without
         # speculation)
