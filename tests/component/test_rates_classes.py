@@ -15,7 +15,9 @@ from toolkit.rates.classes import class_rng, draw_classes, parse_classes
 from toolkit.rates.files import rates_dir, read_records, read_steps
 from toolkit.rates.params import make_rate_params
 from toolkit.rates.runner import run_rates
-from toolkit.reports.rate_tables import rate_markdown
+from toolkit.reports import rate_views
+from toolkit.reports.rate_tables import CLASSES_CAPTION, classes_table, rate_markdown
+from toolkit.reports.tables import markdown_table
 from toolkit.results.rate_runs import load_rate_sweep
 
 # the fault server streams a token every 5 ms: "chat" (4 tokens) meets its 5 s end-to-end limit; "long" (16 tokens)
@@ -88,6 +90,15 @@ def test_the_search_names_the_binding_class_in_its_line_its_file_and_the_report(
     assert CLASS_COLUMN in sweep.records and list(sweep.steps["classes"].map(len)) == [2, 2]
     report = rate_markdown(sweep.steps, sweep.level, sweep.search, 0.1)
     assert "Binding class: long (TPOT p90)." in report
+    # the report's and notebooks' table of the classes: a row per step and class, from the steps' own figures
+    table = classes_table(sweep.steps)
+    assert table is not None and list(table["Class"]) == ["chat", "long", "chat", "long"]
+    assert list(table["Verdict"]) == [r["classes"][n]["slo_verdict"] for r in read_steps(out) for n in ("chat", "long")]
+    assert list(table["Verdict"])[1::2] == ["fails", "fails"] and table["Share (weight)"].str.endswith("(50.0%)").all()
+    assert markdown_table(table) in report and CLASSES_CAPTION in report
+    html = rate_views.steps(sweep).data  # type: ignore[union-attr]
+    assert html.count("<tr>") > 4 and " >long</td>" in html and "steps, class by class" in html
+    assert classes_table(sweep.steps.drop(columns="classes")) is None  # another sweep: no such table
 
 
 def test_the_sweeps_seed_draws_its_classes(server: FaultServer, tmp_path: Path) -> None:

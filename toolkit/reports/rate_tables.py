@@ -28,6 +28,7 @@ from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 
 __all__ = [
+    "CLASSES_CAPTION",
     "HITS_COLUMN",
     "LAG_MARK",
     "LAG_NOTE",
@@ -37,6 +38,7 @@ __all__ = [
     "STEPS_CAPTION",
     "STEP_COLUMNS",
     "binding_text",
+    "classes_table",
     "endpoint_share_line",
     "format_rate",
     "level_text",
@@ -202,6 +204,34 @@ def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+CLASSES_CAPTION = (
+    "A class sweep's steps, class by class · share: of the step's arrivals, with its 95 % interval, beside its "
+    "weight's share · TTFT from the scheduled arrival · each class judged against its own service level: the "
+    "share of its steady requests meeting it, its 95 % interval and the verdict (meets, fails, undecided)"
+)
+CLASS_COLUMNS = ("Step", "Class", "Share (weight)", "Completed", "TTFT p90", "TPOT p90", "Goodput req/s",
+                 "Meets its SLO", "Verdict")  # fmt: skip
+
+
+def classes_table(steps: pd.DataFrame) -> pd.DataFrame | None:
+    """Display strings of a class sweep's steps, one row per step and class; None for another sweep."""
+    if "classes" not in steps:
+        return None
+    rows = []
+    for row in steps.sort_values("step").to_dict("records"):
+        for name, c in (row["classes"] if isinstance(row["classes"], dict) else {}).items():
+            low, high = format_percent(c["share_low"]), format_percent(c["share_high"])
+            share = f"{format_percent(c['share'])} [{low}, {high}]"
+            meets = format_percent(c["slo_fraction"])
+            if c.get("slo_fraction_low") is not None and c.get("slo_fraction_high") is not None:
+                meets += f" [{format_percent(c['slo_fraction_low'])}, {format_percent(c['slo_fraction_high'])}]"
+            rows.append([str(row["step"]), inert(name), f"{share} ({format_percent(c['weight_share'])})",
+                         f"{format_count(c['completed'])}/{format_count(c['requests'])}",
+                         format_ms(c.get("ttft_sched_p90_ms")), format_tbt_ms(c.get("tpot_p90_ms")),
+                         format_rate(c.get("goodput")), meets, str(c["slo_verdict"])])  # fmt: skip
+    return pd.DataFrame(rows, columns=list(CLASS_COLUMNS), dtype=object) if rows else None
+
+
 def step_notes(steps: pd.DataFrame) -> list[str]:
     """The note on lag-flagged steps, when any step is; each `/metrics` endpoint's share of the generated tokens,
     when several were scraped (`endpoint_share_line`); per step with invalid replies, why its first one broke the
@@ -353,5 +383,7 @@ def rate_markdown(
         markdown_table(steps_table(steps)),
         *step_notes(steps),
     ]
+    if (classes := classes_table(steps)) is not None:
+        out += [CLASSES_CAPTION, markdown_table(classes)]
     out += [f"![{key}]({path})" for key, path in (images or {}).items()]
     return "\n\n".join(out) + "\n"

@@ -50,12 +50,15 @@ def heading(sweep: RateSweep | None) -> HTML | None:
 
 
 def steps(sweep: RateSweep | None) -> HTML | None:
-    """The per-step table, then the note on lag-flagged steps if any; None without a sweep."""
+    """The per-step table, then the note on lag-flagged steps if any, then a class sweep's table of its classes;
+    None without a sweep."""
     if sweep is None:
         return None
     table = views.table(rate_tables.steps_table(sweep.steps), caption=rate_tables.STEPS_CAPTION)
     notes = "".join(f'<p class="footnote">{html.escape(n)}</p>' for n in rate_tables.step_notes(sweep.steps))
-    return HTML(table.to_html() + notes)
+    classes = rate_tables.classes_table(sweep.steps)  # a class sweep's steps, class by class
+    shown = "" if classes is None else views.table(classes, caption=rate_tables.CLASSES_CAPTION).to_html()
+    return HTML(table.to_html() + notes + shown)
 
 
 def workload(sweep: RateSweep | None) -> HTML | None:
