@@ -16,7 +16,7 @@ import papermill
 from nbclient.exceptions import CellTimeoutError
 from papermill.exceptions import PapermillExecutionError
 
-from toolkit.base.api_keys import DEFAULT_KEY_ENV, RedactingWriter, env_secret, redact, redact_file
+from toolkit.base.api_keys import DEFAULT_KEY_ENV, ApiKey, RedactingWriter, env_secret, redact, redact_file
 from toolkit.base.errors import CellTimeout, NotebookError
 from toolkit.jupyter.kernels import SameSessionKernelManager
 from toolkit.jupyter.shipped import NOTEBOOKS
@@ -32,7 +32,7 @@ def notebook_parameters(params: RunParams, results_dir: Path) -> dict[str, Any]:
     rate_sweep.ipynb's: `run_sweep_parameters`)."""
     values = params.model_dump(exclude=RUN_ONLY)
     if values.get("launch_command"):  # papermill records parameters in the executed notebooks
-        values["launch_command"] = redact(values["launch_command"], env_secret(params.api_key_env))
+        values["launch_command"] = redact(values["launch_command"])  # the key was redacted as RunParams read it
     out = {k.upper(): v for k, v in values.items()}
     out["RESULTS_DIR"] = str(results_dir.resolve())
     return out
@@ -49,23 +49,36 @@ def parameters_for(notebook: str, parameters: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in parameters.items() if name in declared}
 
 
-def execute(notebook: str, out_dir: Path, parameters: dict[str, Any], bounds: CellBounds = ANALYSIS_ONLY) -> Path:
+def execute(
+    notebook: str,
+    out_dir: Path,
+    parameters: dict[str, Any],
+    bounds: CellBounds = ANALYSIS_ONLY,
+    api_key: ApiKey | None = None,
+) -> Path:
     """Execute notebooks/<notebook>.ipynb with papermill into out_dir; the executed copy is kept on failure."""
     output = out_dir / f"{notebook}.ipynb"
-    execute_path(NOTEBOOKS / f"{notebook}.ipynb", output, parameters, bounds)
+    execute_path(NOTEBOOKS / f"{notebook}.ipynb", output, parameters, bounds, api_key)
     return output
 
 
-def execute_path(source: Path, output: Path, parameters: dict[str, Any], bounds: CellBounds = ANALYSIS_ONLY) -> None:
+def execute_path(
+    source: Path,
+    output: Path,
+    parameters: dict[str, Any],
+    bounds: CellBounds = ANALYSIS_ONLY,
+    api_key: ApiKey | None = None,
+) -> None:
     """papermill with a kernel in this process's session (toolkit.jupyter.kernels: no autogroup of its own), each
     cell within its bound (toolkit.jupyter.watchdog): CellTimeout naming the cell, after the kernel is stopped; a
     cell that raised: NotebookError naming it (papermill's PapermillExecutionError, translated here).
 
-    The key (in the variable the notebook's API_KEY_ENV names) is redacted at the exits: from the kernel's output as
-    it is relayed, and from the executed notebook once papermill is done with it, whether the notebook ran or failed
-    (a server's error that echoed the key would otherwise stay in a traceback on disk)."""
+    The key is redacted at the exits: from the kernel's output as it is relayed, and from the executed notebook
+    once papermill is done with it, whether the notebook ran or failed (a server's error that echoed the key would
+    otherwise stay in a traceback on disk). `api_key`: the run's, read where it entered; None: the variable the
+    notebook's API_KEY_ENV names, read here."""
     os.environ["TOOLKIT_PROGRESS"] = "text"  # the kernels inherit it: no progress widget in a report
-    key = env_secret(str(parameters.get("API_KEY_ENV", DEFAULT_KEY_ENV)))
+    key = api_key.value if api_key is not None else env_secret(str(parameters.get("API_KEY_ENV", DEFAULT_KEY_ENV)))
     stdout, stderr = RedactingWriter(sys.stdout, key), RedactingWriter(sys.stderr, key)
     watchdog = Watchdog(bounds)
     try:

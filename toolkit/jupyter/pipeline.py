@@ -1,9 +1,13 @@
 """One run of a params file: the sequence `toolkit run`, `toolkit demo` and every batch variant (here or on Ray) call.
 
-    prepare_run, once, at the entry: read the key, check the rate-sweep block and the server command →
-    run_one: refuse a folder holding another run, or check the one resumed → launch the server (a `server:`
-    block) → preflight → run_notebooks: the notebooks (toolkit.jupyter.execute), then the reports
-    (toolkit.jupyter.reports) → whether the launched server died during the run → stop it.
+    prepare_run, once, at the entry: read the key, check the rate-sweep block and the server command, and ask a
+    running server for its facts and the plan → run_one: refuse a folder holding another run, or check the one
+    resumed → launch the server (a `server:` block) → preflight it → run_notebooks: the notebooks
+    (toolkit.jupyter.execute), then the reports (toolkit.jupyter.reports) → whether the launched server died
+    during the run → stop it.
+
+Each check is made once in this process and what it found is handed down; the notebooks' kernels check again
+only what a notebook run alone needs (toolkit.matrix.runner.run_matrix_async).
 
 `new_run_dir` names a new run's folder.
 
@@ -28,19 +32,23 @@ if TYPE_CHECKING:
     from toolkit.matrix.discovery import ServerInfo
     from toolkit.matrix.plan import Plan
     from toolkit.params import RunParams, ServerSpec
+    from toolkit.rates.params import RateParams
     from toolkit.servers.managed import ManagedServer
 
 
 @dataclass(frozen=True)
 class PreparedRun:
-    """A run validated once, where it enters: its parameters (the `rate_sweep:` block checked), its `server:`
-    block (the program found), its key (read from the environment, never printed), and the server's facts when
-    it was preflighted already (a running server). The steps below trust it."""
+    """A run validated once, where it enters: its parameters, its rate sweep (the `rate_sweep:` block checked;
+    None: none), its `server:` block (the program found), its key (read from the environment, never printed), and
+    the server's facts and the plan when it was preflighted already (a running server). The steps below trust
+    it."""
 
     params: RunParams
     server: ServerSpec | None
     api_key: ApiKey
+    sweep: RateParams | None = None
     found: ServerInfo | None = None
+    plan: Plan | None = None
 
 
 def prepare_run(params: RunParams, server: ServerSpec | None = None, *, preflight: bool = False) -> PreparedRun:
@@ -51,11 +59,11 @@ def prepare_run(params: RunParams, server: ServerSpec | None = None, *, prefligh
     from toolkit.servers.launch import check_command
 
     api_key = ApiKey.from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
-    check_rate_sweep(params)  # a bad `rate_sweep:` block fails before any launch or load
+    sweep = check_rate_sweep(params)  # a bad `rate_sweep:` block fails before any launch or load
     if server is not None:
         check_command(server, api_key.value)
-    found = runner.preflight(params, api_key.value) if preflight and server is None else None
-    return PreparedRun(params, server, api_key, found)
+    found, plan = runner.preflight(params, api_key.value) if preflight and server is None else (None, None)
+    return PreparedRun(params, server, api_key, sweep, found, plan)
 
 
 @dataclass(frozen=True)
@@ -74,23 +82,21 @@ def run_one(run: PreparedRun, out: Path, *, resume: bool = False) -> RunResult:
     in one line otherwise.
     """
     from toolkit.matrix import runner  # looked up at call time: tests stand in for its preflight
-    from toolkit.matrix.plan import make_plan
-    from toolkit.matrix.run_folder import check_resume, open_run
+    from toolkit.matrix.run_folder import check_resume, check_same_server, open_run
     from toolkit.results.store import check_writable
 
-    params, server, key, found = run.params, run.server, run.api_key.value, run.found
-    if resume:  # before a launch: the parameters and the command; without one: the server found too
-        check_resume(out, params, server, key, found)
-    else:
-        open_run(out, params, resume=False)  # refuses a folder that holds a run
+    params, server, key, found, plan = run.params, run.server, run.api_key.value, run.found, run.plan
+    # resume: before a launch, the parameters and the command; without one, the server found too. A fresh run:
+    # a folder that holds a run is refused.
+    recorded = check_resume(out, params, server, key, found) if resume else open_run(out, params, resume=False)
     check_writable(out)  # before any load: a folder we cannot write would lose every measurement
     with _launched(server, params, out, key) as managed:
         try:
             if found is None or managed is not None:
-                found = runner.preflight(params, key)  # bad input fails here, before any load is sent
-                if resume:
-                    check_resume(out, params, server, key, found)
-            paths = run_notebooks(params, out, resume=resume, plan=make_plan(params, found.max_model_len))
+                found, plan = runner.preflight(params, key)  # bad input fails here, before any load is sent
+                if recorded is not None:  # the launched server against the run's, as recorded above
+                    check_same_server(recorded, out, found)
+            paths = run_notebooks(run, out, resume=resume, plan=plan)
         except Exception:
             if died := server_died(managed):  # said before the error it caused
                 print(redact(f"error: {died}"), file=sys.stderr, flush=True)
@@ -108,30 +114,30 @@ def new_run_dir(outputs: str | Path, run_label: str) -> Path:
 
 
 def run_notebooks(
-    params: RunParams, out_dir: Path, *, resume: bool = False, plan: Plan | None = None
+    run: PreparedRun, out_dir: Path, *, resume: bool = False, plan: Plan | None = None
 ) -> dict[str, Path]:
     """Prefill notebook, then the decode matrix notebook, into one results folder, then the rate sweep notebook
-    when the params have a `rate_sweep:` block (`resume`: the sweep there continued); then the reports. Each cell
-    within its bound, from `plan` (the matrix's cells) and the sweep's steps (toolkit.jupyter.watchdog)."""
+    when the run has a rate sweep (`resume`: the sweep there continued); then the reports. Each cell within its
+    bound, from `plan` (the matrix's cells) and the sweep's steps (toolkit.jupyter.watchdog)."""
     from toolkit.jupyter.execute import execute, notebook_parameters, parameters_for  # papermill: a second to load
-    from toolkit.jupyter.rate_notebook import run_sweep_parameters, sweep_of
+    from toolkit.jupyter.rate_notebook import run_sweep_parameters
     from toolkit.jupyter.reports import write_reports
     from toolkit.jupyter.watchdog import run_bounds
     from toolkit.results.run_document import RunDocument
 
+    params, key = run.params, run.api_key
     parameters = notebook_parameters(params, out_dir)
-    bounds = run_bounds(params, plan, sweep_of(params, out_dir))
+    bounds = run_bounds(params, plan, run.sweep)
     for notebook in ("prefill", "decode_matrix"):
-        execute(notebook, out_dir, parameters_for(notebook, parameters), bounds)
-    if params.rate_sweep is not None:
-        execute("rate_sweep", out_dir, run_sweep_parameters(params, out_dir, resume=resume), bounds)
+        execute(notebook, out_dir, parameters_for(notebook, parameters), bounds, key)
+    if run.sweep is not None:
+        sweep = run_sweep_parameters(params, out_dir, resume=resume, checked=True)
+        execute("rate_sweep", out_dir, sweep, bounds, key)
     if params.capacity is not None:  # the report's capacity plan reads its target from run.json
         document = RunDocument.load(out_dir)
         document.capacity = params.capacity.model_dump()
         document.save(out_dir)
-    paths = write_reports(out_dir)
-    RunDocument.load(out_dir)  # fail loudly if the run left no run.json
-    return paths
+    return write_reports(out_dir, key)  # which fails loudly if the run left no run.json
 
 
 @contextmanager

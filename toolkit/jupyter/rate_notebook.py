@@ -86,19 +86,20 @@ def rate_arguments(namespace: Mapping[str, Any], params_class: type) -> dict[str
     return values
 
 
-def run_sweep_parameters(params: RunParams, results_dir: Path, *, resume: bool = False) -> dict[str, Any]:
+def run_sweep_parameters(
+    params: RunParams, results_dir: Path, *, resume: bool = False, checked: bool = False
+) -> dict[str, Any]:
     """The notebook's parameters for a run's `rate_sweep:` block, measured into the run's folder (`resume`: the
     sweep there continued).
 
-    The block is checked here, before any load: ParamsError naming ``rate_sweep.<field>``.
+    The block is checked here, before any load (ParamsError naming ``rate_sweep.<field>``), unless it was
+    `checked` where the run entered (`check_rate_sweep`).
     """
-    from toolkit.rates.params import FROM_THE_RUN, SWEEP_BLOCK, run_sweep_values
+    from toolkit.rates.params import run_sweep_values
 
+    if not checked:
+        check_rate_sweep(params)
     values = run_sweep_values(params.model_dump(), params.rate_sweep)
-    allowed = [n.lower() for n in RATE_PARAMETERS if n.lower() not in FROM_THE_RUN]
-    if unknown := sorted(set(params.rate_sweep or {}) - set(allowed)):
-        raise ParamsError(f"{SWEEP_BLOCK}.{unknown[0]}: not a rate sweep parameter; allowed: {', '.join(allowed)}")
-    sweep_of(params, results_dir)  # every field checked as the sweep will read it
     values.pop("run_label", None)  # names a new folder only; the run's folder is given
     if isinstance(values.get("rates"), list):  # papermill would write inf as a bare name
         values["rates"] = ["inf" if isinstance(r, float) and math.isinf(r) else r for r in values["rates"]]
@@ -116,7 +117,15 @@ def sweep_of(params: RunParams, results_dir: Path) -> RateParams | None:
     return make_rate_params({**values, "results_dir": str(results_dir)}, prefix=f"{SWEEP_BLOCK}.")
 
 
-def check_rate_sweep(params: RunParams) -> None:
-    """A run's `rate_sweep:` block, checked before anything is launched or sent: ParamsError naming the field."""
-    if params.rate_sweep is not None:
-        run_sweep_parameters(params, Path("."))
+def check_rate_sweep(params: RunParams) -> RateParams | None:
+    """A run's `rate_sweep:` block, checked before anything is launched or sent: ParamsError naming the field;
+    the sweep (its folder given when it measures: `run_sweep_parameters`), or None when the run has none."""
+    from toolkit.rates.params import FROM_THE_RUN, SWEEP_BLOCK, run_sweep_values
+
+    if params.rate_sweep is None:
+        return None
+    run_sweep_values(params.model_dump(), params.rate_sweep)  # a mapping, without the fields the run sets
+    allowed = [n.lower() for n in RATE_PARAMETERS if n.lower() not in FROM_THE_RUN]
+    if unknown := sorted(set(params.rate_sweep) - set(allowed)):
+        raise ParamsError(f"{SWEEP_BLOCK}.{unknown[0]}: not a rate sweep parameter; allowed: {', '.join(allowed)}")
+    return sweep_of(params, Path("."))  # every field checked as the sweep will read it

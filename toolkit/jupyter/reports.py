@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pandas as pd
 
+from toolkit.base.api_keys import ApiKey
 from toolkit.base.errors import ParamsError
 from toolkit.jupyter.convert import html_report
 from toolkit.jupyter.execute import execute, parameters_for
@@ -24,10 +26,12 @@ WORKLOAD_FIGURES = ("rate-turns",)  # report.ipynb's figures of the workload sec
 BREAKDOWN_FIGURES = ("rate-breakdown",)  # and of where the time goes
 
 
-def markdown_report(results_dir: Path, executed: nbformat.NotebookNode) -> str:
+def markdown_report(
+    results_dir: Path, executed: nbformat.NotebookNode, loaded: tuple[pd.DataFrame, dict[str, Any]] | None = None
+) -> str:
     """report.md with the figures the report notebook drew as PNG files beside it; tables from the same code as
-    the HTML."""
-    frame, run_info = runs.load_run(results_dir)
+    the HTML. `loaded`: the folder's run as read already (runs.load_run); None: read here."""
+    frame, run_info = loaded if loaded is not None else runs.load_run(results_dir)
     drawn = drawn_images(executed)
     images = first_drawn(drawn, frame, {"prefill": "prefill", "decode": "decode", "scaling": "decode"})
     report = report_tables.report_markdown(frame, run_info, images=save_images(images, results_dir))
@@ -63,14 +67,15 @@ def compare_images(frame: pd.DataFrame, executed: nbformat.NotebookNode) -> dict
     }
 
 
-def write_reports(results_dir: Path) -> dict[str, Path]:
-    """Execute the report notebook over a results folder; write report.html, report.md, results.csv."""
-    frame, _ = runs.load_run(results_dir)
-    frame.to_csv(results_dir / "results.csv", index=False)
-    executed = execute("report", results_dir, parameters_for("report", {"RESULTS_DIR": str(results_dir.resolve())}))
-    notebook = nbformat.read(executed, as_version=4)
+def write_reports(results_dir: Path, api_key: ApiKey | None = None) -> dict[str, Path]:
+    """Execute the report notebook over a results folder; write report.html, report.md, results.csv. `api_key`:
+    the run's, redacted at the notebook's exits (toolkit.jupyter.execute)."""
+    loaded = runs.load_run(results_dir)  # read once: the report notebook writes nothing that it holds
+    loaded[0].to_csv(results_dir / "results.csv", index=False)
+    parameters = parameters_for("report", {"RESULTS_DIR": str(results_dir.resolve())})
+    notebook = nbformat.read(execute("report", results_dir, parameters, api_key=api_key), as_version=4)
     (results_dir / "report.html").write_text(html_report(notebook), encoding="utf-8")
-    (results_dir / "report.md").write_text(markdown_report(results_dir, notebook), encoding="utf-8")
+    (results_dir / "report.md").write_text(markdown_report(results_dir, notebook, loaded), encoding="utf-8")
     return {name: results_dir / name for name in ("report.html", "report.md", "results.csv", RUN_FILE)}
 
 

@@ -132,24 +132,33 @@ def open_run(
         theirs, ours = existing.fingerprint or {}, params.fingerprint()
         diff = ", ".join(f"{k}: {theirs.get(k)!r} -> {ours[k]!r}" for k in ours if theirs.get(k) != ours[k])
         raise RunRefused(f"resume: parameters differ from the run in {out_dir} ({diff}); use a new --out")
-    if diff := server_differences(existing, server, command):
+    check_same_server(existing, out_dir, server, command)
+    return existing
+
+
+def check_same_server(
+    recorded: RunDocument, out_dir: Path, server: ServerInfo | None, command: str | None = None
+) -> None:
+    """Refuse, in one line, to continue the run recorded in `out_dir` against a server (its facts, its launch
+    command) other than the one it measured."""
+    if diff := server_differences(recorded, server, command):
         where = f"the server at {server.base_url}" if server is not None else "this launch"
         raise RunRefused(
             f"resume: {where} is not the one the run in {out_dir} measured ({diff}); "
             "continue it against that server or use a new --out"
         )
-    return existing
 
 
 def check_resume(
     out_dir: Path, params: RunParams, spec: ServerSpec | None, api_key: str | None, server: ServerInfo | None = None
-) -> None:
-    """Refuse, in one line, a --resume that would not continue the run in `out_dir` (no run there: nothing to do).
+) -> RunDocument | None:
+    """Refuse, in one line, a --resume that would not continue the run in `out_dir`; the run recorded there (None:
+    no run there, nothing to do).
 
     Before a launch (`server` None) the parameters and the launch command are compared; with a server, its facts.
     """
     launch = {"launched_by_toolkit": True, "command": shown_command(spec.command, spec.env, api_key)} if spec else {}
-    open_run(out_dir, params, resume=True, server=server, command=launch_command(params, launch, api_key))
+    return open_run(out_dir, params, resume=True, server=server, command=launch_command(params, launch, api_key))
 
 
 def launch_command(params: RunParams, launch: dict[str, Any], api_key: str | None) -> str:

@@ -62,7 +62,10 @@ async def run_matrix_async(
 ) -> list[Measurement]:
     """Run (or continue) the matrix; every finished measurement is appended to results.jsonl at once.
 
-    `api_key`: the key the caller read already; None: read here (a notebook's kernel, where the run enters)."""
+    `api_key`: the key the caller read already; None: read here (a notebook's kernel, where the run enters).
+
+    A notebook's kernel checks here again what it needs to run alone, as a notebook run by hand does: the key, the
+    server's facts and the plan, the run in the folder (`toolkit run` checked them once in its own process)."""
     out = Path(out_dir)
     key = (api_key or ApiKey.from_env(params.api_key_env)).value
     with hold(out):  # under `toolkit run`, the lock its process holds
@@ -315,15 +318,15 @@ async def discover_for(api: ServerAPI, params: RunParams) -> ServerInfo:
     )
 
 
-async def preflight_async(params: RunParams, api_key: str | None) -> ServerInfo:
-    """Check parameters against the server before any load: reachability, model, key, contexts."""
+async def preflight_async(params: RunParams, api_key: str | None) -> tuple[ServerInfo, Plan]:
+    """Check parameters against the server before any load: reachability, model, key, contexts; the server's
+    facts and the plan made from them."""
     async with ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api:
         server = await discover_for(api, params)
-    make_plan(params, server.max_model_len)
-    return server
+    return server, make_plan(params, server.max_model_len)
 
 
-def preflight(params: RunParams, api_key: str | None) -> ServerInfo:
+def preflight(params: RunParams, api_key: str | None) -> tuple[ServerInfo, Plan]:
     """`preflight_async`, with the key the run read (toolkit.jupyter.pipeline.prepare_run)."""
     return run_sync(lambda: preflight_async(params, api_key))
 
