@@ -209,7 +209,7 @@ CLASSES_CAPTION = (
     "weight's share · TTFT from the scheduled arrival · each class judged against its own service level: the "
     "share of its steady requests meeting it, its 95 % interval and the verdict (meets, fails, undecided)"
 )
-CLASS_COLUMNS = ("Step", "Class", "Share (weight)", "Completed", "TTFT p90", "TPOT p90", "Goodput req/s",
+_CLASS_COLUMNS = ("Step", "Class", "Share (weight)", "Completed", "TTFT p90", "TPOT p90", "Goodput req/s",
                  "Meets its SLO", "Verdict")  # fmt: skip
 
 
@@ -229,7 +229,7 @@ def classes_table(steps: pd.DataFrame) -> pd.DataFrame | None:
                          f"{format_count(c['completed'])}/{format_count(c['requests'])}",
                          format_ms(c.get("ttft_sched_p90_ms")), format_tbt_ms(c.get("tpot_p90_ms")),
                          format_rate(c.get("goodput")), meets, str(c["slo_verdict"])])  # fmt: skip
-    return pd.DataFrame(rows, columns=list(CLASS_COLUMNS), dtype=object) if rows else None
+    return pd.DataFrame(rows, columns=list(_CLASS_COLUMNS), dtype=object) if rows else None
 
 
 def step_notes(steps: pd.DataFrame) -> list[str]:
