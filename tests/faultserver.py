@@ -438,6 +438,7 @@ class FaultServer:
         _LOG_ENTRY.get()["tools"] = body.get("tools")
         _LOG_ENTRY.get()["tool_choice"] = body.get("tool_choice")
         _LOG_ENTRY.get()["priority"] = body.get("priority")
+        _LOG_ENTRY.get()["model"] = body.get("model")
         chat = request.path.endswith("/chat/completions")
         if body.get("model") != self.model:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")

@@ -4,13 +4,15 @@ class, the search's binding class."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.faultserver import FaultServer
+from tests.faultserver import MODEL, FaultServer
 from toolkit.method.goodput import CLASS_COLUMN, RECORD_COLUMNS
+from toolkit.params import ParamsError
 from toolkit.rates.classes import class_rng, draw_classes, parse_classes
 from toolkit.rates.files import rates_dir, read_records, read_steps
 from toolkit.rates.params import make_rate_params
@@ -107,3 +109,21 @@ def test_the_sweeps_seed_draws_its_classes(server: FaultServer, tmp_path: Path) 
     drawn = list(read_records(run_rates(params, say=lambda _: None)).sort_values("request")[CLASS_COLUMN])
     names = [CLASSES[i]["name"] for i in draw_classes(parse_classes(CLASSES), 20, class_rng(5, 0))]
     assert drawn == names and len(set(names)) == 2
+
+
+def test_a_class_names_its_model_and_one_the_server_does_not_serve_is_refused_before_sending(
+    server: FaultServer, tmp_path: Path
+) -> None:
+    """A class's `model` (e.g. a LoRA adapter on the sweep's base model) goes in each of its request bodies; a model
+    missing from /v1/models is one line naming the class, and nothing is sent."""
+    values = {"base_url": server.base_url, "rates": [100], "requests_per_step": 10, "seed": 5}
+    named = [{**CLASSES[0], "model": MODEL}, CLASSES[1]]
+    run_rates(make_rate_params({**values, "classes": named, "results_dir": str(tmp_path / "ok")}), say=lambda _: None)
+    sent = server.completion_requests()
+    assert len(sent) == 10 and {e["model"] for e in sent} == {MODEL}
+    unserved = [{**CLASSES[0], "model": "tiny-lora"}, CLASSES[1]]
+    params = make_rate_params({**values, "classes": unserved, "results_dir": str(tmp_path / "refused")})
+    with pytest.raises(ParamsError, match=rf"^classes\.chat\.model: 'tiny-lora' is not served by "
+                                          rf"{re.escape(server.base_url)}; served: {MODEL}$"):  # fmt: skip
+        run_rates(params, say=lambda _: None)
+    assert len(server.completion_requests()) == 10

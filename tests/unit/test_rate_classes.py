@@ -34,7 +34,8 @@ def test_classes_parse_from_a_list_a_file_and_the_command_line(tmp_path: Path) -
     rag = (params.classes or [])[1]
     assert rag.input_tokens == Lengths(dist="uniform", min=1000, max=2000) and rag.priority == 5
     assert rag.service_level(0.9) == ServiceLevel(2000, 100, None, 0.9)
-    assert params.public()["classes"][0] == {**CHAT, "weight": 3.0, "slo_tpot_ms": None, "slo_e2e_ms": None}
+    assert params.public()["classes"][0] == {**CHAT, "weight": 3.0, "slo_tpot_ms": None, "slo_e2e_ms": None,
+                                             "model": None}  # fmt: skip
     listed, mapped = tmp_path / "listed.yaml", tmp_path / "mapped.yaml"
     listed.write_text(json.dumps([CHAT, RAG]))  # JSON is YAML
     mapped.write_text(json.dumps({"classes": [CHAT, RAG]}))

@@ -16,11 +16,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from toolkit.base.errors import ParamsError
+from toolkit.base.text import printable
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import _one_line
 from toolkit.rates.rate_values import MAX_TOKENS, Lengths, parse_lengths
 
-__all__ = ["TrafficClass", "class_rng", "draw_classes", "parse_classes", "read_classes_file"]
+__all__ = ["TrafficClass", "check_class_models", "class_rng", "draw_classes", "parse_classes", "read_classes_file"]
 
 MAX_CLASSES = 100
 _CLASS_STREAM = 4  # the step's generator for its classes: (seed, step, 4), beside lengths (1), Ray (2), thinks (3)
@@ -41,6 +42,7 @@ class TrafficClass(BaseModel):
     slo_tpot_ms: float | None = Field(None, gt=0)
     slo_e2e_ms: float | None = Field(None, gt=0)
     priority: int | None = Field(None, ge=-_PRIORITY, lt=_PRIORITY, strict=True)
+    model: str | None = Field(None, min_length=1, max_length=256)  # served name (a LoRA adapter's); None: the sweep's
 
     @field_validator("weight", mode="before")
     @classmethod
@@ -111,6 +113,15 @@ def parse_classes(value: Any, where: str = "classes") -> list[TrafficClass]:
     if not (math.isfinite(total) and total > 0):
         raise ParamsError(f"{where}: the weights sum to {total:g}; allowed: weights above 0 with a finite sum")
     return classes
+
+
+def check_class_models(classes: list[TrafficClass], served: list[str], base_url: str) -> None:
+    """ParamsError in one line for the first class whose `model` the server does not serve (its /v1/models), before
+    anything is sent."""
+    for c in classes:
+        if c.model is not None and c.model not in served:
+            raise ParamsError(f"classes.{c.name}.model: {printable(c.model)!r} is not served by {base_url}; served: "
+                              f"{', '.join(printable(name) for name in served)}")  # fmt: skip
 
 
 def class_rng(seed: int, step: int) -> np.random.Generator:

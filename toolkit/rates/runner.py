@@ -30,6 +30,7 @@ from toolkit.matrix.run_folder import RunRefused, hold
 from toolkit.matrix.runner import run_sync
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.params import RunParams
+from toolkit.rates.classes import check_class_models
 from toolkit.rates.dataset import load_dataset
 from toolkit.rates.files import (
     STEPS_FILE,
@@ -331,6 +332,8 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
             say(server.metrics_source if server.metrics_available else f"{server.metrics_problem}: no server-side "
                 "figures")  # fmt: skip
         check_lengths(params, server.max_model_len)
+        if params.classes is not None:
+            check_class_models(params.classes, [str(m.get("id")) for m in server.models], params.base_url)
         if replay and (longest := max(map(sum, zip(replay.input_tokens, replay.output_tokens, strict=True)))) > (
             server.max_model_len
         ):

@@ -160,7 +160,7 @@ class Workload:
 
     async def class_requests(self, step: int, n: int) -> list[PlannedRequest]:
         """The `n` requests of a class sweep's step: each arrival's class drawn by weight (`drawn_classes`), its
-        lengths drawn from its class's, its body carrying the class's `priority` if it has one."""
+        lengths drawn from its class's, its body carrying the class's `priority` and `model` if it has them."""
         classes = self.params.classes
         assert classes is not None
         picks = draw_classes(classes, n, class_rng(self.params.seed, step))
@@ -175,6 +175,8 @@ class Workload:
         for request, pick in zip(planned, picks, strict=True):
             if (priority := classes[pick].priority) is not None:
                 request.body["priority"] = priority
+            if (model := classes[pick].model) is not None:  # e.g. a LoRA adapter on the sweep's base model
+                request.body["model"] = model
         self.drawn_classes[step] = [classes[pick].name for pick in picks]
         return planned
 
