@@ -22,11 +22,13 @@ SHOWN = 10
 
 @dataclass(frozen=True)
 class Budget:
-    """tests/budget.toml: seconds per tier run, per test call by tier, and the named exceptions."""
+    """tests/budget.toml: seconds per tier run, per test call by tier, the named exceptions, and the tests (or test
+    files) the fast tier leaves to the offline tier."""
 
     tiers: dict[str, float]
     ceilings: dict[str, float]
     exceptions: dict[str, float]
+    outside_fast: frozenset[str] = frozenset()
 
     @classmethod
     def load(cls, path: Path = BUDGET_FILE) -> Budget:
@@ -36,7 +38,12 @@ class Budget:
             {k: float(v) for k, v in data["tiers"].items()},
             {k: float(v) for k, v in data["ceilings"].items()},
             exceptions,
+            frozenset(data.get("outside_fast", {})),
         )
+
+    def in_fast_tier(self, nodeid: str) -> bool:
+        """Whether the fast tier runs the test: not named in `outside_fast` (by its id, its function's, or its file)."""
+        return not {nodeid, nodeid.split("[", 1)[0], nodeid.split("::", 1)[0]} & self.outside_fast
 
     def ceiling_s(self, nodeid: str, tier: str) -> float:
         """The test's own ceiling (an exception names a test, or all its parameters), else its tier's."""
@@ -70,6 +77,15 @@ class BudgetPlugin:
 
     def __init__(self, budget: Budget, tier: str | None) -> None:
         self.budget, self.tier, self.ledger = budget, tier, Ledger()
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """The fast tier leaves the tests named in `outside_fast` to the offline tier (reported as deselected)."""
+        if self.tier != "fast":
+            return
+        left = [item for item in items if not self.budget.in_fast_tier(item.nodeid)]
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = [item for item in items if self.budget.in_fast_tier(item.nodeid)]
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]

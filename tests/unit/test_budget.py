@@ -63,3 +63,25 @@ def test_the_budget_file_names_every_tier_and_real_tests(request: pytest.Fixture
         path, _, name = nodeid.partition("::")
         assert (root / path).is_file() and f"def {name.split('[')[0]}(" in (root / path).read_text(), nodeid
         assert ceiling > min(budget.ceilings.values())  # an exception raises a ceiling
+
+
+def test_the_fast_tier_leaves_the_named_tests_to_the_offline_tier() -> None:
+    """`outside_fast` names a test (all its parameters), one parameter, or a file; the fast tier deselects those and
+    no other, and every name in tests/budget.toml still names a test that exists."""
+    budget = Budget({}, {}, {}, frozenset({"a.py::slow", "b.py::one[2]", "c.py"}))
+    assert not budget.in_fast_tier("a.py::slow") and not budget.in_fast_tier("a.py::slow[x]")
+    assert not budget.in_fast_tier("b.py::one[2]") and budget.in_fast_tier("b.py::one[1]")
+    assert not budget.in_fast_tier("c.py::any") and budget.in_fast_tier("a.py::slower")
+    items = [item(n, "unit") for n in ("a.py::slow[x]", "a.py::quick", "c.py::t")]
+    deselected: list[Any] = []
+    config = types.SimpleNamespace(hook=types.SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)))
+    for tier, kept in (("offline", 3), ("fast", 1)):
+        run = list(items)
+        BudgetPlugin(budget, tier).pytest_collection_modifyitems(config, run)  # type: ignore[arg-type]
+        assert len(run) == kept
+    assert [i.nodeid for i in run] == ["a.py::quick"] and [i.nodeid for i in deselected] == ["a.py::slow[x]", "c.py::t"]
+    root = BUDGET_FILE.parents[1]
+    for name in Budget.load().outside_fast:
+        path, _, function = name.partition("::")
+        assert (root / path).is_file(), name
+        assert not function or f"def {function}(" in (root / path).read_text(), name
