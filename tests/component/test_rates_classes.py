@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.faultserver import MODEL, FaultServer
+from toolkit.cli import main
 from toolkit.method.goodput import CLASS_COLUMN, RECORD_COLUMNS
 from toolkit.params import ParamsError
 from toolkit.rates.classes import class_rng, draw_classes, parse_classes
@@ -127,3 +129,20 @@ def test_a_class_names_its_model_and_one_the_server_does_not_serve_is_refused_be
                                           rf"{re.escape(server.base_url)}; served: {MODEL}$"):  # fmt: skip
         run_rates(params, say=lambda _: None)
     assert len(server.completion_requests()) == 10
+
+
+def test_the_gate_refuses_class_sweeps_in_one_line(
+    class_sweep: tuple[Path, list[str], list[dict]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each class has its own SLO and the step's total no interval: the gate says it does not judge class sweeps
+    (exit 2) rather than 'no decode cell in common', with a bare limit and with goodput named."""
+    out, _, _ = class_sweep
+    again = shutil.copytree(out, tmp_path / "again")
+    for limit in ("5%", "goodput=5%"):
+        assert main(["gate", str(out), str(again), "--max-regression", limit]) == 2
+        said = (
+            f"error: gate: {out}'s rate sweep has traffic classes, each judged against its own SLO: the "
+            "gate does not judge class sweeps yet; compare them (vllm-speedtest compare), or gate the runs' "
+            "decode cells"
+        )
+        assert capsys.readouterr().err == said + "\n"

@@ -153,6 +153,12 @@ def _rate_sweeps(found: GateInput, limits: Limits) -> tuple[RateSweep, RateSweep
             raise ResultsError(f"max-regression: {named}: {missing[0]} holds no rate sweep (no rates/sweep.json)")
         return None
     sweeps = (load_rate_sweep(folders[0]), load_rate_sweep(folders[1]))
+    if classed := [s for s in sweeps if s.sweep.get("classes")]:
+        if named or not _share_decode(found, [q.name for q in gated(limits.decode)]):
+            raise ResultsError(f"gate: {classed[0].folder}'s rate sweep has traffic classes, each judged against "
+                               "its own SLO: the gate does not judge class sweeps yet; compare them "
+                               "(vllm-speedtest compare), or gate the runs' decode cells")  # fmt: skip
+        return None  # a bare limit gates the decode cells both runs measured
     if unjudged := [s for s in sweeps if not has_limits(s.level)]:
         if named:
             raise ResultsError(f"max-regression: {named}: {unjudged[0].folder}'s rate sweep has no SLO "
