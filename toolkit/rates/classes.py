@@ -19,7 +19,7 @@ from toolkit.base.errors import ParamsError
 from toolkit.base.text import printable
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import _one_line
-from toolkit.rates.rate_values import MAX_TOKENS, Lengths, parse_lengths
+from toolkit.rates.rate_values import Lengths, checked_lengths
 
 __all__ = ["TrafficClass", "check_class_models", "class_rng", "draw_classes", "parse_classes", "read_classes_file"]
 
@@ -54,10 +54,7 @@ class TrafficClass(BaseModel):
     @field_validator("input_tokens", "output_tokens", mode="before")
     @classmethod
     def _lengths(cls, value: Any) -> int | Lengths:
-        parsed = parse_lengths(value)
-        if isinstance(parsed, int) and not 1 <= parsed <= MAX_TOKENS:
-            raise ValueError(f"{parsed} is not between 1 and {MAX_TOKENS:,}")
-        return parsed
+        return checked_lengths(value)
 
     def has_slo(self) -> bool:
         return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms))

@@ -25,7 +25,7 @@ from toolkit.params import (
     read_yaml_mapping,
 )
 from toolkit.rates.classes import TrafficClass, parse_classes
-from toolkit.rates.rate_values import MAX_TOKENS, Lengths, parse_lengths, parse_rates, rate_text
+from toolkit.rates.rate_values import MAX_TOKENS, Lengths, checked_lengths, parse_lengths, parse_rates, rate_text
 from toolkit.rates.traces import MIN_TRACE_BLOCK_TOKENS, TraceWindow
 
 __all__ = [
@@ -204,10 +204,7 @@ class RateParams(BaseModel):
     @field_validator("input_tokens", "output_tokens", mode="before")
     @classmethod
     def _lengths(cls, value: Any) -> int | Lengths:
-        parsed = parse_lengths(value)
-        if isinstance(parsed, int) and not 1 <= parsed <= MAX_TOKENS:
-            raise ValueError(f"{parsed} is not between 1 and {MAX_TOKENS:,}")
-        return parsed
+        return checked_lengths(value)
 
     @field_validator("base_url", "api_key_env")
     @classmethod

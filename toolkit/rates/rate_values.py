@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["MAX_TOKENS", "Lengths", "parse_lengths", "parse_rates", "rate_text"]
+__all__ = ["MAX_TOKENS", "Lengths", "checked_lengths", "parse_lengths", "parse_rates", "rate_text"]
 
 MAX_TOKENS = 10_000_000
 
@@ -62,6 +62,14 @@ def parse_lengths(value: Any) -> int | Lengths:
         f"{value!r} is not a token count or a distribution; allowed: e.g. 128, uniform:64:256, "
         "normal:128:32:16:512, lognormal:128:0.5:16:1024 (MEAN:SPREAD:MIN:MAX)"
     )
+
+
+def checked_lengths(value: Any) -> int | Lengths:
+    """`parse_lengths`, with a plain count between 1 and MAX_TOKENS (a field validator's check)."""
+    parsed = parse_lengths(value)
+    if isinstance(parsed, int) and not 1 <= parsed <= MAX_TOKENS:
+        raise ValueError(f"{parsed} is not between 1 and {MAX_TOKENS:,}")
+    return parsed
 
 
 def parse_rates(value: Any) -> list[float]:
