@@ -100,6 +100,9 @@ def test_the_search_names_the_binding_class_in_its_line_its_file_and_the_report(
     assert list(table["Verdict"]) == [r["classes"][n]["slo_verdict"] for r in read_steps(out) for n in ("chat", "long")]
     assert list(table["Verdict"])[1::2] == ["fails", "fails"] and table["Share (weight)"].str.endswith("(50.0%)").all()
     assert markdown_table(table) in report and CLASSES_CAPTION in report
+    with_levels = rate_markdown(sweep.steps, sweep.level, sweep.search, 0.1, classes=sweep.sweep["classes"])
+    assert ("Service level: each class its own (chat: end-to-end ≤ 5000 ms, for 90 % of its requests; long: TPOT "
+            "≤ 1 ms, for 90 % of its requests).") in with_levels  # fmt: skip
     html = rate_views.steps(sweep).data  # type: ignore[union-attr]
     assert html.count("<tr>") > 4 and " >long</td>" in html and "steps, class by class" in html
     assert classes_table(sweep.steps.drop(columns="classes")) is None  # another sweep: no such table

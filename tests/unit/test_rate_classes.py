@@ -5,18 +5,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import nbformat
 import numpy as np
 import pandas as pd
 import pytest
 
 from toolkit.cli.entry import build_parser
+from toolkit.jupyter.rate_notebook import check_rate_sweep, rate_arguments, run_sweep_parameters
 from toolkit.method.class_figures import class_figures, mix_total, share_interval
 from toolkit.method.goodput import CLASS_COLUMN, RECORD_COLUMNS, ServiceLevel, complete_records, summarize_step
-from toolkit.params import ParamsError
+from toolkit.params import ParamsError, make_params
 from toolkit.rates.classes import TrafficClass, class_rng, draw_classes, parse_classes
 from toolkit.rates.cli import params_from_args, summary_table
 from toolkit.rates.files import step_line
-from toolkit.rates.params import Lengths, load_rate_params, make_rate_params
+from toolkit.rates.params import Lengths, RateParams, load_rate_params, make_rate_params
 from toolkit.rates.search import binding_class, next_probe, rate_verdicts, search_result
 from toolkit.rates.workload import check_lengths
 from toolkit.reports.rate_tables import binding_text, search_line
@@ -228,3 +230,21 @@ def test_the_embedded_server_takes_the_priority_scheduling_policy() -> None:
     assert "--scheduling-policy" not in launch_command(ServerConfig(), 8000, Path("/m"))
     with pytest.raises(ParamsError, match=r"^scheduling_policy: 'lifo'; allowed: fcfs, priority$"):
         ServerConfig(scheduling_policy="lifo").check()
+
+
+def test_a_runs_rate_sweep_block_takes_classes_through_to_the_notebooks_sweep(tmp_path: Path) -> None:
+    """`toolkit run` with `rate_sweep: {classes: ...}`: the block is checked at the door, the notebook gets CLASSES
+    and no lengths of its own (its defaults, 128 and 64, would be refused beside classes), and the notebook's
+    parameters, defaults included, make the sweep (a kernel that failed there once measured the matrix first)."""
+    classes = [CHAT, RAG]
+    run = make_params({"rate_sweep": {"rates": [1], "requests_per_step": 10, "classes": classes}})
+    assert check_rate_sweep(run) is not None
+    passed = run_sweep_parameters(run, tmp_path, checked=True)
+    assert passed["CLASSES"] == classes and passed["INPUT_TOKENS"] is None and passed["OUTPUT_TOKENS"] is None
+    cell = nbformat.read(Path(__file__).parents[2] / "notebooks" / "rate_sweep.ipynb", as_version=4)
+    (parameters,) = [c for c in cell.cells if "parameters" in c.metadata.get("tags", [])]
+    namespace: dict[str, object] = {}
+    exec(parameters.source, namespace)  # the notebook's defaults, then what papermill passes
+    assert namespace["INPUT_TOKENS"] == 128 and namespace["CLASSES"] is None
+    params = make_rate_params(rate_arguments({**namespace, **passed}, RateParams))
+    assert [c.name for c in params.classes or []] == ["chat", "rag"] and params.input_tokens == 128  # unused

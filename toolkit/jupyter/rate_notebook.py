@@ -40,7 +40,7 @@ RATE_PARAMETERS: tuple[str, ...] = (
     "SEARCH_REPEATS", "RAY_ADDRESS", "CLIENTS", "API_KEY_ENV", "REPLAY", "WORKLOAD", "PREFIXES", "PREFIX_TOKENS",
     "PREFIX_CHOICE", "TURNS", "THINK_TIME_S", "THINK_TIME_DIST", "WARMUP_TURNS", "COLD_CONTROL", "TRACE",
     "TRACE_FORMAT", "TIME_SCALE", "TRACE_START_S", "TRACE_DURATION_S", "TRACE_BLOCK_TOKENS", "WARMUP_S",
-    "PERCENTILES", "RESPONSE_FORMAT", "TOOLS", "TOOL_CHOICE",
+    "PERCENTILES", "RESPONSE_FORMAT", "TOOLS", "TOOL_CHOICE", "CLASSES",
 )  # fmt: skip
 OUTPUTS = Path("../outputs/rates")  # where a sweep goes when RESULTS_DIR is None (relative to notebooks/)
 
@@ -101,6 +101,8 @@ def run_sweep_parameters(
         check_rate_sweep(params)
     values = run_sweep_values(params.model_dump(), params.rate_sweep)
     values.pop("run_label", None)  # names a new folder only; the run's folder is given
+    if values.get("classes") is not None:  # each class has its own lengths: not the notebook's default ones
+        values |= {"input_tokens": None, "output_tokens": None}
     if isinstance(values.get("rates"), list):  # papermill would write inf as a bare name
         values["rates"] = ["inf" if isinstance(r, float) and math.isinf(r) else r for r in values["rates"]]
     shown = {name.upper(): value for name, value in values.items()}

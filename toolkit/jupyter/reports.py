@@ -47,6 +47,7 @@ def markdown_report(
         sweep.search,
         sweep.sweep.get("search_precision"),
         images=save_images(figures, results_dir),
+        classes=sweep.sweep.get("classes"),
     )
     breakdown = breakdown_views.breakdown_markdown(sweep.steps, save_images(split, results_dir))
     workload = workload_views.workload_markdown(

@@ -7,7 +7,7 @@ The steps DataFrame is `toolkit.results.rate_runs.RateSweep.steps`: one row per 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -41,6 +41,7 @@ __all__ = [
     "classes_table",
     "endpoint_share_line",
     "format_rate",
+    "level_line",
     "level_text",
     "rate_markdown",
     "rejudge",
@@ -93,6 +94,17 @@ def format_rate(value: Any) -> str:
         return "all at once"
     number = as_number(value)
     return MISSING if number is None else f"{number:,.2f}"
+
+
+def level_line(level: ServiceLevel, classes: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """``Service level: TTFT ≤ 200 ms, for 90 % of requests.``; a class sweep's: each class's own limits."""
+    if not classes:
+        return f"Service level: {level_text(level)}."
+    levels = [(c["name"], ServiceLevel(c.get("slo_ttft_ms"), c.get("slo_tpot_ms"), c.get("slo_e2e_ms"), level.target))
+              for c in classes]  # fmt: skip
+    each = [f"{inert(str(name))}: {level_text(own).replace(' of requests', ' of its requests')}"
+            for name, own in levels]  # fmt: skip
+    return f"Service level: each class its own ({'; '.join(each)})."
 
 
 def level_text(level: ServiceLevel) -> str:
@@ -373,11 +385,13 @@ def rate_markdown(
     search: Mapping[str, Any] | None = None,
     precision: Any = None,
     images: Mapping[str, str] | None = None,
+    classes: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
-    """The report.md section of a sweep: heading, service level, highest rate, steps table, notes, figures."""
+    """The report.md section of a sweep: heading, service level (a class sweep's `classes`: each class's own),
+    highest rate, steps table, notes, its classes' table, figures."""
     out = [
         "## Open-loop rates",
-        f"Service level: {level_text(level)}.",
+        level_line(level, classes),
         search_line(steps, search, precision, level.target),
         STEPS_CAPTION,
         markdown_table(steps_table(steps)),

@@ -34,7 +34,7 @@ BREAKDOWN_ID = "where-the-time-goes"  # the breakdown heading's id in report.htm
 
 def _summary(sweep: RateSweep) -> str:
     line = rate_tables.search_line(sweep.steps, sweep.search, sweep.sweep.get("search_precision"), sweep.level.target)
-    return f"Service level: {rate_tables.level_text(sweep.level)}. {line}"
+    return f"{rate_tables.level_line(sweep.level, sweep.sweep.get('classes'))} {line}"
 
 
 def summary(sweep: RateSweep) -> Markdown:
