@@ -116,6 +116,13 @@ def start_embedding_server() -> EmbeddedServer:
     return start_server(ServerConfig(max_model_len=2048, model=EMBEDDING_MODEL_NAME))
 
 
+def start_lora_server() -> EmbeddedServer:
+    """tiny-llama with its LoRA adapter served beside it as `tiny-lora` (issue 47), max_model_len 2048. Its own
+    server: --enable-lora slows the base model's decode by about 28 % on this CPU, which the main server's timing
+    tests would feel."""
+    return start_server(ServerConfig(max_model_len=2048, lora=True))
+
+
 def start_server_in_own_session() -> tuple[subprocess.Popen[bytes], str]:
     """The embedded vLLM started from 'another terminal': `python -m toolkit serve` in a session of its own, with
     --stream-interval 4 and the test key; the process and its base URL once healthy."""
@@ -146,6 +153,7 @@ SESSION_SERVERS: dict[str, Callable[[], object]] = {
     "constrained_server": start_constrained_server,
     "server_in_own_session": start_server_in_own_session,
     "embedding_server": start_embedding_server,
+    "lora_server": start_lora_server,
 }
 
 
@@ -166,7 +174,7 @@ def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str,
             proc, _ = started["server_in_own_session"]
             proc.terminate()
             proc.wait(timeout=60)
-        for name in ("vllm_server", "embedding_server"):
+        for name in ("vllm_server", "embedding_server", "lora_server"):
             if name in started:
                 started[name].stop()
         if "constrained_server" in started:
@@ -198,6 +206,12 @@ def server_in_own_session(_session_server_starts: dict[str, Future[Any]]) -> str
 def embedding_server(_session_server_starts: dict[str, Future[Any]]) -> EmbeddedServer:
     """The tiny model served as an embedding model: /v1/embeddings only (no chat or completions), no API key."""
     return _session_server_starts["embedding_server"].result()
+
+
+@pytest.fixture(scope="session")
+def lora_server(_session_server_starts: dict[str, Future[Any]]) -> EmbeddedServer:
+    """tiny-llama and its random-weight LoRA adapter `tiny-lora` on one server, no API key."""
+    return _session_server_starts["lora_server"].result()
 
 
 @pytest.fixture

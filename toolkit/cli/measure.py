@@ -25,6 +25,7 @@ def _serve(args: argparse.Namespace) -> int:
         stream_interval=args.stream_interval,
         scheduling_policy=args.scheduling_policy,
         model=args.model,
+        lora=args.lora,
     )
     config.check()
     return serve_forever(config)
@@ -160,6 +161,8 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
                        help="priority: vLLM serves lower `priority` first (traffic classes send it)")  # fmt: skip
     serve.add_argument("--model", choices=["tiny-llama", "tiny-embedding"], default="tiny-llama",
                        help="tiny-embedding: the same tiny model, /v1/embeddings only")  # fmt: skip
+    serve.add_argument("--lora", action="store_true",
+                       help="also serve a random-weight LoRA adapter on tiny-llama, as model `tiny-lora`")  # fmt: skip
     serve.set_defaults(func=_serve)
 
 

@@ -6,6 +6,7 @@ The toolkit never imports vllm: the server runs from the separate `.venv-vllm` i
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from toolkit.base.api_keys import api_key_from_env
 from toolkit.base.errors import ParamsError, ServerError
 from toolkit.params import RunParams, ServerSpec
 from toolkit.results.local_paths import REPO_ROOT
+from toolkit.servers.embedded.tiny_lora import LORA_RANK, write_adapter
 from toolkit.servers.managed import ManagedServer
 from toolkit.servers.managed import has_live_member as _has_live_member
 
@@ -31,6 +33,7 @@ __all__ = [
     "_has_live_member",
     "embedded_launch",
     "embedded_spec",
+    "ensure_lora",
     "ensure_model",
     "free_port",
     "launched_embedded",
@@ -53,6 +56,9 @@ SERVED_MODEL_NAME = "tiny-llama"
 EMBEDDING_MODEL_NAME = "tiny-embedding"
 EMBEDDED_MODELS = (SERVED_MODEL_NAME, EMBEDDING_MODEL_NAME)
 POOLING_FLAGS = ("--runner", "pooling", "--convert", "embed")
+# A random-weight LoRA adapter on the tiny llama (`serve --lora`), served beside it as `tiny-lora`.
+LORA_NAME = "tiny-lora"
+LORA_DIR = CACHE_DIR / LORA_NAME
 BLOCK_SIZE_TOKENS = 128  # vLLM's KV block size on CPU
 BUILDER = Path(__file__).with_name("build_tiny_model.py")
 # Tool calls and structured output on the random-weight model. A tool choice other than "none" needs a tool-call
@@ -84,6 +90,7 @@ class ServerConfig:
     startup_timeout_s: float = 240.0
     log_path: Path | None = None
     model: str = SERVED_MODEL_NAME  # EMBEDDED_MODELS: tiny-llama generates, tiny-embedding embeds
+    lora: bool = False  # also serve the LoRA adapter LORA_NAME on the model
 
     @property
     def embeds(self) -> bool:
@@ -111,6 +118,8 @@ class ServerConfig:
         if self.embeds and (self.speculative_config or self.stream_interval != 1):
             raise ParamsError(f"model: {EMBEDDING_MODEL_NAME} generates nothing; it takes no speculative_config "
                               "or stream_interval")  # fmt: skip
+        if self.embeds and self.lora:
+            raise ParamsError(f"lora: {EMBEDDING_MODEL_NAME} takes no LoRA adapter; allowed with {SERVED_MODEL_NAME}")
 
 
 # `make demo` and a notebook's SERVER = "embedded": small enough that the matrix shows Requests queued and Over
@@ -131,6 +140,19 @@ def ensure_model(model_dir: Path = MODEL_DIR) -> Path:
     model_dir.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(VLLM_PYTHON), str(BUILDER), str(model_dir)], check=True, env=_vllm_env(1))
     return model_dir
+
+
+def ensure_lora(adapter_dir: Path = LORA_DIR, model_dir: Path = MODEL_DIR) -> Path:
+    """Write the tiny model's LoRA adapter once (seeded, offline, no torch needed); later calls reuse the folder."""
+    if (adapter_dir / "adapter_config.json").exists():
+        return adapter_dir
+    tmp = adapter_dir.with_name(f"{adapter_dir.name}.tmp-{os.getpid()}")
+    write_adapter(tmp, model_dir)
+    try:
+        tmp.rename(adapter_dir)
+    except OSError:  # another process wrote it first: its files are the same
+        shutil.rmtree(tmp)
+    return adapter_dir
 
 
 def free_port() -> int:
@@ -157,9 +179,10 @@ def _vllm_env(kv_cache_gib: int) -> dict[str, str]:
     return {**os.environ, **vllm_settings(kv_cache_gib)}
 
 
-def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str]:
+def launch_command(config: ServerConfig, port: int, model_dir: Path, lora_dir: Path = LORA_DIR) -> list[str]:
     """The vLLM command line (the API key travels in the environment, never on the command line). The embedding
-    model runs the pooling runner, without the flags that only generation has."""
+    model runs the pooling runner, without the flags that only generation has; `config.lora` adds the adapter in
+    `lora_dir`."""
     cmd = [
         str(VLLM_PYTHON),
         "-m",
@@ -187,6 +210,8 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
         *STRUCTURED_FLAGS,
         *_sizes(config),
     ]
+    if config.lora:
+        cmd += ["--enable-lora", "--lora-modules", f"{LORA_NAME}={lora_dir}", "--max-lora-rank", str(LORA_RANK)]
     if config.stream_interval != 1:
         cmd += ["--stream-interval", str(config.stream_interval)]
     if config.scheduling_policy != "fcfs":
@@ -196,6 +221,11 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path) -> list[str
         # speculation)
         cmd += ["--speculative-config", config.speculative_config, "--per-request-spec-decode-metrics", "summary"]
     return cmd
+
+
+def _ensure_lora_if(config: ServerConfig) -> Path:
+    """The adapter's folder, written first where the config serves it."""
+    return ensure_lora() if config.lora else LORA_DIR
 
 
 def _sizes(config: ServerConfig) -> list[str]:
@@ -208,7 +238,7 @@ def embedded_spec(config: ServerConfig, port: int) -> ServerSpec:
     """The embedded vLLM as a params `server:` block, for runs that launch it (`toolkit demo`)."""
     config.check()
     return ServerSpec(
-        command=launch_command(config, port, ensure_model()),
+        command=launch_command(config, port, ensure_model(), _ensure_lora_if(config)),
         env=vllm_settings(config.kv_cache_gib),
         health_timeout_s=config.startup_timeout_s,
     )
@@ -260,7 +290,7 @@ class EmbeddedServer:
         """Launch vLLM through ManagedServer: its own process group, inside the caller's session."""
         _check_vllm_installed()
         model_dir = ensure_model()
-        self.command = launch_command(self.config, self.port, model_dir)
+        self.command = launch_command(self.config, self.port, model_dir, _ensure_lora_if(self.config))
         env = _vllm_env(self.config.kv_cache_gib)
         if self._api_key is not None:
             env["VLLM_API_KEY"] = self._api_key
