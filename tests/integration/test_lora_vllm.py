@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from toolkit.method.goodput import CLASS_COLUMN
+from toolkit.rates.files import read_records, read_steps, read_sweep
+from toolkit.rates.params import make_rate_params
+from toolkit.rates.runner import run_rates
 from toolkit.servers.embedded.server import LORA_NAME, SERVED_MODEL_NAME, EmbeddedServer
 
 PROMPT = "hello there ba ce di fo"
@@ -18,9 +24,13 @@ def _first_logprob(base_url: str, model: str) -> float:
     return float(reply["choices"][0]["logprobs"]["token_logprobs"][0])
 
 
-def _labels(base_url: str, family: str) -> list[dict[str, str]]:
+def _samples(base_url: str, family: str) -> list[Any]:
     families = text_string_to_metric_families(httpx.get(base_url + "/metrics", timeout=10).text)
-    return [dict(s.labels) for f in families if f.name == family for s in f.samples]
+    return [s for f in families if f.name == family for s in f.samples if not s.name.endswith("_created")]
+
+
+def _labels(base_url: str, family: str) -> list[dict[str, str]]:
+    return [dict(s.labels) for s in _samples(base_url, family)]
 
 
 def test_the_adapter_is_listed_streams_and_changes_the_model_a_little(lora_server: EmbeddedServer) -> None:
@@ -54,3 +64,28 @@ def test_the_server_names_the_adapter_in_its_lora_gauge_but_counts_its_requests_
     ], lora_info
     succeeded = _labels(lora_server.base_url, "vllm:request_success")
     assert succeeded and {labels["model_name"] for labels in succeeded} == {SERVED_MODEL_NAME}
+
+
+def test_a_mix_of_base_and_adapter_at_50_50_gives_each_model_its_figures(
+    lora_server: EmbeddedServer, tmp_path: Path
+) -> None:
+    """Issue 47's LoRA mix: two classes that differ only in their model, drawn 50/50, the sweep's own model the
+    adapter (its /v1/models card has no max_model_len: its parent's is used). Each class's requests name their
+    model; each class has its figures; the server's request counter (which counts the adapter's under the base
+    model's name) grew by exactly the requests both sent, so the split between them is the client's."""
+    shape = {"weight": 1, "input_tokens": 64, "output_tokens": 16, "slo_ttft_ms": 5000}
+    classes = [{"name": "base", "model": SERVED_MODEL_NAME, **shape}, {"name": "lora", "model": LORA_NAME, **shape}]
+    before = sum(float(s.value) for s in _samples(lora_server.base_url, "vllm:request_success"))
+    params = make_rate_params({"base_url": lora_server.base_url, "model": LORA_NAME, "rates": [8],
+                               "requests_per_step": 24, "classes": classes, "seed": 47, "results_dir": str(tmp_path),
+                               "api_key_env": "LORA_TEST_NO_KEY"})  # fmt: skip
+    out = run_rates(params, say=lambda line: None)
+    after = sum(float(s.value) for s in _samples(lora_server.base_url, "vllm:request_success"))
+    records, (row,) = read_records(out), read_steps(out)
+    assert records["error"].isna().all() and len(records) == 24 and after - before == 24
+    counts = records[CLASS_COLUMN].value_counts().to_dict()
+    assert counts.keys() == {"base", "lora"} and row["classes"]["lora"]["requests"] == counts["lora"]
+    assert row["classes"]["base"]["requests"] + row["classes"]["lora"]["requests"] == row["completed"] == 24
+    low, high = row["classes"]["lora"]["share_low"], row["classes"]["lora"]["share_high"]
+    assert low <= 0.5 <= high  # the drawn share within its interval of the weight's
+    assert read_sweep(out)["model"] == LORA_NAME

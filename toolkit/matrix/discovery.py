@@ -71,7 +71,8 @@ async def discover(
     elif model not in served:
         raise DiscoveryError(f"model: {model!r} is not served by {api.base_url}; served: {', '.join(served)}")
     entry = next((m for m in models if m.get("id") == model), {})
-    max_len = max_model_len or entry.get("max_model_len")
+    parent = next((m for m in models if entry.get("parent") is not None and m.get("id") == entry["parent"]), {})
+    max_len = max_model_len or entry.get("max_model_len") or parent.get("max_model_len")  # a LoRA card has none
     if not max_len:
         raise DiscoveryError("max_model_len: the server does not report it; give it as a parameter")
     if type(max_len) is not int or max_len < 1:
