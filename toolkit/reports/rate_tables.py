@@ -397,7 +397,7 @@ def rate_markdown(
         markdown_table(steps_table(steps)),
         *step_notes(steps),
     ]
-    if (classes := classes_table(steps)) is not None:
-        out += [CLASSES_CAPTION, markdown_table(classes)]
+    if (by_class := classes_table(steps)) is not None:
+        out += [CLASSES_CAPTION, markdown_table(by_class)]
     out += [f"![{key}]({path})" for key, path in (images or {}).items()]
     return "\n\n".join(out) + "\n"
