@@ -83,3 +83,11 @@ def format_bounded(value: Any, low: Any, high: Any, show: Callable[[Any], str]) 
         return shown
     bound = lambda x: show(x).removesuffix(" ms")  # noqa: E731
     return f"{shown} [{MISSING if low is None else bound(low)}, {'unbounded' if high is None else bound(high)}]"
+
+
+def format_rate(value: Any) -> str:
+    """Requests per second with two decimals (``7.50``); an infinite offered rate is ``all at once``."""
+    if isinstance(value, int | float) and math.isinf(value) and value > 0:
+        return "all at once"
+    number = as_number(value)
+    return MISSING if number is None else f"{number:,.2f}"

@@ -6,7 +6,6 @@ The steps DataFrame is `toolkit.results.rate_runs.RateSweep.steps`: one row per 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,9 +20,11 @@ from toolkit.method.number_format import (
     format_count,
     format_ms,
     format_percent,
+    format_rate,
     format_tbt_ms,
     format_tok_s,
 )
+from toolkit.reports.class_tables import CLASSES_CAPTION, classes_table
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 
@@ -86,14 +87,6 @@ LAG_NOTE = (
 )
 REJUDGED_COLUMNS: tuple[str, ...] = ("step", "offered_rate", "completed", "goodput", "slo_fraction", "slo_met",
                                      "slo_verdict")  # fmt: skip
-
-
-def format_rate(value: Any) -> str:
-    """Requests per second with two decimals (``7.50``); an infinite offered rate is ``all at once``."""
-    if isinstance(value, int | float) and math.isinf(value) and value > 0:
-        return "all at once"
-    number = as_number(value)
-    return MISSING if number is None else f"{number:,.2f}"
 
 
 def level_line(level: ServiceLevel, classes: Sequence[Mapping[str, Any]] | None = None) -> str:
@@ -214,34 +207,6 @@ def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
             shares = [as_number(row.get(key)) for row in ordered]
             table.insert(len(table.columns) - 1, column, [MISSING if s is None else format_percent(s) for s in shares])
     return table
-
-
-CLASSES_CAPTION = (
-    "A class sweep's steps, class by class · share: of the step's arrivals, with its 95 % interval, beside its "
-    "weight's share · TTFT from the scheduled arrival · each class judged against its own service level: the "
-    "share of its steady requests meeting it, its 95 % interval and the verdict (meets, fails, undecided)"
-)
-_CLASS_COLUMNS = ("Step", "Class", "Share (weight)", "Completed", "TTFT p90", "TPOT p90", "Goodput req/s",
-                 "Meets its SLO", "Verdict")  # fmt: skip
-
-
-def classes_table(steps: pd.DataFrame) -> pd.DataFrame | None:
-    """Display strings of a class sweep's steps, one row per step and class; None for another sweep."""
-    if "classes" not in steps:
-        return None
-    rows = []
-    for row in steps.sort_values("step").to_dict("records"):
-        for name, c in (row["classes"] if isinstance(row["classes"], dict) else {}).items():
-            low, high = format_percent(c["share_low"]), format_percent(c["share_high"])
-            share = f"{format_percent(c['share'])} [{low}, {high}]"
-            meets = format_percent(c["slo_fraction"])
-            if c.get("slo_fraction_low") is not None and c.get("slo_fraction_high") is not None:
-                meets += f" [{format_percent(c['slo_fraction_low'])}, {format_percent(c['slo_fraction_high'])}]"
-            rows.append([str(row["step"]), inert(name), f"{share} ({format_percent(c['weight_share'])})",
-                         f"{format_count(c['completed'])}/{format_count(c['requests'])}",
-                         format_ms(c.get("ttft_sched_p90_ms")), format_tbt_ms(c.get("tpot_p90_ms")),
-                         format_rate(c.get("goodput")), meets, str(c["slo_verdict"])])  # fmt: skip
-    return pd.DataFrame(rows, columns=list(_CLASS_COLUMNS), dtype=object) if rows else None
 
 
 def step_notes(steps: pd.DataFrame) -> list[str]:

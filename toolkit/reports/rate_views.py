@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from toolkit.base.front_end import widget_front_end
 from toolkit.method.goodput import ServiceLevel, request_latencies
-from toolkit.reports import breakdown_views, rate_tables, views, workload_views
+from toolkit.reports import breakdown_views, class_tables, rate_tables, views, workload_views
 from toolkit.results.rate_runs import RateSweep
 
 __all__ = [
@@ -56,8 +56,8 @@ def steps(sweep: RateSweep | None) -> HTML | None:
         return None
     table = views.table(rate_tables.steps_table(sweep.steps), caption=rate_tables.STEPS_CAPTION)
     notes = "".join(f'<p class="footnote">{html.escape(n)}</p>' for n in rate_tables.step_notes(sweep.steps))
-    classes = rate_tables.classes_table(sweep.steps)  # a class sweep's steps, class by class
-    shown = "" if classes is None else views.table(classes, caption=rate_tables.CLASSES_CAPTION).to_html()
+    classes = class_tables.classes_table(sweep.steps)  # a class sweep's steps, class by class
+    shown = "" if classes is None else views.table(classes, caption=class_tables.CLASSES_CAPTION).to_html()
     return HTML(table.to_html() + notes + shown)
 
 
