@@ -9,7 +9,8 @@ any mark near 5 %.
 
     .venv/bin/python benchmarks/aa_vllm.py [--compares 10] [--rounds 4]
 
-Last line: `aa_vllm: compares=… rounds=… plain_any_marked=<k>/<n> interleaved_any_marked=<k>/<n>
+Each compare's line quotes its report's minimum detectable effect (interleaved.md, at 80 % power from the rounds'
+own spread). Last line: `aa_vllm: compares=… rounds=… plain_any_marked=<k>/<n> interleaved_any_marked=<k>/<n>
 plain_median_ratio_hw=… interleaved_median_ratio_hw=… minutes=…`.
 """
 
@@ -52,6 +53,14 @@ def interleaved(out: Path) -> tuple[bool, list[float]]:
     return marked, [float(v) for v in table["total_tok_s_ratio_hw"].dropna()]
 
 
+def detectable_line(out: Path) -> str:
+    """The interleaved report's own minimum-detectable-effect line, as a user reads it."""
+    from toolkit.batch.interleave import REPORT
+
+    lines = [x for x in (out / REPORT).read_text().splitlines() if x.startswith("Minimum detectable effect")]
+    return lines[0] if lines else "no minimum detectable effect in the report"
+
+
 def main() -> None:
     from toolkit.batch.interleave import run_interleaved
     from toolkit.params import make_params
@@ -72,8 +81,8 @@ def main() -> None:
             (p_marked, _), (i_marked, _) = results[-1]
             shown = {True: "MARKED", False: "none"}
             elapsed = time.monotonic() - started
-            print(f"compare {c + 1}: plain {shown[p_marked]}, interleaved {shown[i_marked]} ({elapsed:.0f} s; {out})",
-                  flush=True)  # fmt: skip
+            print(f"compare {c + 1}: plain {shown[p_marked]}, interleaved {shown[i_marked]} ({elapsed:.0f} s; {out})\n"
+                  f"  {detectable_line(out)}", flush=True)  # fmt: skip
     n = len(results)
     plain_marks = sum(p for (p, _), _ in results)
     inter_marks = sum(i for _, (i, _) in results)

@@ -94,3 +94,26 @@ def test_a_servers_control_characters_are_not_stored(tmp_path: Path) -> None:
     text = (tmp_path / RUN_FILE).read_text()
     assert "\\u001b" not in text and "\\u0007" not in text and "\\u009b" not in text
     assert RunDocument.load(tmp_path).server == {**doc.to_json()["server"]} and '"m[31m<b>"' in text
+
+
+def test_a_process_parses_an_unchanged_run_json_once_and_a_rewritten_one_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load after load or save is a copy of what this process last read or wrote while the file is unchanged; a file
+    replaced by another writer (a new inode) is read again; a copy changed by its caller changes nothing held."""
+    from toolkit.results import run_document
+
+    RunDocument.model_validate(EARLIER).save(tmp_path)
+    reads: list[Path] = []
+    real = run_document.read_json
+    monkeypatch.setattr(run_document, "read_json", lambda path: reads.append(path) or real(path))
+    first = RunDocument.load(tmp_path)
+    first.run_label = "changed by its caller"
+    again = RunDocument.load(tmp_path)
+    assert reads == [] and again.run_label == "demo"  # the save's document: nothing parsed, the caller's edit apart
+    assert again.to_json() == json.loads((tmp_path / RUN_FILE).read_text())  # what the file holds, stamp and all
+
+    (tmp_path / RUN_FILE).unlink()  # another writer's atomic replace: a new file at the same path
+    (tmp_path / RUN_FILE).write_text(json.dumps({**EARLIER, "run_label": "rewritten"}))
+    assert RunDocument.load(tmp_path).run_label == "rewritten" and len(reads) == 1
+    assert RunDocument.load(tmp_path).run_label == "rewritten" and len(reads) == 1  # held again

@@ -5,10 +5,15 @@ machine, and how the prefill was measured; the report's "Run" block is computed 
 (:meth:`RunDocument.shown`). An imported published report (`source: imported`) keeps its blocks as printed.
 Files written by earlier versions (a stored "Run" block, fields this model does not name) load unchanged and
 save back with every field they had.
+
+A process parses each run.json once: what it last read or wrote is held with the file's identity (inode, mtime,
+size), and a later `load` of an unchanged file is a copy of it. Every write replaces the file (a new inode), so
+a file another process wrote is read again.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +26,17 @@ PREFILL_MODES = {
     True: "Measured during decode warm-up",
     False: "Cold request per context, before the decode cells",
 }
+
+
+FileIdentity = tuple[int, int, int]
+
+
+def _identity(path: Path) -> FileIdentity | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
 class RunDocument(BaseModel):
@@ -53,12 +69,23 @@ class RunDocument(BaseModel):
 
     @classmethod
     def load(cls, folder: str | Path) -> RunDocument:
-        """`folder`/run.json (OSError when missing; ResultsError, one line, when damaged or of a newer layout)."""
-        return cls.model_validate(read_json(Path(folder) / RUN_FILE))
+        """`folder`/run.json (OSError when missing; ResultsError, one line, when damaged or of a newer layout); a
+        copy of the document this process last read or wrote there while the file is unchanged."""
+        path = Path(os.path.abspath(Path(folder) / RUN_FILE))
+        identity, held = _identity(path), _HELD.get(path)
+        if held is not None and identity is not None and held[0] == identity:
+            return held[1].model_copy(deep=True)
+        document = cls.model_validate(read_json(path))
+        if identity is not None:
+            _HELD[path] = (identity, document.model_copy(deep=True))
+        return document
 
     def save(self, folder: str | Path) -> None:
         """Write `folder`/run.json atomically (StoreError, one line, when it cannot be written)."""
-        write_json_atomic(Path(folder) / RUN_FILE, self.to_json())
+        path = Path(os.path.abspath(Path(folder) / RUN_FILE))
+        written = write_json_atomic(path, self.to_json())
+        if (identity := _identity(path)) is not None:
+            _HELD[path] = (identity, self.model_validate(written))
 
     def to_json(self) -> dict[str, Any]:
         """The fields this document holds, as JSON values (a server's strings without their control characters)."""
@@ -98,3 +125,6 @@ class RunDocument(BaseModel):
         if block := self.run_block():
             data["run"] = block
         return data
+
+
+_HELD: dict[Path, tuple[FileIdentity, RunDocument]] = {}  # per run.json: what this process last read or wrote

@@ -190,10 +190,10 @@ def to_dataframe(measurements: list[Measurement]) -> pd.DataFrame:
     return frame
 
 
-def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
+def write_json_atomic(path: str | Path, data: dict[str, Any]) -> dict[str, Any]:
     """Write the document `data`, stamped with this toolkit's `schema_version`, every string scrubbed (no secret,
     no control character: toolkit.base.api_keys.scrub), to a unique temporary file beside `path`, fsync it,
-    rename it over `path`, fsync the folder.
+    rename it over `path`, fsync the folder; the document as written.
 
     StoreError (one line) when it cannot be written; the old file is then untouched and no temporary file is left.
     """
@@ -223,6 +223,7 @@ def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
             os.close(folder)
     except OSError as exc:
         raise StoreError(f"out: cannot write {path}: {exc.strerror or exc}") from None
+    return stamped
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
