@@ -1,7 +1,7 @@
 """Synthetic run folders for the gate's tests (tests/component/test_gate.py, tests/unit/test_gate_allowance.py):
 decode cells of 1K context whose totals and per-request speeds are given, each ±2 % (standard error) over 3
 batches of 10 s, as a window's batches give them; and rate sweeps whose steps' goodput and SLO fraction are given
-(tests/component/test_gate_rates.py); no server."""
+(tests/component/test_gate_rates.py), and traffic-class sweeps (tests/component/test_gate_classes.py); no server."""
 
 from __future__ import annotations
 
@@ -57,6 +57,39 @@ def write_gate_sweep(folder: Path, steps: dict[float, Step], bracket: tuple[floa
     (rates / STEPS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     search = False if bracket is None else {"highest_rate": bracket[0], "bracket": list(bracket)}
     sweep = {"rates": list(steps), "slo_ttft_ms": slo_ttft_ms, "goodput_target": 0.9, "search": search}
+    write_json_atomic(rates / SWEEP_FILE, sweep)
+    write_json_atomic(folder / RUN_FILE, {"run_label": folder.name, "started_at": STARTED_AT})
+    return folder
+
+
+ClassSteps = list[tuple[float, dict[str, Step]]]  # per step: its offered rate, each class's figures
+CLASS_REQUESTS = 400  # each class's steady requests in a step
+
+
+def write_gate_class_sweep(folder: Path, steps: ClassSteps, levels: dict[str, dict[str, float]],
+                           bracket: tuple[float | None, float | None] | None) -> Path:  # fmt: skip
+    """A traffic-class rate sweep's run folder, written directly: each step's classes' figures (their goodput,
+    SLO fraction and its interval, CLASS_REQUESTS steady requests each, arrivals at half the step's rate) and the
+    step's total as a class sweep keeps it (goodput summed, the share meeting, no interval); `levels` each class's
+    SLO limits (`{"chat": {"slo_ttft_ms": 200}}`), the search's bracket (None: no search)."""
+    rates = folder / RATES_DIR
+    rates.mkdir(parents=True)
+    lines = []
+    for number, (rate, classes) in enumerate(steps):
+        pd.DataFrame(columns=list(REQUIRED_RECORD_COLUMNS)).to_parquet(rates / step_file(number), index=False)
+        figures = {name: {"requests": CLASS_REQUESTS, "steady_requests": CLASS_REQUESTS, "goodput": goodput,
+                          "slo_fraction": fraction, "slo_fraction_low": low, "slo_fraction_high": high,
+                          "achieved_rate": rate / len(classes)}
+                   for name, (goodput, fraction, low, high) in classes.items()}  # fmt: skip
+        share = sum(f[1] for f in classes.values()) / len(classes)
+        lines.append({"step": number, "offered_rate": rate, "requests": CLASS_REQUESTS * len(classes),
+                      "goodput": sum(f[0] for f in classes.values()), "slo_fraction": share,
+                      "slo_fraction_low": None, "slo_fraction_high": None, "classes": figures})  # fmt: skip
+    (rates / STEPS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    search = False if bracket is None else {"highest_rate": bracket[0], "bracket": list(bracket)}
+    listed = [{"name": name, "weight": 1.0, **limits} for name, limits in levels.items()]
+    sweep = {"rates": sorted({rate for rate, _ in steps}), "goodput_target": 0.9, "search": search,
+             "classes": listed}  # fmt: skip
     write_json_atomic(rates / SWEEP_FILE, sweep)
     write_json_atomic(folder / RUN_FILE, {"run_label": folder.name, "started_at": STARTED_AT})
     return folder

@@ -1,6 +1,6 @@
 """`vllm-speedtest gate` on two rate sweeps in this process (folders written directly, no server): a true 20 %
-goodput regression with tight intervals fails at 5 % and passes at 30 %, identical sweeps never fail, and bad
-input is one line with exit status 2."""
+goodput regression with tight intervals fails at 5 % and passes at 30 %, measured apart or in interleaved rounds,
+identical sweeps never fail, and bad input is one line with exit status 2."""
 
 from __future__ import annotations
 
@@ -85,3 +85,27 @@ def test_bad_rate_input_is_one_line_and_exit_2(
                          slo_ttft_ms=None if candidate == "no-slo" else 200.0)  # fmt: skip
     status, lines, err = gate([str(a), str(b), "--max-regression", limit], capsys)
     assert status == 2 and lines == [] and err.startswith(said.format(b=b)) and err.count("\n") == 1, err
+
+
+def test_goodput_in_interleaved_rounds_is_paired_over_the_rounds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch with `interleave: 4` and a `rate_sweep:` block: a sweep in each round's run folder. The rounds'
+    goodput ratios 0.80, 0.78, 0.82, 0.80, paired: no between-run allowance needed."""
+    for number, ratio in enumerate((0.80, 0.78, 0.82, 0.80), 1):
+        write_gate_sweep(tmp_path / f"base-round{number}", BASE, (8.0, 10.0))
+        f = 0.95 * ratio
+        write_gate_sweep(tmp_path / f"cand-round{number}", {r: (f * r, f, f - 0.01, f + 0.01) for r in BASE}, None)
+    # log ratios' mean −0.22330, sd 0.020417 over 4 rounds, se 0.010209; t(3, 97.5 %) = 3.1824: e^∓0.032488
+    # around 0.79989 = [0.7743, 0.8263]
+    status, lines, _ = gate([str(tmp_path), "--max-regression", "goodput=5%"], capsys)
+    assert (status, lines) == (1, ["FAIL goodput: 0.800× [0.774, 0.826] over 3 common rates, 4 rounds paired, "
+                                   "allowed −5 %"])  # fmt: skip
+    status, lines, _ = gate([str(tmp_path), "--max-regression", "goodput=30%"], capsys)
+    assert status == 0 and lines[0].startswith("PASS goodput: 0.800× [0.774, 0.826]")
+    # a bare limit gates goodput, not the brackets; naming them is one line
+    status, lines, _ = gate([str(tmp_path), "--max-regression", "3%"], capsys)
+    assert status == 1 and len(lines) == 1 and lines[0].startswith("FAIL goodput: 0.800×")
+    status, lines, err = gate([str(tmp_path), "--max-regression", "slo_rate=5%"], capsys)
+    assert (status, lines) == (2, []) and err.startswith("error: max-regression: slo_rate: not gated in an "
+                                                         "interleaved folder") and err.count("\n") == 1  # fmt: skip

@@ -9,6 +9,7 @@ import pytest
 
 from toolkit.base.errors import ParamsError
 from toolkit.method.gate import Verdict
+from toolkit.reports.gate_rate_rounds import paired_goodput
 from toolkit.reports.gate_rates import (
     Limits,
     bracket,
@@ -131,3 +132,23 @@ def test_limits_name_the_rate_quantities_apart() -> None:
         split_limits("goodput=5%,goodput=4%")
     with pytest.raises(ParamsError, match="max-regression: goodput: 'five' is not a percentage"):
         split_limits("goodput=five")
+
+
+def test_interleaved_goodput_pairs_the_rounds_over_the_rates_every_round_ran() -> None:
+    def g(value: float) -> tuple[float, float]:
+        return (math.log(value), 0.01)
+
+    rounds = [({2.0: g(1.0), 4.0: g(2.0), 8.0: g(4.0), 16.0: g(8.0)}, {2.0: g(0.8), 4.0: g(1.6), 8.0: None}),
+              ({2.0: g(1.1), 4.0: g(2.0), 8.0: g(4.0)}, {2.0: g(0.88), 4.0: g(1.5), 8.0: g(3.0)})]  # fmt: skip
+    found = paired_goodput(rounds, 0.95)
+    # 16 ran in one round only; at 8 the candidate's may be 0 in round 1: left out, it cannot pass.
+    # Over 2 and 4: round 1 √(0.8 · 1.6 / 2) = 0.8, round 2 √(0.88 · 1.5 / 2.2) = 0.774597; log mean −0.239278,
+    # se |ln 0.8 − ln 0.774597| / 2 = 0.016135, t(1, 97.5 %) = 12.706: e^∓0.20501 around 0.78720
+    assert found.rates == (2.0, 4.0) and found.candidate_zero == (8.0,) and found.baseline_zero == ()
+    assert found.interval is not None and found.interval.rounds == 2
+    assert (found.interval.ratio, found.interval.low, found.interval.high) == pytest.approx(
+        (0.78720, 0.64128, 0.96631), abs=2e-5)  # fmt: skip
+    judged = judge_goodput(found, 0.5, None)
+    assert judged.verdict is Verdict.INCONCLUSIVE and "may be 0 at 8 req/s: it cannot pass" in (judged.reason or "")
+    with pytest.raises(ValueError):
+        paired_goodput([({2.0: g(1.0)}, {4.0: g(1.0)})], 0.95)

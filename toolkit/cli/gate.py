@@ -130,8 +130,8 @@ def add_gate(sub: argparse._SubParsersAction) -> None:
     )
     gate.add_argument(
         "--max-regression",
-        help="3%%, or per quantity: total_tok_s=3%%,ttft_ms=10%%; rate sweeps: goodput=5%%,slo_rate=5%% (a bare "
-        "limit gates them too where both folders hold one)",
+        help="3%%, or per quantity: total_tok_s=3%%,ttft_ms=10%%; rate sweeps: goodput=5%%,slo_rate=5%%, a traffic "
+        "class's goodput[chat]=10%% (a bare limit gates them too where both folders hold one)",
     )
     gate.add_argument(
         "--inconclusive",

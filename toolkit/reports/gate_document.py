@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from toolkit import __version__
 from toolkit.method.gate import Verdict
 from toolkit.reports.gate_ratios import Judged
-from toolkit.reports.gate_text import GateContext, driving_cells, gate_line, gate_status
+from toolkit.reports.gate_text import GateContext, driving_cells, failing_rates, gate_line, gate_status
 from toolkit.results.store import read_json, write_json_atomic
 
 
@@ -21,6 +21,19 @@ class GateCell(BaseModel):
     context: str
     concurrency: int
     ratio: float
+
+
+class GateRate(BaseModel):
+    """One offered rate both sweeps ran, behind a failed rate quantity: each side's value there (`value`: goodput
+    in req/s, or slo_fraction) and candidate / baseline (None: no ratio)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rate: float
+    value: Literal["goodput", "slo_fraction"]
+    baseline: float | None
+    candidate: float | None
+    ratio: float | None
 
 
 class GateQuantity(BaseModel):
@@ -46,6 +59,7 @@ class GateQuantity(BaseModel):
     more_rounds: int | None
     line: str
     failing_cells: list[GateCell]
+    failing_rates: list[GateRate] = []  # a failed rate quantity's values per common rate
 
 
 class GateDocument(BaseModel):
@@ -96,6 +110,16 @@ def gate_document(judged: list[Judged], context: GateContext) -> GateDocument:
             failing_cells=[
                 GateCell(context=c.context, concurrency=c.concurrency, ratio=c.ratio)
                 for c in (driving_cells(j) if j.verdict is Verdict.FAIL else [])
+            ],
+            failing_rates=[
+                GateRate(
+                    rate=r.rate,
+                    value="goodput" if r.value == "goodput" else "slo_fraction",
+                    baseline=r.baseline,
+                    candidate=r.candidate,
+                    ratio=r.ratio,
+                )
+                for r in failing_rates(j)
             ],
         )
         for j in judged

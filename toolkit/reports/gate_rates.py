@@ -16,13 +16,17 @@ Where both folders hold a rate sweep judged against one service level (`toolkit 
   rates (conservative; the brackets' own coverage, not the family's level). An open or missing bracket makes it
   inconclusive, with the reason.
 
-Sweeps are measured once, apart: both quantities are judged as runs measured apart are (toolkit.reports.gate_ratios:
-widened by the between-run allowance, inconclusive without one).
+Two sweeps measured apart: both quantities are judged as runs measured apart are (toolkit.reports.gate_ratios:
+widened by the between-run allowance, inconclusive without one). In an interleaved folder goodput is paired over the
+rounds instead (toolkit.reports.gate_rate_rounds). A traffic-class sweep adds both per class, named
+`goodput[chat]` (toolkit.reports.gate_classes). Each judged quantity keeps its rates' values (`rate_rows`): each
+side's mean over the rate's steps and their ratio, shown under a failure.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -43,7 +47,7 @@ from toolkit.method.gate import quantity_name as decode_name
 from toolkit.method.goodput import ServiceLevel
 from toolkit.method.number_format import as_number
 from toolkit.method.spread import t_quantile
-from toolkit.reports.gate_ratios import BetweenRuns, Judged, judge
+from toolkit.reports.gate_ratios import BetweenRuns, Judged, RateRow, judge
 
 RATE_QUANTITIES: dict[str, Quantity] = {
     q.name: q
@@ -51,6 +55,7 @@ RATE_QUANTITIES: dict[str, Quantity] = {
 }
 STEP_LEVEL = 0.95  # of each step's SLO fraction interval, and of each search verdict
 RATE_TOLERANCE = 1e-6  # offered rates this close (relative) are one rate
+CLASS_NAME = re.compile(r"(?P<base>[a-z_]+)\[(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\]")  # goodput[chat]
 APART_RATES = ("measured apart: the machine's change between the sweeps is in no interval; to settle it, allow one: "
                "--between-runs 10%")  # fmt: skip
 
@@ -67,13 +72,14 @@ class Limits:
 
 
 def split_limits(text: str) -> Limits:
-    """`3%,goodput=5%`: the rate quantities named apart, the rest as toolkit.method.gate.parse_limits reads it."""
+    """`3%,goodput=5%,goodput[chat]=10%`: the rate quantities (a class's too) named apart, the rest as
+    toolkit.method.gate.parse_limits reads it."""
     rates: dict[str, float] = {}
     rest: list[str] = []
     for part in text.split(","):
         key, equals, value = part.partition("=")
         name = key.strip()
-        if not equals or name not in RATE_QUANTITIES:
+        if not equals or base_name(name) not in RATE_QUANTITIES:
             if equals and name not in ALIASES:
                 _known(name)
             rest.append(part)
@@ -94,6 +100,23 @@ def _known(name: str) -> None:
         raise ParamsError(f"max-regression: unknown quantity {name!r}; allowed: {known}") from None
 
 
+def base_name(name: str) -> str:
+    """A class's quantity's base (`goodput[chat]` -> `goodput`); any other name as it is."""
+    match = CLASS_NAME.fullmatch(name)
+    return match["base"] if match else name
+
+
+def is_rate(q: Quantity) -> bool:
+    """Whether a gated quantity is a rate sweep's (goodput, slo_rate, or one of a class's)."""
+    return base_name(q.name) in RATE_QUANTITIES
+
+
+def class_quantity(base: str, name: str) -> Quantity:
+    """Class `name`'s quantity `base`, named and titled `goodput[chat]`."""
+    q = RATE_QUANTITIES[base]
+    return Quantity(f"{base}[{name}]", f"{q.title}[{name}]", q.higher_is_better)
+
+
 def has_limits(level: ServiceLevel) -> bool:
     """Whether a service level limits any latency (else every request meets it and goodput says nothing)."""
     return any(x is not None for x in (level.ttft_ms, level.tpot_ms, level.e2e_ms))
@@ -108,7 +131,7 @@ def level_text(level: ServiceLevel) -> str:
 
 def quantity_text(q: Quantity) -> str:
     """How a line names a quantity: `goodput`, or a decode quantity's `decode total tok/s`."""
-    return q.title if q.name in RATE_QUANTITIES else f"decode {q.title}"
+    return q.title if is_rate(q) else f"decode {q.title}"
 
 
 def step_log_se(fraction: float, low: float, high: float) -> float:
@@ -122,15 +145,22 @@ def step_log_se(fraction: float, low: float, high: float) -> float:
 def rate_goodputs(steps: Iterable[Mapping[Any, Any]]) -> dict[float, tuple[float, float] | None]:
     """Per offered rate: (log goodput, its standard error) pooled over the rate's steps, None where a step's
     goodput interval reaches 0."""
-    pooled: dict[float, list[tuple[float, float]] | None] = {}
+    found = []
     for step in steps:
-        found = [as_number(step.get(k)) for k in ("goodput", "slo_fraction", "slo_fraction_low", "slo_fraction_high")]
-        numbers = [x for x in found if x is not None]
-        if len(numbers) < len(found):
+        numbers = [as_number(step.get(k)) for k in ("goodput", "slo_fraction", "slo_fraction_low", "slo_fraction_high")]
+        if any(x is None for x in numbers):
             continue  # a step that recorded no goodput
-        rate, (goodput, fraction, low, high) = float(step["offered_rate"]), numbers
-        se = step_log_se(fraction, low, high)
-        key = _same(rate, pooled)
+        goodput, fraction, low, high = (float(x or 0.0) for x in numbers)
+        found.append((float(step["offered_rate"]), goodput, step_log_se(fraction, low, high)))
+    return pool_goodputs(found)
+
+
+def pool_goodputs(steps: Iterable[tuple[float, float, float]]) -> dict[float, tuple[float, float] | None]:
+    """(offered rate, goodput, its log standard error) of each step pooled per rate: (the mean of the logs, their
+    standard error), None where a step's goodput may be 0 (no log, or an infinite error)."""
+    pooled: dict[float, list[tuple[float, float]] | None] = {}
+    for rate, goodput, se in steps:
+        key = same_rate(rate, pooled)
         logs = pooled.setdefault(key, [])
         if logs is not None and goodput > 0 and math.isfinite(se):
             logs.append((math.log(goodput), se))
@@ -142,7 +172,26 @@ def rate_goodputs(steps: Iterable[Mapping[Any, Any]]) -> dict[float, tuple[float
     }
 
 
-def _same(rate: float, seen: Iterable[float]) -> float:
+def rate_rows(baseline: Iterable[Mapping[Any, Any]], candidate: Iterable[Mapping[Any, Any]],
+              value: str) -> tuple[RateRow, ...]:  # fmt: skip
+    """Per offered rate both sides ran (within RATE_TOLERANCE), in order: each side's mean of its steps' `value`
+    (`goodput`, `slo_fraction`; None where no step recorded it)."""
+    a, b = _rate_means(baseline, value), _rate_means(candidate, value)
+    common = sorted((r, c) for r in a if (c := same_rate(r, b)) in b)
+    return tuple(RateRow(r, a[r], b[c], value) for r, c in common)
+
+
+def _rate_means(steps: Iterable[Mapping[Any, Any]], value: str) -> dict[float, float | None]:
+    found: dict[float, list[float]] = {}
+    for step in steps:
+        number = as_number(step.get(value))
+        mine = found.setdefault(same_rate(float(step["offered_rate"]), found), [])
+        if number is not None:
+            mine.append(number)
+    return {rate: statistics.fmean(xs) if xs else None for rate, xs in found.items()}
+
+
+def same_rate(rate: float, seen: Iterable[float]) -> float:
     """The rate already seen within RATE_TOLERANCE, else `rate`."""
     return next((r for r in seen if math.isclose(r, rate, rel_tol=RATE_TOLERANCE)), rate)
 
@@ -169,7 +218,7 @@ def goodput_ratio(baseline: Mapping[float, tuple[float, float] | None],
                   candidate: Mapping[float, tuple[float, float] | None], level: float) -> GoodputRatio:  # fmt: skip
     """The geometric mean of the common rates' goodput ratios, its interval at `level` (normal, log scale);
     ValueError when the sweeps share no offered rate."""
-    common = sorted((b, c) for b in baseline if (c := _same(b, candidate)) in candidate)
+    common = sorted((b, c) for b in baseline if (c := same_rate(b, candidate)) in candidate)
     if not common:
         raise ValueError("no offered rate in common")
     used, diffs, errors, cand_zero, base_zero = [], [], [], [], []
@@ -224,18 +273,20 @@ def rate_list(rates: Sequence[float]) -> str:
     return ", ".join(f"{r:g}" for r in rates)
 
 
-def judge_goodput(found: GoodputRatio, limit: float, between: BetweenRuns | None) -> Judged:
-    """goodput's verdict: as runs measured apart, then no pass (fail) where the candidate's (the baseline's)
-    goodput may be 0 at a common rate left out."""
-    q = RATE_QUANTITIES["goodput"]
-    basis = f"over {len(found.rates)} common rate{'s' * (len(found.rates) != 1)}"
+def judge_goodput(found: GoodputRatio, limit: float, between: BetweenRuns | None, q: Quantity | None = None,
+                  rows: tuple[RateRow, ...] = (), what: str = "") -> Judged:  # fmt: skip
+    """goodput's verdict (`q`: a class's, default the sweep's): as runs measured apart (an interval of paired
+    rounds: as interleaved runs), then no pass (fail) where the candidate's (the baseline's) goodput may be 0 at a
+    common rate left out; `rows` its rates' values, `what` added to its basis."""
+    q = q or RATE_QUANTITIES["goodput"]
+    basis = f"over {len(found.rates)} common rate{'s' * (len(found.rates) != 1)}{what}"
     left = [*found.candidate_zero, *found.baseline_zero]
     if left:
         basis += f" (left out: {rate_list(sorted(left))} req/s, where a side met no request)"
     if found.interval is None:
         why = "no common rate where both sides' goodput is above 0"
-        return Judged(q, limit, None, Verdict.INCONCLUSIVE, 0, why, basis=basis)
-    judged = _apart(q, found.interval, limit, between, len(found.rates), basis)
+        return Judged(q, limit, None, Verdict.INCONCLUSIVE, 0, why, basis=basis, rate_rows=rows)
+    judged = replace(_apart(q, found.interval, limit, between, len(found.rates), basis), rate_rows=rows)
     if judged.verdict is Verdict.PASS and found.candidate_zero:
         why = f"the candidate's goodput may be 0 at {rate_list(found.candidate_zero)} req/s: it cannot pass"
         return replace(judged, verdict=Verdict.INCONCLUSIVE, reason=why)
@@ -246,20 +297,26 @@ def judge_goodput(found: GoodputRatio, limit: float, between: BetweenRuns | None
 
 
 def judge_slo_rate(baseline: tuple[float, float] | str, candidate: tuple[float, float] | str, limit: float,
-                   between: BetweenRuns | None) -> Judged:  # fmt: skip
-    """slo_rate's verdict from the two brackets (a text: why a side has none) as runs measured apart."""
-    q = RATE_QUANTITIES["slo_rate"]
+                   between: BetweenRuns | None, q: Quantity | None = None, rows: tuple[RateRow, ...] = (),
+                   what: str = "") -> Judged:  # fmt: skip
+    """slo_rate's verdict (`q`: a class's, default the sweep's) from the two brackets (a text: why a side has
+    none) as runs measured apart; `rows` its rates' values, `what` added to its basis."""
+    q = q or RATE_QUANTITIES["slo_rate"]
     if isinstance(baseline, str) or isinstance(candidate, str):
         why = "; ".join(f"{side}: {text}" for side, text in (("baseline", baseline), ("candidate", candidate))
                         if isinstance(text, str))  # fmt: skip
-        return Judged(q, limit, None, Verdict.INCONCLUSIVE, 0, why)
-    basis = f"from the brackets [{rate_list(baseline)}] and [{rate_list(candidate)}] req/s"
-    return _apart(q, slo_rate_interval(baseline, candidate), limit, between, 0, basis)
+        return Judged(q, limit, None, Verdict.INCONCLUSIVE, 0, why, rate_rows=rows)
+    basis = f"from the brackets [{rate_list(baseline)}] and [{rate_list(candidate)}] req/s{what}"
+    judged = _apart(q, slo_rate_interval(baseline, candidate), limit, between, 0, basis)
+    return replace(judged, rate_rows=rows)
 
 
 def _apart(q: Quantity, interval: RatioInterval, limit: float, between: BetweenRuns | None, count: int,
            basis: str) -> Judged:  # fmt: skip
-    (judged,) = judge({q.name: (interval, count, ())}, [q], {q.name: limit}, between)
+    """Judged as runs measured apart (an interval of paired rounds: as interleaved runs), a class's quantity with its
+    base quantity's allowance."""
+    base = RATE_QUANTITIES[base_name(q.name)]
+    (judged,) = judge({base.name: (interval, count, ())}, [base], {base.name: limit}, between)
     if judged.reason and judged.allowance is None and (between is None or between.stored is None):
         judged = replace(judged, reason=APART_RATES)
-    return replace(judged, basis=basis)
+    return replace(judged, quantity=q, basis=basis)

@@ -61,6 +61,24 @@ class CellRatio:
     ratio: float
 
 
+@dataclass(frozen=True)
+class RateRow:
+    """One offered rate both rate sweeps ran: each side's value there (`value`: `goodput` in req/s, or
+    `slo_fraction`, of its requests meeting the SLO; the mean of the rate's steps, None where none recorded it)."""
+
+    rate: float
+    baseline: float | None
+    candidate: float | None
+    value: str
+
+    @property
+    def ratio(self) -> float | None:
+        """candidate / baseline; None where a side has no value or the baseline's is 0."""
+        if self.baseline is None or self.candidate is None or not self.baseline > 0:
+            return None
+        return self.candidate / self.baseline
+
+
 Found = tuple[RatioInterval | None, int, tuple[CellRatio, ...]]  # a quantity's interval, its cells, each cell's ratio
 
 
@@ -81,6 +99,7 @@ class Judged:
     allowance_stored: str | None = None  # the allowance file (None: given by hand)
     allowance_runs: int = 0  # the A/A runs that measured the stored allowance
     basis: str | None = None  # what a rate quantity's ratio is over (`over 3 common rates`)
+    rate_rows: tuple[RateRow, ...] = ()  # a rate quantity's values at each common rate (shown under a failure)
 
     @property
     def bound(self) -> float:

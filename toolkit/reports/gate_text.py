@@ -1,5 +1,5 @@
 """A gate's verdicts as text for CI (pure): one line per quantity, JUnit XML, the markdown step summary with a
-link-free figure of the ratios against their allowed band."""
+link-free figure of the ratios against their allowed band, the cells and the rates behind a failure."""
 
 from __future__ import annotations
 
@@ -12,13 +12,17 @@ import pandas as pd
 
 from toolkit.base.text import printable
 from toolkit.method.gate import Verdict, exit_status, limit_text
-from toolkit.reports.gate_rates import RATE_QUANTITIES, quantity_text
-from toolkit.reports.gate_ratios import CellRatio, Judged
+from toolkit.reports.gate_rates import base_name, is_rate, quantity_text
+from toolkit.reports.gate_ratios import CellRatio, Judged, RateRow
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 
 FIGURE_WIDTH = 48
 SHOWN_CELLS = 10  # the cells that drove a failure shown per quantity, the worst first
+RATE_VALUES = {"goodput": "goodput (req/s)", "slo_fraction": "fraction meeting the SLO"}
+RATES_NOTE = ("Per offered rate both sweeps ran: each side's mean over the rate's steps (goodput for goodput, the "
+              "fraction of requests meeting the SLO for the highest rate meeting it) and candidate / baseline; "
+              "\"yes\" where a rate's own goodput ratio is beyond the allowed one.")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ def gate_line(judged: Judged, context: GateContext) -> str:
         text += f"; measured apart, widened by {allowance_text(judged)} between runs{stored_text(judged)}"
     if judged.reason:
         text += f"; {judged.reason}"
-        if context.interleave_command and q.name not in RATE_QUANTITIES:
+        if context.interleave_command and not is_rate(q):
             text += f"; to settle it, measure them interleaved: {context.interleave_command}"
     if judged.verdict is Verdict.INCONCLUSIVE and interval.rounds:
         more = judged.more_rounds
@@ -187,17 +191,35 @@ def summary_markdown(judged: Sequence[Judged], context: GateContext) -> str:
         rows = [[quantity_text(j.quantity), inert(c.context), f"{c.concurrency:,}", ratio_text(c.ratio)]
                 for j, cells in failed for c in cells]  # fmt: skip
         out.append(markdown_table(pd.DataFrame(rows, columns=["Quantity", "Context", "Requests at once", "Ratio"])))
+    if failed_rates := [(j, found) for j in judged if (found := failing_rates(j))]:
+        out += ["## Rates behind a failure", RATES_NOTE]
+        table = [[quantity_text(j.quantity), f"{r.rate:g}", RATE_VALUES[r.value], _value(r.baseline),
+                 _value(r.candidate), "—" if r.ratio is None else ratio_text(r.ratio),
+                 "yes" if r.value == "goodput" and r.ratio is not None and j.beyond(r.ratio) else ""]
+                for j, mine in failed_rates for r in mine]  # fmt: skip
+        columns = ["Quantity", "Offered rate (req/s)", "Value", "Baseline", "Candidate", "Ratio", "Beyond the limit"]
+        out.append(markdown_table(pd.DataFrame(table, columns=columns, dtype=object)))
     return "\n\n".join(out) + "\n"
+
+
+def failing_rates(judged: Judged) -> tuple[RateRow, ...]:
+    """A failed rate quantity's values at each rate both sweeps ran (none for a quantity that did not fail)."""
+    return judged.rate_rows if judged.verdict is Verdict.FAIL else ()
+
+
+def _value(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
 
 
 def _over_text(judged: Sequence[Judged]) -> str:
     """What the ratios are over: the decode cells, and the rate quantities' own where they were gated."""
-    rates = sum(j.quantity.name in RATE_QUANTITIES for j in judged)
-    cells = "the decode cells both measured"
-    if not rates:
-        return cells
-    swept = "the offered rates both swept (goodput) and the two searches' brackets (the highest rate meeting the SLO)"
-    return f"{cells}, {swept}" if rates < len(judged) else swept
+    bases = {base_name(j.quantity.name) for j in judged if is_rate(j.quantity)}
+    parts = ["the decode cells both measured"] if any(not is_rate(j.quantity) for j in judged) else []
+    if "goodput" in bases:
+        parts.append("the offered rates both swept (goodput)")
+    if "slo_rate" in bases:
+        parts.append("the two searches' brackets (the highest rate meeting the SLO)")
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 
 def _note(judged: Judged, context: GateContext) -> str:
@@ -206,7 +228,7 @@ def _note(judged: Judged, context: GateContext) -> str:
         notes.append(f"measured apart, widened by {allowance_text(judged)}{stored_text(judged)}")
     if judged.reason:
         notes.append(judged.reason)
-        if context.interleave_command and judged.quantity.name not in RATE_QUANTITIES:
+        if context.interleave_command and not is_rate(judged.quantity):
             notes.append(f"settle it with `{context.interleave_command}`")
     if judged.verdict is Verdict.INCONCLUSIVE and judged.more_rounds:
         notes.append(f"about {judged.more_rounds} more rounds would likely resolve it")
