@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gate_folders import write_gate_run
+from tests.gate_folders import write_gate_run, write_gate_sweep
 from toolkit.base.errors import ResultsError
 from toolkit.base.schema import SCHEMA_VERSION
 from toolkit.cli.entry import main
@@ -94,6 +94,36 @@ def test_the_command_prints_each_quantity_and_saves_a_file_that_reads_back(
     assert allowance_lines(back) == lines[:4]  # the file says what the command printed
 
 
+def test_rate_sweeps_give_goodput_an_allowance_that_the_gate_widens_goodput_by(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three A/A rate sweeps whose goodput at 2, 4 and 8 req/s is 100, 104 and 98 % of 1.8, 3.6 and 7.2 req/s: each
+    run's overall log goodput is log 3.6 plus the log of its share, so their sd is that of 1, 1.04, 0.98: logs 0,
+    0.0392207, −0.0202027 about their mean 0.0063393: −0.0063393, 0.0328814, −0.0265420 (squares sum 0.0018259,
+    / 2, sd 0.0302147); t(2, 97.5 %) = 4.302653; allowance exp(4.302653 × 0.0302147 × √2) − 1 = exp(0.1838529) − 1
+    = 0.2018383. A sweep pair at
+    0.5× then fails at 5 % with goodput widened by it; the search's bracket has no allowance and says so."""
+    steps = {2.0: 1.8, 4.0: 3.6, 8.0: 7.2}
+    runs = [write_gate_sweep(tmp_path / f"aa{i}", {r: (g * share, 0.9, 0.88, 0.92) for r, g in steps.items()},
+                             (8.0, 16.0)) for i, share in enumerate((1.0, 1.04, 0.98), start=1)]  # fmt: skip
+    saved = tmp_path / "aa.json"
+    assert main(["gate", "allowance", *map(str, runs), "--save", str(saved)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "goodput: runs spread 3.0 % (sd of log, 3 runs, 3 rates); allowance ±20.2 % between two runs measured "
+        "apart (95 %)")  # fmt: skip
+    (goodput,) = AllowanceDocument.load(saved).quantities
+    assert (goodput.name, goodput.runs, goodput.cells) == ("goodput", 3, 3)
+    assert goodput.sd == pytest.approx(0.0302147, abs=1e-7) and goodput.allowance == pytest.approx(0.2018383, abs=1e-7)
+    a = write_gate_sweep(tmp_path / "a", {r: (g, 0.9, 0.88, 0.92) for r, g in steps.items()}, (8.0, 16.0))
+    b = write_gate_sweep(tmp_path / "b", {r: (g / 2, 0.45, 0.43, 0.47) for r, g in steps.items()}, (4.0, 8.0))
+    assert main(["gate", str(a), str(b), "--max-regression", "5%", "--between-runs", str(saved)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("FAIL goodput: 0.500× [") and out[0].endswith(
+        f"measured apart, widened by ±20.2 % between runs (stored: {saved}, 3 A/A runs)")  # fmt: skip
+    assert out[1].startswith("INCONCLUSIVE highest rate meeting the SLO: ")
+    assert f"{saved} holds no between-run allowance for" in out[1]
+
+
 def interval(ratio: float, low: float, high: float) -> RatioInterval:
     return RatioInterval(ratio, low, high, 0.975, 0.01, 1.5, 0)  # rounds 0: measured apart
 
@@ -158,7 +188,7 @@ def test_the_gate_reads_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[s
     [
         (lambda d: d.pop("runs"), "aa.json: runs: missing"),
         (lambda d: d["quantities"][0].update(sd=-0.1), "aa.json: quantities[0].sd: -0.1 should be greater than"),
-        (lambda d: d["quantities"][0].update(name="goodput"), "quantities[0].name: 'goodput' should be one of"),
+        (lambda d: d["quantities"][0].update(name="slo_rate"), "quantities[0].name: 'slo_rate' should be one of"),
         (lambda d: d.update(kind="gate"), "aa.json: kind: 'gate' should be 'gate-allowance'"),
         (lambda d: d["quantities"][0].update(runs=3), "a quantity's runs differ from the 4 runs listed"),
         (lambda d: d.update(schema_version=99), "aa.json: schema_version 99 is newer than this toolkit reads"),

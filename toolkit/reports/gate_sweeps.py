@@ -39,7 +39,7 @@ from toolkit.results.gate_inputs import INTERLEAVED, GateInput
 if TYPE_CHECKING:
     from toolkit.results.rate_runs import RateSweep
 
-__all__ = ["SweepPair", "judge_rates", "rate_limits", "rate_sweeps"]
+__all__ = ["SweepPair", "judge_rates", "rate_limits", "rate_sweeps", "sweep_goodputs"]
 ALL_CLASSES = ", all classes"  # the basis of a class sweep's total
 
 
@@ -189,6 +189,13 @@ def judge_rates(pair: SweepPair, limits: dict[str, float], level: float, allowan
 
 def _records(sweep: RateSweep) -> list[dict[str, Any]]:
     return [{str(k): v for k, v in row.items()} for row in sweep.steps.to_dict("records")]
+
+
+def sweep_goodputs(sweep: RateSweep) -> dict[float, tuple[float, float] | None]:
+    """Per offered rate, a sweep's pooled log goodput and its standard error (a class sweep's: its total, from its
+    classes' figures), as the gate gives a side."""
+    records = _records(sweep)
+    return _goodputs(class_rows(records), True) if sweep.sweep.get("classes") else _goodputs(records, False)
 
 
 def _goodputs(steps: list[dict[str, Any]], mix: bool) -> dict[float, tuple[float, float] | None]:
