@@ -194,6 +194,7 @@ class FaultServer:
         tool_call: tuple[str, str] | None = None,
         embeddings: bool = False,
         embedding_delay_s: float = 0.005,
+        adapters: tuple[str, ...] = (),
     ) -> None:
         self.api_key = api_key
         self.max_model_len = max_model_len
@@ -208,6 +209,9 @@ class FaultServer:
         self.tool_call = tool_call  # (name, arguments): the tool call a request with tools streams (None: text)
         self.embeddings = embeddings  # POST /v1/embeddings served (else 404)
         self.embedding_delay_s = embedding_delay_s  # the time each embeddings request takes
+        # LoRA adapters served beside the model: listed in /v1/models as vLLM lists them (parent: the model, no
+        # max_model_len of their own), and answered as the model is
+        self.adapters = adapters
         self.external_hit_tokens = 0  # with it: the tokens each request finds there (of those the GPU cache missed)
         self.state = ServerState()
         self.fault: Fault | None = None
@@ -360,7 +364,9 @@ class FaultServer:
     async def _models(self, request: web.Request) -> web.Response:
         card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm",
                 "root": self.model, "parent": None, "max_model_len": self.max_model_len}  # fmt: skip
-        return web.json_response({"object": "list", "data": [card]})
+        cards = [card, *({**card, "id": name, "root": name, "parent": self.model, "max_model_len": None}
+                         for name in self.adapters)]  # fmt: skip
+        return web.json_response({"object": "list", "data": cards})
 
     async def _version(self, request: web.Request) -> web.Response:
         return web.json_response({"version": "0.0.0-faultserver"})
@@ -440,7 +446,7 @@ class FaultServer:
         _LOG_ENTRY.get()["priority"] = body.get("priority")
         _LOG_ENTRY.get()["model"] = body.get("model")
         chat = request.path.endswith("/chat/completions")
-        if body.get("model") != self.model:
+        if body.get("model") != self.model and body.get("model") not in self.adapters:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         prompt_tokens = count_tokens(body)
         max_tokens = int(body.get("max_tokens") or 16)

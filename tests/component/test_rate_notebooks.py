@@ -9,6 +9,7 @@ and the conversation sweep here, whose fake server gives none).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -183,3 +184,29 @@ def test_a_conversation_sweep_shows_ttft_by_turn_beside_its_cold_control(tmp_pat
     markdown = markdown_report(folder, nbformat.read(tmp_path / "report.ipynb", as_version=4))
     section = markdown[markdown.index("### The workload and the prefix cache") :]
     assert "cold-control" in section and "![rate-turns](rate-turns.png)" in section
+
+
+def test_compare_shows_each_class_ttft_run_by_run_with_each_runs_scheduling_policy(tmp_path: Path) -> None:
+    """Issue 47's priority comparison in the report: two class sweeps (here the same one twice, one folder's launch
+    recorded with --scheduling-policy priority) give a table of each class's TTFT p90 per run, its ratio 1.000x."""
+    from tests.faultserver import FaultServer
+    from toolkit.rates.params import make_rate_params
+    from toolkit.rates.runner import run_rates
+
+    classes = [{"name": "chat", "weight": 1, "input_tokens": 40, "output_tokens": 4, "slo_e2e_ms": 5000,
+                "priority": -1}, {"name": "long", "weight": 1, "input_tokens": 150, "output_tokens": 8,
+                                  "slo_e2e_ms": 5000}]  # fmt: skip
+    with FaultServer(token_interval_s=0.002) as fs:
+        params = make_rate_params({"base_url": fs.base_url, "rates": [100], "requests_per_step": 60,
+                                   "classes": classes, "seed": 4, "results_dir": str(tmp_path / "fcfs")})  # fmt: skip
+        fcfs = run_rates(params, say=lambda _: None)
+    priority = tmp_path / "priority"
+    shutil.copytree(fcfs, priority)
+    write_json_atomic(fcfs / "server.json", {"command": "vllm serve m --port 8000"})
+    write_json_atomic(priority / "server.json", {"command": "vllm serve m --scheduling-policy priority"})
+    (tmp_path / "out").mkdir()
+    executed, _ = execute("compare", tmp_path / "out", {"RUN_DIRS": [str(fcfs), str(priority)], "LABELS": ["A", "B"]})
+    (cell,) = [c for c in executed.cells if c.id == "rate-classes"]
+    page = cell.outputs[0]["data"]["text/html"]
+    assert "Traffic classes, run by run" in page and "TTFT p90 · A (fcfs)" in page and "B (priority)" in page
+    assert page.count(">1.000×</td>") == 2 and ">chat</td>" in page and ">-1</td>" in page

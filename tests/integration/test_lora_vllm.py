@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from toolkit.method.goodput import CLASS_COLUMN
+from toolkit.method.goodput import CLASS_COLUMN, MODEL_COLUMN, VERDICTS, request_latencies, steady_mask
 from toolkit.rates.files import read_records, read_steps, read_sweep
 from toolkit.rates.params import make_rate_params
 from toolkit.rates.runner import run_rates
@@ -89,3 +90,36 @@ def test_a_mix_of_base_and_adapter_at_50_50_gives_each_model_its_figures(
     low, high = row["classes"]["lora"]["share_low"], row["classes"]["lora"]["share_high"]
     assert low <= 0.5 <= high  # the drawn share within its interval of the weight's
     assert read_sweep(out)["model"] == LORA_NAME
+
+
+def test_a_model_mix_at_50_50_without_classes_gives_each_model_its_figures(
+    lora_server: EmbeddedServer, tmp_path: Path
+) -> None:
+    """`--model tiny-llama=1,tiny-lora=1` (issue 47): each arrival's model drawn 50/50 from the seed, named in its
+    record; the step's `models` figures per model beside its total, each model's counts and median TTFT those of
+    its records; the server's request counter (the adapter's under the base's name) grew by exactly the 24 sent."""
+    before = sum(float(s.value) for s in _samples(lora_server.base_url, "vllm:request_success"))
+    params = make_rate_params({"base_url": lora_server.base_url, "model": f"{SERVED_MODEL_NAME}=1,{LORA_NAME}=1",
+                               "rates": [8], "requests_per_step": 24, "input_tokens": 64, "output_tokens": 16,
+                               "slo_ttft_ms": 5000, "seed": 47, "results_dir": str(tmp_path),
+                               "api_key_env": "LORA_TEST_NO_KEY"})  # fmt: skip
+    said: list[str] = []
+    out = run_rates(params, say=said.append)
+    after = sum(float(s.value) for s in _samples(lora_server.base_url, "vllm:request_success"))
+    records, (row,) = read_records(out), read_steps(out)
+    assert records["error"].isna().all() and len(records) == 24 and after - before == 24
+    assert (records["output_tokens"] == 16).all() and read_sweep(out)["models"] == {SERVED_MODEL_NAME: 1.0,
+                                                                                    LORA_NAME: 1.0}  # fmt: skip
+    latencies = request_latencies(records)
+    steady = steady_mask(records, params.steady_trim)
+    assert list(row["models"]) == [SERVED_MODEL_NAME, LORA_NAME] and row["completed"] == 24
+    for name, figures in row["models"].items():
+        mine = records[MODEL_COLUMN] == name
+        assert figures["requests"] == figures["completed"] == mine.sum() > 0
+        assert figures["share_low"] <= 0.5 <= figures["share_high"]  # the drawn share within its interval
+        assert figures["achieved_rate"] > 0 and figures["tpot_p50_ms"] > 0 and figures["slo_verdict"] in VERDICTS
+        assert figures["ttft_sched_p50_ms"] == pytest.approx(latencies.loc[mine & steady, "ttft_sched_ms"].median())
+    assert sum(m["requests"] for m in row["models"].values()) == row["requests"]
+    assert any(line.startswith("step 0 models: tiny-llama ") and f"; {LORA_NAME} " in line for line in said)
+    # the one place vLLM names the adapter: its lora_requests_info gauge, read for the step's window
+    assert LORA_NAME in row["lora_adapters"]["running"] and row["lora_adapters"]["max_lora"] == 1, row["lora_adapters"]

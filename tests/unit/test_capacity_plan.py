@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.rate_folders import write_rate_sweep
 from toolkit.base.errors import ParamsError
 from toolkit.cli import main
-from toolkit.method.capacity_plan import CapacityTarget, plan_capacity
+from toolkit.method.capacity_plan import (
+    CapacityTarget,
+    ClassCapacity,
+    binding_capacity,
+    class_capacities,
+    plan_capacity,
+)
+from toolkit.method.goodput import highest_rate_meeting
 from toolkit.params import make_params
-from toolkit.reports.capacity_views import capacity_markdown, capacity_plan, target_from
-from toolkit.results.rate_runs import load_rate_sweep
+from toolkit.reports.capacity_views import (
+    capacity_classes,
+    capacity_markdown,
+    capacity_plan,
+    class_brackets,
+    target_from,
+)
+from toolkit.results.rate_runs import RateSweep, load_rate_sweep
 
 PEERS = Path(__file__).resolve().parents[1] / "fixtures" / "peers"
 
@@ -110,3 +126,67 @@ def test_an_impossible_target_or_price_is_one_line(options: list[str], capsys: p
         "error: target-rps or target-multiple from 1e-06 to 1e+09, a price from 0 to 1e+09, headroom in [0, 1), "
         "gpus-per-server 1 or more"
     )
+
+
+def _class_sweep(search: dict | None) -> RateSweep:
+    """A class sweep at 2, 4, 8 req/s: chat meets its level at every rate (undecided at 8 with a search), rag only
+    at 2; the mix therefore only at 2."""
+    chat = [{"requests": 10, "slo_fraction": 1.0, "slo_met": True, "slo_verdict": v} for v in ("meets", "meets",
+            "undecided" if search else "meets")]  # fmt: skip
+    rag = [{"requests": 10, "slo_fraction": f, "slo_met": f == 1.0, "slo_verdict": "meets" if f == 1.0 else "fails"}
+           for f in (1.0, 0.5, 0.2)]  # fmt: skip
+    steps = pd.DataFrame({"step": [0, 1, 2], "offered_rate": [2.0, 4.0, 8.0], "slo_met": [True, False, False],
+                          "classes": [{"chat": c, "rag": r} for c, r in zip(chat, rag, strict=True)]})  # fmt: skip
+    records = pd.DataFrame({"error": [None] * 4, "output_tokens": [10, 20, 30, 40]})
+    return RateSweep(Path("."), {"search": search} if search else {}, steps, records)
+
+
+@pytest.mark.parametrize("searched", [False, True])
+def test_a_class_sweeps_plan_names_the_binding_class_and_each_classs_replicas(searched: bool) -> None:
+    """Each class's own bracket of the mix's rates (chat: meets up to 8, or 4 where the search left 8 undecided;
+    rag: 2, fails at 4), the replicas it alone needs at 10 req/s with 20 % headroom, and the class needing most."""
+    search = {"bracket": [2.0, 4.0], "binding": {"class": "rag", "rate": 4.0}} if searched else None
+    sweep, target = _class_sweep(search), CapacityTarget(10.0)
+    plan, _ = capacity_plan(sweep, target)
+    assert plan.rate_low == 2.0 and plan.replicas == math.ceil(10 / 1.6) == 7 and plan.output_tokens_per_request == 25
+    chat_low = 4.0 if searched else 8.0
+    assert class_brackets(sweep) == {"chat": (chat_low, None), "rag": (2.0, 4.0)}
+    chat, rag = capacity_classes(sweep, plan, target)
+    assert (chat.name, chat.replicas, rag.name, rag.replicas) == ("chat", math.ceil(10 / (chat_low * 0.8)), "rag", 7)
+    assert binding_capacity([chat, rag]) == rag
+    text = capacity_markdown(sweep, target)
+    assert "| Binding class | rag |" in text and "| Class rag | 7 replicas (meets up to 2 req/s of the mix, fails at" \
+        " 4 req/s) |" in text  # fmt: skip
+    assert ("the search's binding class: rag" in text) is searched
+    assert f"| Class chat | {chat.replicas} replicas (meets up to {chat_low:g} req/s of the mix) |" in text
+
+
+def test_a_class_that_met_at_no_rate_binds_and_another_sweep_has_no_class_rows() -> None:
+    none = ClassCapacity("rag", None, 2.0, None)
+    assert binding_capacity([ClassCapacity("chat", 8.0, None, 2), none]) == none
+    assert binding_capacity([]) is None
+    assert class_capacities({"a": (4.0, 8.0), "b": (None, 2.0)}, 10.0, 0.5) == [
+        ClassCapacity("a", 4.0, 8.0, 5), ClassCapacity("b", None, 2.0, None)]  # fmt: skip
+    plain = RateSweep(Path("."), {}, pd.DataFrame({"step": [0], "offered_rate": [2.0], "slo_met": [True]}),
+                      pd.DataFrame({"error": [None], "output_tokens": [10]}))  # fmt: skip
+    assert class_brackets(plain) == {} and "Binding class" not in capacity_markdown(plain, CapacityTarget(10.0))
+
+
+def test_the_command_names_a_class_sweeps_binding_class(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = write_rate_sweep(tmp_path / "run", rates=(1.0, 2.0, 4.0, 8.0), capacity=5.0)
+    steps_file = folder / "rates" / "steps.jsonl"
+    rows = [json.loads(line) for line in steps_file.read_text().splitlines()]
+    for row in rows:  # chat meets at every rate; rag exactly where the mix does
+        row["classes"] = {
+            "chat": {"requests": 6, "slo_fraction": 1.0, "slo_met": True},
+            "rag": {"requests": 6, "slo_fraction": row["slo_fraction"], "slo_met": row["slo_met"]},
+        }
+    steps_file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    low, high = highest_rate_meeting([(r["offered_rate"], r["slo_met"]) for r in rows])
+    assert low is not None and high is not None  # the synthetic server's capacity lies between two rates
+    assert main(["capacity", str(folder), "--target-rps", "40"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"Binding class\s+rag\s", out)
+    assert re.search(rf"Class rag\s+{math.ceil(40 / (low * 0.8))} replicas \(meets up to {low:g} req/s of the mix, "
+                     rf"fails at {high:g} req/s\)", out)  # fmt: skip
+    assert re.search(r"Class chat\s+7 replicas \(meets up to 8 req/s of the mix\)", out)  # 40 / 6.4, rounded up

@@ -45,7 +45,8 @@ EXPORTED: dict[str, list[str]] = {
         "note_figure", "prefill_figure", "scaling_figure", "wide_spread",
     ],
     "toolkit.reports.capacity_views": [
-        "capacity_markdown", "capacity_plan", "capacity_section", "capacity_table", "target_from",
+        "capacity_classes", "capacity_markdown", "capacity_plan", "capacity_section", "capacity_table",
+        "class_brackets", "target_from",
     ],
     "toolkit.reports.reconcile": [
         "BATCHES", "NO_MATCH", "QUANTITIES", "SAME_RATE", "ratio_figure", "reconciliation", "reconciliation_markdown",
@@ -73,8 +74,9 @@ EXPORTED: dict[str, list[str]] = {
         "steps_table", "too_few_text", "verdict_mark",
     ],
     "toolkit.reports.rate_views": [
-        "BREAKDOWN_ID", "HEADING", "RejudgePanel", "SLIDERS_ELSEWHERE", "breakdown", "comparison_heading", "heading",
-        "rejudge_panel", "rejudged", "steps", "summary", "turns", "verdict", "workload",
+        "BREAKDOWN_ID", "HEADING", "RejudgePanel", "SLIDERS_ELSEWHERE", "breakdown", "class_comparison",
+        "comparison_heading", "heading", "rejudge_panel", "rejudged", "steps", "summary", "turns", "verdict",
+        "workload",
     ],
     "toolkit.reports.breakdown_views": [
         "BASIS_TEXT", "CAPTION", "HEADING", "HISTOGRAM_MARK", "REQUEST_COLUMNS", "SHOWN_COLUMNS", "SPLIT_COLUMNS",

@@ -92,7 +92,7 @@ def _import_results(args: argparse.Namespace) -> int:
 
 def _capacity(args: argparse.Namespace) -> int:
     from toolkit.method.capacity_plan import CapacityTarget
-    from toolkit.reports.capacity_views import capacity_plan, capacity_table
+    from toolkit.reports.capacity_views import capacity_classes, capacity_plan, capacity_table
     from toolkit.results.rate_runs import has_rates, load_rate_sweep
 
     if not has_rates(args.run_dir):
@@ -107,11 +107,13 @@ def _capacity(args: argparse.Namespace) -> int:
         raise ParamsError("target-rps or target-multiple above 0, headroom in [0, 1), gpus-per-server 1 or more")
     target = CapacityTarget(args.target_rps, args.price_per_gpu_hour, args.gpus_per_server, args.headroom,
                             args.target_multiple)  # fmt: skip
+    sweep = load_rate_sweep(args.run_dir)
     try:
-        plan, sources = capacity_plan(load_rate_sweep(args.run_dir), target)
+        plan, sources = capacity_plan(sweep, target)
     except ValueError as exc:
         raise RunRefused(f"{args.run_dir}: {exc}") from None
-    print(capacity_table(plan, target, sources).to_string(index=False))
+    classes = capacity_classes(sweep, plan, target)  # a class sweep's: each class's replicas, the binding one
+    print(capacity_table(plan, target, sources, classes, sweep.search).to_string(index=False))
     return 0
 
 

@@ -128,6 +128,7 @@ def check_rate_sweep(params: RunParams) -> RateParams | None:
         return None
     run_sweep_values(params.model_dump(), params.rate_sweep)  # a mapping, without the fields the run sets
     allowed = [n.lower() for n in RATE_PARAMETERS if n.lower() not in FROM_THE_RUN]
-    if unknown := sorted(set(params.rate_sweep) - set(allowed)):
+    # a model mix (NAME=W,NAME=W) is the block's own; a plain name, the run's, was refused above
+    if unknown := sorted(set(params.rate_sweep) - set(allowed) - {"model"}):
         raise ParamsError(f"{SWEEP_BLOCK}.{unknown[0]}: not a rate sweep parameter; allowed: {', '.join(allowed)}")
     return sweep_of(params, Path("."))  # every field checked as the sweep will read it

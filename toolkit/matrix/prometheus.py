@@ -30,6 +30,7 @@ SPEC_DRAFTS = ("vllm:spec_decode_num_drafts_total",)
 SPEC_DRAFT_TOKENS = ("vllm:spec_decode_num_draft_tokens_total",)
 SPEC_ACCEPTED_TOKENS = ("vllm:spec_decode_num_accepted_tokens_total",)
 CACHE_CONFIG = "vllm:cache_config_info"
+LORA_INFO = "vllm:lora_requests_info"  # a LoRA server's adapters running and waiting (toolkit.matrix.lora_info)
 # Per request, in the API process: from its arrival there to its first token there (the engine's part and the
 # hand-over between the two processes; not the HTTP exchange before it, nor the stream after).
 API_TTFT = ("vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count")
@@ -135,7 +136,7 @@ USED_FAMILIES: tuple[str, ...] = tuple(
                                                ITL_COUNT, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS,
                                                QUEUE_TIME, PREFILL_TIME, DECODE_TIME, API_TTFT, EXTERNAL_QUERIES,
                                                EXTERNAL_HITS, PROMPT_TOKENS_BY_SOURCE)
-     for name in group} | {CACHE_CONFIG}
+     for name in group} | {CACHE_CONFIG, LORA_INFO}
 )  # fmt: skip
 
 

@@ -4,11 +4,14 @@ A rate sweep gives, per server, the highest request rate meeting the service lev
 shown to meet it (`low`) and the lowest shown to fail (`high`, None when none failed); the true highest rate lies
 between. The plan counts on `low` less the headroom, so the replicas it names carry the target; a server as fast
 as `high` would need fewer, and the plan gives that range too. Output tokens per request are the sweep's own mean.
+A class sweep's plan also gives each traffic class's own bracket of the mix's rates and the replicas it alone
+needs: the class needing the most binds the plan.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 SECONDS_PER_HOUR = 3600.0
@@ -75,3 +78,33 @@ def plan_capacity(
         output_tok_s_per_gpu=tokens_per_second / gpus,
         cost_per_million_output_tokens=cost,
     )
+
+
+@dataclass(frozen=True)
+class ClassCapacity:
+    """A class sweep's class in the plan: the mix's highest rate at which it met its own level, and the servers
+    the target mix needs for it alone to meet it (the mix's rates: every class rides on the same arrivals)."""
+
+    name: str
+    rate_low: float | None  # the mix's highest offered rate at which the class met its level (None: at none)
+    rate_high: float | None  # the lowest rate above it at which it failed (None: none failed)
+    replicas: int | None  # servers the target needs for this class at rate_low less the headroom (None: no rate)
+
+
+def class_capacities(
+    brackets: Mapping[str, tuple[float | None, float | None]], target_rps: float, headroom: float
+) -> list[ClassCapacity]:
+    """Each class's replicas at the target mix rate, from its own bracket of the mix's offered rates."""
+    keep = 1 - headroom
+    return [
+        ClassCapacity(name, low, high, None if not low or low <= 0 else math.ceil(target_rps / (low * keep) - 1e-9))
+        for name, (low, high) in brackets.items()
+    ]
+
+
+def binding_capacity(classes: Sequence[ClassCapacity]) -> ClassCapacity | None:
+    """The class that needs the most replicas (one that met its level at no rate first; then the lowest rate, then
+    the first in the sweep's order); None without classes."""
+    if not classes:
+        return None
+    return min(classes, key=lambda c: (c.replicas is not None, -(c.replicas or 0), c.rate_low or 0.0))

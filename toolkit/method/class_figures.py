@@ -46,15 +46,17 @@ def class_figures(
     weights: Mapping[str, float],
     trim: float = STEADY_TRIM,
     percentiles: Sequence[float] = PERCENTILES,
+    column: str = CLASS_COLUMN,
 ) -> dict[str, dict[str, Any]]:
-    """Per class (in the order of `levels`): its drawn share (`share`, `share_low`, `share_high`) beside its
-    weight's (`weight_share`), its summary figures (`KEPT` and its latency percentiles) against its own level,
-    and `limit_fractions`: of its steady requests, the share within each limit of its level on its own."""
+    """Per class (in the order of `levels`; a model mix's models, `column` naming its records' model column): its
+    drawn share (`share`, `share_low`, `share_high`) beside its weight's (`weight_share`), its summary figures (`KEPT`
+    and its latency percentiles) against its own level, and `limit_fractions`: of its steady requests, the share
+    within each limit of its level on its own."""
     steady = steady_mask(records, trim)
     total, weight_sum = len(records), sum(weights.values())
     figures: dict[str, dict[str, Any]] = {}
     for name, level in levels.items():
-        mine = records[records[CLASS_COLUMN] == name]
+        mine = records[records[column] == name]
         mine = mine.assign(warmup=~steady[mine.index])  # the step's steady part, untrimmed
         summary = summarize_step(mine, level, 0.0, percentiles)
         row = summary.row()

@@ -44,6 +44,7 @@ RECORD_DEFAULTS: dict[str, Any] = {"turn": 1, "history_tokens": 0, "cached_token
                                    "tool_args_valid": None}  # fmt: skip
 RECORD_COLUMNS: tuple[str, ...] = (*REQUIRED_RECORD_COLUMNS, *RECORD_DEFAULTS)  # older files lack the defaulted ones
 CLASS_COLUMN = "class"  # a class sweep's records (toolkit.rates.classes) also hold each request's class name
+MODEL_COLUMN = "model"  # a model mix's records (toolkit.rates.model_mix) also hold each request's served model
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
 # The latencies whose PERCENTILES get 95 % distribution-free bounds (toolkit.method.quantile_bounds), as columns
 # `ttft_p99_low_ms`, `ttft_p99_high_ms` (None: no bound at that end; a missing high end is "unbounded").
@@ -75,8 +76,8 @@ class ServiceLevel:
 
 
 def complete_records(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with exactly `RECORD_COLUMNS` (and a class sweep's `CLASS_COLUMN`): a column an older file (or
-    another tool) lacks gets its default."""
+    """The frame with exactly `RECORD_COLUMNS` (and a class sweep's `CLASS_COLUMN`, a model mix's
+    `MODEL_COLUMN`): a column an older file (or another tool) lacks gets its default."""
     filled = {
         name: default if name not in frame.columns else frame[name].astype(object).where(frame[name].notna(), default)
         for name, default in RECORD_DEFAULTS.items()
@@ -88,7 +89,7 @@ def complete_records(frame: pd.DataFrame) -> pd.DataFrame:
         "cached_tokens": "float64",
         **dict.fromkeys(TIMING_COLUMNS, "float64"),
     }
-    kept = [CLASS_COLUMN] if CLASS_COLUMN in frame.columns else []  # a class sweep's
+    kept = [c for c in (CLASS_COLUMN, MODEL_COLUMN) if c in frame.columns]  # a class sweep's, a model mix's
     return frame.assign(**filled)[[*RECORD_COLUMNS, *kept]].astype(types)
 
 

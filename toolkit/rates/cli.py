@@ -41,7 +41,10 @@ def add_parser(sub: Any) -> None:
         help="the /metrics of the servers behind --base-url (a gateway's replicas), comma-separated: each a server "
         "URL or its full /metrics URL; scraped and summed instead of the gateway's own",
     )
-    p.add_argument("--model", help="served model (default: the first one served)")
+    p.add_argument("--model", metavar="NAME or NAME=W,NAME=W",
+                   help="served model (default: the first one served); or a mix, e.g. tiny-llama=1,tiny-lora=1: "
+                   "each arrival picks its model by weight (from the seed), each step reports each model's "
+                   "figures")  # fmt: skip
     p.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
     p.add_argument("--endpoint", choices=["chat", "completions", "embeddings"],
                    help="embeddings: /v1/embeddings, not streamed, --batch-size inputs of --input-tokens")  # fmt: skip
@@ -175,6 +178,8 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
     lines.append("TTFT from each request's scheduled arrival (what a user arriving then waited); TPOT from the send")
     if any(r.get("classes") for r in rows):
         lines.extend(classes_table(rows))
+    if any(r.get("models") for r in rows):
+        lines.extend(models_table(rows))
     if any(r["lag_flagged"] for r in rows):
         lines.append("* the client could not hold the schedule (scheduling lag p99 over the flag): load understated")
     return "\n".join(lines)
@@ -196,6 +201,25 @@ def classes_table(rows: list[dict[str, Any]]) -> list[str]:
                 f"[{c['slo_fraction_low']:.2f}, {c['slo_fraction_high']:.2f}] {c['slo_verdict']}"
             )
     return [*lines, "each class against its own SLO (TTFT from the scheduled arrival); share: of the step's arrivals"]
+
+
+def models_table(rows: list[dict[str, Any]]) -> list[str]:
+    """A model mix's steps, model by model: its share of the arrivals, achieved rate, TTFT and TPOT, and with a
+    service level its goodput and the share meeting it."""
+    num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+    lines = [f"{'step':>4} {'model':<20} {'share':>6} {'ok':>9} {'req/s':>7} {'TTFT p50':>9} {'TTFT p90':>9} "
+             f"{'TPOT p90':>9} {'goodput':>8} {'SLO':>5}"]  # fmt: skip
+    for r in rows:
+        for name, m in (r.get("models") or {}).items():
+            slo, ok = bool(m.get("limit_fractions")), f"{m['completed']}/{m['requests']}"
+            met = format(m["slo_fraction"], ".0%") if slo else "-"
+            lines.append(
+                f"{r['step']:>4} {name[:20]:<20} {m['share']:>6.0%} {ok:>9} "
+                f"{num(m.get('achieved_rate'), '.2f'):>7} {num(m.get('ttft_sched_p50_ms'), '.1f'):>9} "
+                f"{num(m.get('ttft_sched_p90_ms'), '.1f'):>9} {num(m.get('tpot_p90_ms'), '.1f'):>9} "
+                f"{num(m.get('goodput') if slo else None, '.2f'):>8} {met:>5}"
+            )
+    return [*lines, "each served model of the mix (TTFT from the scheduled arrival); share: of the step's arrivals"]
 
 
 def embeddings_table(rows: list[dict[str, Any]]) -> str:

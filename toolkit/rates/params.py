@@ -25,6 +25,7 @@ from toolkit.params import (
     read_yaml_mapping,
 )
 from toolkit.rates.classes import TrafficClass, parse_classes
+from toolkit.rates.model_mix import is_mix, parse_model_mix
 from toolkit.rates.rate_values import MAX_TOKENS, Lengths, checked_lengths, parse_lengths, parse_rates, rate_text
 from toolkit.rates.traces import MIN_TRACE_BLOCK_TOKENS, TraceWindow
 
@@ -68,7 +69,9 @@ class RateParams(BaseModel):
 
     base_url: str = "http://127.0.0.1:8000"
     server_metrics: list[str] | None = None  # the /metrics scraped and summed instead of base_url's (as RunParams)
-    model: str | None = None
+    # one served name (None: the first served), or a mix NAME=W,NAME=W: each arrival picks its model by weight
+    # (toolkit.rates.model_mix; each record's `model`, each step's `models` figures)
+    model: str | None = Field(None, min_length=1, max_length=4096)
     api_key_env: str = DEFAULT_KEY_ENV
     # embeddings: non-streaming POSTs to /v1/embeddings of `batch_size` inputs each (toolkit.loadgen.embeddings)
     endpoint: Literal["chat", "completions", "embeddings"] = "chat"
@@ -153,6 +156,27 @@ class RateParams(BaseModel):
     @classmethod
     def _rates(cls, value: Any) -> list[float]:
         return parse_rates(value)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        if is_mix(value):
+            assert value is not None
+            parse_model_mix(value)
+        return value
+
+    def model_mix(self) -> dict[str, float] | None:
+        """The mix's weights by served name; None for one model (a mix of one name is that model)."""
+        if not is_mix(self.model):
+            return None
+        assert self.model is not None
+        mix = parse_model_mix(self.model)
+        return mix if len(mix) > 1 else None
+
+    @property
+    def served_model(self) -> str | None:
+        """The one model the sweep is discovered with (its lengths checked against): the mix's first."""
+        return next(iter(parse_model_mix(self.model))) if is_mix(self.model) and self.model else self.model
 
     @field_validator("percentiles", mode="before")
     @classmethod
@@ -247,6 +271,7 @@ class RateParams(BaseModel):
         self._consistent_conversation()
         self._consistent_trace()
         self._consistent_classes()
+        self._consistent_mix()
         if self.search and self.classes is None and not self.has_slo():
             raise ValueError("search: needs a service level: slo_ttft_ms, slo_tpot_ms or slo_e2e_ms")
         return self
@@ -328,6 +353,15 @@ class RateParams(BaseModel):
             raise ValueError(f"classes.{bare}: no service level; the search needs slo_ttft_ms, slo_tpot_ms or "
                              "slo_e2e_ms in every class")  # fmt: skip
 
+    def _consistent_mix(self) -> None:
+        if self.model_mix() is None:
+            return
+        if self.classes is not None:
+            raise ValueError("model: a mix and classes: give each class its model instead")
+        if self.endpoint == "embeddings" or self.workload == "conversation":
+            raise ValueError("model: a mix applies to single generation requests, not to endpoint embeddings or "
+                             "workload conversation")  # fmt: skip
+
     def trace_window(self) -> TraceWindow:
         """The part of the trace to replay, and how fast."""
         return TraceWindow(self.trace_start_s or 0.0, self.trace_duration_s, self.time_scale or 1.0)
@@ -367,10 +401,11 @@ def make_rate_params(values: dict[str, Any], prefix: str = "") -> RateParams:
 def run_sweep_values(run: Mapping[str, Any], block: Any) -> dict[str, Any]:
     """A run params file's `rate_sweep:` block as RateParams values: the server and the key's variable are the
     run's (its base_url, server_metrics, model, api_key_env; its endpoint and run_label unless the block names its
-    own)."""
+    own; its model unless the block gives a mix, `model: NAME=W,NAME=W`)."""
     if not isinstance(block, dict):
         raise ParamsError(f"{SWEEP_BLOCK}: must be a mapping of rate sweep parameters, e.g. rates: [1, 2, 4]")
-    if taken := sorted(set(block) & {*FROM_THE_RUN, "results_dir"}):
+    mixed = {"model"} if is_mix(block.get("model")) else set()  # the block's own model mix (NAME=W,NAME=W)
+    if taken := sorted(set(block) & {*FROM_THE_RUN, "results_dir"} - mixed):
         raise ParamsError(f"{SWEEP_BLOCK}.{taken[0]}: set by the run, not the sweep; give it at the top of the file")
     inherited = {k: run[k] for k in (*FROM_THE_RUN, "endpoint", "run_label") if run.get(k) is not None}
     return {**inherited, **block}

@@ -43,6 +43,7 @@ from toolkit.rates.files import (
     write_step,
     write_sweep,
 )
+from toolkit.rates.model_mix import check_mix_models
 from toolkit.rates.params import Lengths, RateParams, rate_text
 from toolkit.rates.ray_clients import ray_senders
 from toolkit.rates.replay import MOONCAKE_BLOCK_TOKENS, Replay, load_replay, load_trace
@@ -54,6 +55,7 @@ from toolkit.rates.step import (
     cut_text,
     failure_text,
     invalid_text,
+    models_text,
     progress_text,
     run_step,
     timing_text,
@@ -146,14 +148,23 @@ def _requests_text(params: RateParams) -> str:
     return f"{_lengths_text(params.input_tokens)} in / {_lengths_text(params.output_tokens)} out tokens"
 
 
+def _mix_text(params: RateParams) -> str | None:
+    """A model mix's served names and weights, as run.json's run block shows them (None: one model)."""
+    mix = params.model_mix()
+    return None if mix is None else ", ".join(f"{printable(n)} (weight {w:g})" for n, w in mix.items())
+
+
 def _beside_a_run(out: Path, params: RateParams, server: ServerInfo) -> bool:
     """Whether `out` holds a run already (`toolkit run` measures its `rate_sweep:` after the matrix) at this URL,
-    of this model; RunRefused, naming what differs, when it measured another server."""
+    of this model (a model mix: with it among its models); RunRefused, naming what differs, when it measured another
+    server."""
     if not (out / RUN_FILE).exists():
         return False
     recorded = RunDocument.load(out)
     theirs = {"base_url": (recorded.params or {}).get("base_url"), "model": (recorded.server or {}).get("model")}
     ours = {"base_url": params.base_url, "model": printable(server.model)}  # as run.json holds it
+    if theirs["model"] in {printable(name) for name in params.model_mix() or {}}:  # the run's model in the mix
+        ours["model"] = theirs["model"]
     if diff := ", ".join(f"{k}: {theirs[k]!r} -> {ours[k]!r}" for k in ours if theirs[k] != ours[k]):
         raise RunRefused(f"out: {out} holds a run of another server ({diff}); choose another folder")
     return True
@@ -179,6 +190,7 @@ def rates_run_info(
         k: v
         for k, v in {
             "Served model": server.model,
+            "Model mix": _mix_text(params),
             "Benchmark tool": shown.get("Benchmark tool"),
             "Server": shown.get("Server"),
             "Load": "Open-loop request rates",
@@ -250,7 +262,8 @@ class _Sweep:
                 blocks = (self.replay.hash_ids, self.replay.block_tokens)
             requests = await self.workload.requests(index, len(due), lengths, blocks)
             plan = StepPlan(index, rate, searched, due, requests, self.workload.expected_hit_rates.get(index),
-                            classes=self.workload.drawn_classes.get(index))  # fmt: skip
+                            classes=self.workload.drawn_classes.get(index),
+                            models=self.workload.drawn_models.get(index))  # fmt: skip
         frame = await self._run(plan)
         if params.cold_control:
             await self._run(await self._cold_control(plan, frame))
@@ -270,6 +283,8 @@ class _Sweep:
             self.say(timing)
         if row.get("classes"):
             self.say(classes_text(row))
+        if row.get("models"):
+            self.say(models_text(row, self.slo))
         return frame
 
     async def _cold_control(self, measured: StepPlan, frame: pd.DataFrame) -> StepPlan:
@@ -322,7 +337,7 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
         ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api,
         embedder or contextlib.nullcontext(),
     ):
-        server = await discover(api, model=params.model, api_key_env=params.api_key_env)
+        server = await discover(api, model=params.served_model, api_key_env=params.api_key_env)
         if embedder is not None and (problem := await probe_embeddings(embedder, server.model)):
             raise ParamsError(f"endpoint: embeddings: {params.base_url} does not serve embeddings of "
                               f"{printable(server.model)!r} ({problem})")  # fmt: skip
@@ -334,6 +349,8 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
         check_lengths(params, server.max_model_len)
         if params.classes is not None:
             check_class_models(params.classes, [str(m.get("id")) for m in server.models], params.base_url)
+        if (mix := params.model_mix()) is not None:  # every model of the mix served, before anything is sent
+            check_mix_models(mix, [str(m.get("id")) for m in server.models], params.base_url)
         if replay and (longest := max(map(sum, zip(replay.input_tokens, replay.output_tokens, strict=True)))) > (
             server.max_model_len
         ):
@@ -341,6 +358,8 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
                               f"{server.max_model_len}")  # fmt: skip
         check_writable(out)
         sweep = {**params.public(), "model": server.model, "results_dir": str(out)}
+        if mix is not None:  # the mix's weights by served name; `model` stays the name it was discovered with
+            sweep["models"] = mix
         if replay is not None:  # one step: the file's schedule, at the rate its tool was asked for
             sweep |= {"rates": [rate_text(replay.rate)], "replay_source": replay.source}
         if before is None:

@@ -21,6 +21,7 @@ from toolkit.loadgen.embeddings import EmbeddingClient, send_embeddings
 from toolkit.loadgen.open_loop import PlannedRequest, send_open_loop
 from toolkit.loadgen.stream_events import REPLY_BYTES_PER_TOKEN
 from toolkit.matrix.decode import drain
+from toolkit.matrix.lora_info import lora_adapters_seen
 from toolkit.matrix.prometheus import (
     EXTERNAL_HITS,
     EXTERNAL_QUERIES,
@@ -40,7 +41,7 @@ from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.breakdown import breakdown_row, mismatch_text, request_split
 from toolkit.method.class_figures import class_figures, mix_total
 from toolkit.method.embeddings import embedding_figures, is_embeddings, summarize_embedding_step
-from toolkit.method.goodput import CLASS_COLUMN, StepSummary, steady_mask, summarize_step
+from toolkit.method.goodput import CLASS_COLUMN, MODEL_COLUMN, StepSummary, steady_mask, summarize_step
 from toolkit.method.prefix_cache import expected_conversation_hit_rate, measured_hit_rate
 from toolkit.rates.files import records_frame
 from toolkit.rates.params import RateParams
@@ -63,6 +64,7 @@ class StepPlan:
     control_of: int | None = None  # a cold control step: the step whose prompt lengths and times it repeats cold
     turns: tuple[list[int], list[int]] | None = None  # a cold control's turn and history tokens, per request
     classes: list[str] | None = None  # a class sweep's: each request's class (toolkit.rates.classes)
+    models: list[str] | None = None  # a model mix's: each request's model (toolkit.rates.model_mix)
 
 
 @dataclass(frozen=True)
@@ -110,11 +112,14 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
     # The counters move as the engine finishes its work: read them once it runs nothing.
     await drain(api, params.drain_timeout_s, tools.metrics)
     after = await api.metrics_or_none() if tools.metrics else None
+    end_wall = time.time()
     frame = records_frame(records, plan.index, plan.rate)
     if plan.turns is not None:  # a cold control keeps the turn and history of the request it repeats
         frame["turn"], frame["history_tokens"] = plan.turns
     if plan.classes is not None:
         frame[CLASS_COLUMN] = [plan.classes[i] for i in frame["request"]]
+    if plan.models is not None:
+        frame[MODEL_COLUMN] = [plan.models[i] for i in frame["request"]]
     if params.warmup_s:
         frame["warmup"] |= frame["scheduled_s"] < frame["scheduled_s"].min() + params.warmup_s
     summarize = summarize_embedding_step if is_embeddings(frame) else summarize_step
@@ -126,6 +131,7 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict
             list(sent["turn"]), list(sent["history_tokens"]), list(sent["input_tokens"]), tools.block_size
         )
     figures = server_figures(sampler.samples, start, end, before, after)
+    figures["lora_adapters"] = lora_adapters_seen(after, start_wall, end_wall)  # a LoRA server's; else None
     row = step_row(replace(plan, expected_hit_rate=expected), params, summary, frame, figures)
     return frame, row
 
@@ -164,9 +170,12 @@ def step_row(
     plan: StepPlan, params: RateParams, summary: StepSummary, frame: pd.DataFrame, server: dict[str, Any]
 ) -> dict[str, Any]:
     """The step's steps.jsonl row, keys in the documented order (`endpoint_generation_tokens` only when several
-    `/metrics` endpoints were scraped: each one's generated tokens, in the order of `server_metrics`; `items`,
+    `/metrics` endpoints were scraped: each one's generated tokens, in the order of `server_metrics`;
+    `lora_adapters` only from a server exporting vllm:lora_requests_info: the adapters it ran and queued during the
+    step, toolkit.matrix.lora_info; `items`,
     `items_s` and `input_tok_s` only for an embeddings step: toolkit.method.embeddings; `classes` only for a class
-    sweep's: each class's figures against its own level, toolkit.method.class_figures)."""
+    sweep's: each class's figures against its own level, toolkit.method.class_figures; `models` only for a model
+    mix's: each model's figures against the sweep's level)."""
     lag_p99 = summary.percentiles.get("lag_p99_ms")
     timed = plan.rate != math.inf  # all at once has no schedule to hold: its lag is the time to send them all
     embeddings = is_embeddings(frame)
@@ -174,6 +183,7 @@ def step_row(
     prefilled = frame["error"].isna() if embeddings else frame["output_tokens"] > 0
     shares = server.get("endpoint_generation_tokens")
     classes = None if params.classes is None else step_classes(params, frame)
+    models = None if MODEL_COLUMN not in frame else step_models(params, frame)
     row = {
         "step": plan.index,
         "searched": plan.searched,
@@ -189,6 +199,7 @@ def step_row(
         "server_prompt_tokens": server["server_prompt_tokens"],
         "server_generation_tokens": server["server_generation_tokens"],
         **({} if shares is None else {"endpoint_generation_tokens": shares}),
+        **({} if server.get("lora_adapters") is None else {"lora_adapters": server["lora_adapters"]}),
         "client_prompt_tokens": int(frame.loc[prefilled, "input_tokens"].sum()),
         "client_generation_tokens": int(frame["output_tokens"].sum()),
         "prefix_cache_hit_rate": server["prefix_cache_hit_rate"],
@@ -205,6 +216,7 @@ def step_row(
         "tool_args_valid_share": completed_share(frame, "tool_args_valid") if params.tools is not None else None,
         **breakdown_row(request_split(frame), server["histograms"], steady_mask(frame, params.steady_trim)),
         **({} if classes is None else {"classes": classes}),
+        **({} if models is None else {"models": models}),
     }
     if classes is not None:  # the step meets its level when each class meets its own
         row.update(mix_total(classes))
@@ -217,6 +229,15 @@ def step_classes(params: RateParams, frame: pd.DataFrame) -> dict[str, dict[str,
     levels = {c.name: c.service_level(params.goodput_target) for c in params.classes}
     weights = {c.name: c.weight for c in params.classes}
     return class_figures(frame, levels, weights, params.steady_trim, params.percentiles)
+
+
+def step_models(params: RateParams, frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """A model mix's step, model by model: each model's figures (rates, latencies, goodput) against the sweep's
+    service level, and its drawn share beside its weight's."""
+    mix = params.model_mix()
+    assert mix is not None
+    level = params.service_level()
+    return class_figures(frame, dict.fromkeys(mix, level), mix, params.steady_trim, params.percentiles, MODEL_COLUMN)
 
 
 def schema_valid_share(frame: pd.DataFrame) -> float | None:
@@ -309,6 +330,23 @@ def classes_text(row: dict[str, Any]) -> str:
             f"{c['slo_fraction_high']:.2f}] {c['slo_verdict']}"
         )
     return f"step {row['step']} classes: " + "; ".join(parts)
+
+
+def models_text(row: dict[str, Any], slo: bool) -> str:
+    """One line per finished step of a model mix: each model's requests, share of the arrivals (its weight's),
+    achieved rate, TTFT p90 and TPOT p90, and its goodput where the sweep has a service level."""
+    parts = []
+    for name, m in row["models"].items():
+        rate = "-" if m.get("achieved_rate") is None else f"{m['achieved_rate']:.2f} req/s"
+        parts.append(
+            f"{name} {m['requests']} req ({m['share']:.0%}, weight {m['weight_share']:.0%}), {rate}, TTFT p90 "
+            f"{_ms(m.get('ttft_sched_p90_ms'))}, TPOT p90 {_ms(m.get('tpot_p90_ms'))}"
+            + (f", goodput {m['goodput']:.2f} req/s" if slo and m.get("goodput") is not None else "")
+        )
+    seen = row.get("lora_adapters")
+    server = "" if not seen else (f" (the server ran adapters {', '.join(seen['running']) or 'none'}, queued "
+                                  f"{', '.join(seen['waiting']) or 'none'}; max_lora {seen['max_lora']})")  # fmt: skip
+    return f"step {row['step']} models: " + "; ".join(parts) + server
 
 
 def progress_text(row: dict[str, Any], slo: bool) -> str:

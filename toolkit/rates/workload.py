@@ -23,6 +23,7 @@ from toolkit.method.prefix_cache import expected_hit_rate, expected_trace_hit_ra
 from toolkit.params import ParamsError
 from toolkit.rates.classes import class_rng, draw_classes
 from toolkit.rates.dataset import DatasetError, DatasetItem
+from toolkit.rates.model_mix import draw_models, model_rng
 from toolkit.rates.params import Lengths, RateParams
 from toolkit.rates.traces import MAX_TRACE_TOKENIZE_CALLS, MIN_UNIQUE_TOKENS, blocks_used
 
@@ -100,6 +101,8 @@ class Workload:
         self.block_size = block_size  # the server's KV block, for the hit rate a step should see
         self.expected_hit_rates: dict[int, float | None] = {}  # step -> the hit rate its construction implies
         self.drawn_classes: dict[int, list[str]] = {}  # a class sweep's step -> each request's class
+        self.drawn_models: dict[int, list[str]] = {}  # a model mix's step -> each request's model
+        self.mix = params.model_mix()  # the model mix's weights (None: one model)
         self._shared: dict[tuple[int, int], str] = {}  # (step, prefix) -> its text
         self._overhead: int | None = None  # what the server counts for an empty prompt (BOS, a chat template)
         self._bare: int | None = None  # the same for an empty text without a chat template
@@ -136,6 +139,17 @@ class Workload:
             return await self.embedding_requests(step, n)
         if self.params.classes is not None:
             return await self.class_requests(step, n)
+        planned = await self._requests(step, n, lengths, blocks)
+        if self.mix is not None:  # each arrival's model drawn by weight, from a generator of its own
+            models = draw_models(self.mix, len(planned), model_rng(self.params.seed, step))
+            for request, model in zip(planned, models, strict=True):
+                request.body["model"] = model
+            self.drawn_models[step] = models
+        return planned
+
+    async def _requests(
+        self, step: int, n: int, lengths: tuple[list[int], list[int]] | None, blocks: TraceBlocks | None
+    ) -> list[PlannedRequest]:
         rng = np.random.default_rng((self.params.seed, step, 1))
         outputs = lengths[1] if lengths else draw_lengths(self.params.output_tokens, n, rng)
         if self.dataset is not None:

@@ -1,14 +1,22 @@
-"""The capacity plan of a rate sweep, every figure named with where it came from (toolkit.method.capacity_plan)."""
+"""The capacity plan of a rate sweep, every figure named with where it came from (toolkit.method.capacity_plan); a
+class sweep's with each class's own highest rate and replicas, and the class that binds."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from toolkit.method.capacity_plan import CapacityPlan, CapacityTarget, plan_capacity
+from toolkit.method.capacity_plan import (
+    CapacityPlan,
+    CapacityTarget,
+    ClassCapacity,
+    binding_capacity,
+    class_capacities,
+    plan_capacity,
+)
 from toolkit.method.goodput import highest_rate_meeting
 from toolkit.method.number_format import as_number
 from toolkit.reports.tables import markdown_table
@@ -17,7 +25,10 @@ if TYPE_CHECKING:
     from IPython.display import Markdown
 from toolkit.results.rate_runs import RateSweep
 
-__all__ = ["capacity_markdown", "capacity_plan", "capacity_section", "capacity_table", "target_from"]
+__all__ = [
+    "capacity_classes", "capacity_markdown", "capacity_plan", "capacity_section", "capacity_table", "class_brackets",
+    "target_from",
+]  # fmt: skip
 
 
 def target_from(run_info: Mapping[str, Any] | None) -> CapacityTarget | None:
@@ -51,8 +62,54 @@ def capacity_plan(sweep: RateSweep, target: CapacityTarget) -> tuple[CapacityPla
     return plan, sources
 
 
-def capacity_table(plan: CapacityPlan, target: CapacityTarget, sources: Mapping[str, str]) -> pd.DataFrame:
-    """The plan as rows: figure, value, how it was reached."""
+def class_brackets(sweep: RateSweep) -> dict[str, tuple[float | None, float | None]]:
+    """A class sweep's classes, each its bracket of the mix's offered rates: the highest rate at which it met its
+    own level below every rate at which it failed, and that lowest failing rate. Judged as the sweep's own bracket
+    is: with a search, each step's verdict on the class's interval (undecided steps count neither way); without,
+    its point judgement. Empty for another sweep."""
+    if "classes" not in sweep.steps:
+        return {}
+    found: dict[str, list[tuple[float, bool]]] = {}
+    for row in sweep.steps.sort_values("step").to_dict("records"):
+        for name, c in (row["classes"] if isinstance(row["classes"], dict) else {}).items():
+            if sweep.search is None:
+                found.setdefault(name, []).append((float(row["offered_rate"]), bool(c.get("slo_met"))))
+            elif c.get("slo_verdict") in ("meets", "fails"):
+                found.setdefault(name, []).append((float(row["offered_rate"]), c["slo_verdict"] == "meets"))
+            else:
+                found.setdefault(name, [])
+    return {name: highest_rate_meeting(pairs) for name, pairs in found.items()}
+
+
+def capacity_classes(sweep: RateSweep, plan: CapacityPlan, target: CapacityTarget) -> list[ClassCapacity]:
+    """A class sweep's classes in its plan: each one's bracket and the replicas it alone needs at the plan's
+    target (empty for another sweep)."""
+    return class_capacities(class_brackets(sweep), plan.target_rps, target.headroom)
+
+
+def _class_rows(classes: Sequence[ClassCapacity], search: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
+    binding = binding_capacity(classes)
+    if binding is None:
+        return []
+    named = ((search or {}).get("binding") or {}).get("class")
+    by_search = "" if named is None else f"; the search's binding class: {named}"
+    rows = [("Binding class", binding.name if binding.replicas is not None else f"{binding.name} (met its service "
+             "level at no rate)", f"the class whose own highest rate needs the most replicas{by_search}")]  # fmt: skip
+    for c in classes:
+        high = "" if c.rate_high is None else f", fails at {c.rate_high:,.3g} req/s"
+        value = ("met its level at no rate" if c.replicas is None else
+                 f"{c.replicas} replicas (meets up to {c.rate_low:,.3g} req/s of the mix{high})")  # fmt: skip
+        rows.append((f"Class {c.name}", value, "target ÷ (its highest mix rate meeting its own level × (1 − "
+                     "headroom)), rounded up"))  # fmt: skip
+    return rows
+
+
+def capacity_table(
+    plan: CapacityPlan, target: CapacityTarget, sources: Mapping[str, str], classes: Sequence[ClassCapacity] = (),
+    search: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:  # fmt: skip
+    """The plan as rows: figure, value, how it was reached; a class sweep's `classes` (with its search's own
+    binding class named beside) after them."""
     high = "no rate tried failed it" if plan.rate_high is None else f"fails at {plan.rate_high:,.3g} req/s"
     between = (
         f"{plan.replicas} or fewer: no rate tried failed, so the true highest rate may be higher"
@@ -76,6 +133,7 @@ def capacity_table(plan: CapacityPlan, target: CapacityTarget, sources: Mapping[
         ("Cost per million output tokens", "-" if cost is None else f"{cost:,.4g} at {target.price_per_gpu_hour:g} "
          "per GPU-hour", "GPUs × price per hour ÷ (output tok/s × 3,600) × 10⁶"),
     ]  # fmt: skip
+    rows += _class_rows(classes, search)
     return pd.DataFrame(rows, columns=["Figure", "Value", "From"])
 
 
@@ -96,4 +154,5 @@ def capacity_markdown(sweep: RateSweep, target: CapacityTarget) -> str:
         plan, sources = capacity_plan(sweep, target)
     except ValueError as exc:
         return heading + f"No plan: {exc}.\n"
-    return heading + markdown_table(capacity_table(plan, target, sources)) + "\n"
+    classes = capacity_classes(sweep, plan, target)
+    return heading + markdown_table(capacity_table(plan, target, sources, classes, sweep.search)) + "\n"

@@ -24,7 +24,7 @@ from toolkit.method.number_format import (
     format_tbt_ms,
     format_tok_s,
 )
-from toolkit.reports.class_tables import CLASSES_CAPTION, classes_table
+from toolkit.reports.class_tables import CLASSES_CAPTION, MODELS_CAPTION, classes_table, models_table
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 
@@ -353,7 +353,7 @@ def rate_markdown(
     classes: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The report.md section of a sweep: heading, service level (a class sweep's `classes`: each class's own),
-    highest rate, steps table, notes, its classes' table, figures."""
+    highest rate, steps table, notes, its classes' table, a model mix's table of its models, figures."""
     out = [
         "## Open-loop rates",
         level_line(level, classes),
@@ -364,5 +364,7 @@ def rate_markdown(
     ]
     if (by_class := classes_table(steps)) is not None:
         out += [CLASSES_CAPTION, markdown_table(by_class)]
+    if (by_model := models_table(steps)) is not None:
+        out += [MODELS_CAPTION, markdown_table(by_model)]
     out += [f"![{key}]({path})" for key, path in (images or {}).items()]
     return "\n\n".join(out) + "\n"

@@ -19,11 +19,12 @@ from matplotlib.figure import Figure
 
 from toolkit.base.front_end import widget_front_end
 from toolkit.method.goodput import ServiceLevel, request_latencies
-from toolkit.reports import breakdown_views, class_tables, rate_tables, views, workload_views
+from toolkit.reports import breakdown_views, class_compare, class_tables, rate_tables, views, workload_views
 from toolkit.results.rate_runs import RateSweep
 
 __all__ = [
-    "BREAKDOWN_ID", "HEADING", "SLIDERS_ELSEWHERE", "RejudgePanel", "breakdown", "comparison_heading", "heading",
+    "BREAKDOWN_ID", "HEADING", "SLIDERS_ELSEWHERE", "RejudgePanel", "breakdown", "class_comparison",
+    "comparison_heading", "heading",
     "rejudge_panel", "rejudged", "steps", "summary", "turns", "verdict", "workload",
 ]  # fmt: skip
 SLIDERS_ELSEWHERE = "Sliders that judge every step again appear when this cell runs in JupyterLab."
@@ -50,14 +51,16 @@ def heading(sweep: RateSweep | None) -> HTML | None:
 
 
 def steps(sweep: RateSweep | None) -> HTML | None:
-    """The per-step table, then the note on lag-flagged steps if any, then a class sweep's table of its classes;
-    None without a sweep."""
+    """The per-step table, then the note on lag-flagged steps if any, then a class sweep's table of its classes or
+    a model mix's of its models; None without a sweep."""
     if sweep is None:
         return None
     table = views.table(rate_tables.steps_table(sweep.steps), caption=rate_tables.STEPS_CAPTION)
     notes = "".join(f'<p class="footnote">{html.escape(n)}</p>' for n in rate_tables.step_notes(sweep.steps))
     classes = class_tables.classes_table(sweep.steps)  # a class sweep's steps, class by class
     shown = "" if classes is None else views.table(classes, caption=class_tables.CLASSES_CAPTION).to_html()
+    if (models := class_tables.models_table(sweep.steps)) is not None:  # a model mix's steps, model by model
+        shown += views.table(models, caption=class_tables.MODELS_CAPTION).to_html()
     return HTML(table.to_html() + notes + shown)
 
 
@@ -96,6 +99,16 @@ def comparison_heading(sweeps: Mapping[str, RateSweep]) -> HTML | None:
         return None
     items = "".join(f"<li><b>{html.escape(label)}</b>: {html.escape(_summary(s))}</li>" for label, s in sweeps.items())
     return HTML(f"<h2>{HEADING}</h2><ul>{items}</ul>")
+
+
+def class_comparison(sweeps: Mapping[str, RateSweep]) -> HTML | None:
+    """Each traffic class's TTFT p90 run by run at the rates the runs share, with each run's scheduling policy
+    (e.g. fcfs and priority); None unless two runs hold class sweeps with a class and a rate in common."""
+    table = class_compare.class_ttft_comparison(sweeps, class_compare.run_policies(sweeps))
+    if table is None:
+        return None
+    return HTML("<h3>Traffic classes, run by run</h3>" + views.table(table, caption=class_compare.CLASS_TTFT_CAPTION)
+                .to_html())  # fmt: skip
 
 
 def _limit_slider(description: str, value: float | None, observed: pd.Series) -> widgets.FloatSlider:

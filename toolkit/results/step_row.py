@@ -57,7 +57,8 @@ EXTRA_KINDS: tuple[tuple[re.Pattern[str], TypeAdapter[Any]], ...] = tuple(
 
 
 ClassName = Annotated[str, Field(min_length=1, max_length=64)]
-MAX_CLASSES = 100  # classes a line may hold figures of (toolkit.rates.classes)
+MAX_CLASSES = 100  # classes (a model mix's models) a line may hold figures of (toolkit.rates.classes)
+ModelName = Annotated[str, Field(min_length=1, max_length=256)]
 
 
 class ClassFigures(FileModel):
@@ -154,6 +155,8 @@ class StepRow(FileModel):
     api_ttft_mean_ms: Ms | None = None
     # a class sweep's: each class's figures against its own service level
     classes: dict[ClassName, ClassFigures] | None = Field(None, max_length=MAX_CLASSES)
+    # a model mix's: each served model's figures against the sweep's service level (toolkit.rates.model_mix)
+    models: dict[ModelName, ClassFigures] | None = Field(None, max_length=MAX_CLASSES)
 
 
 class SweepStep(StepRow):

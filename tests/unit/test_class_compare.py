@@ -1,0 +1,91 @@
+"""Class sweeps of two runs side by side (issue 47's priority comparison): each class's TTFT p90 run by run at the
+rates both ran, each run's scheduling policy from its recorded launch, the second run's over the first's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from toolkit.method.goodput import CLASS_COLUMN, REQUIRED_RECORD_COLUMNS, complete_records
+from toolkit.reports import rate_views
+from toolkit.reports.class_compare import class_ttft_comparison, run_policies, scheduling_policy
+from toolkit.results.rate_runs import RateSweep
+
+CLASSES = [{"name": "chat", "priority": 0}, {"name": "rag", "priority": 1}]
+
+
+def _sweep(folder: Path, ttft_s: dict[tuple[str, float], list[float]], command: str | None = None) -> RateSweep:
+    """A class sweep whose requests of each (class, rate) took these TTFTs from their scheduled arrival."""
+    rows, steps = [], []
+    for step, rate in enumerate(sorted({rate for _, rate in ttft_s})):
+        steps.append({"step": step, "offered_rate": rate})
+        request = 0
+        for (name, at), values in ttft_s.items():
+            for value in values if at == rate else []:
+                due = request * 0.05
+                rows.append({"step": step, "offered_rate": rate, "request": request, "scheduled_s": due,
+                             "sent_s": due, "first_token_s": due + value, "last_token_s": due + value + 0.1,
+                             "chunk_times_s": [], "input_tokens": 10, "output_tokens": 5, "error": None,
+                             CLASS_COLUMN: name})  # fmt: skip
+                request += 1
+    folder.mkdir(parents=True, exist_ok=True)
+    if command is not None:
+        (folder / "server.json").write_text(json.dumps({"schema_version": 1, "command": command}))
+    sweep = {"classes": CLASSES, "steady_trim": 0.0}
+    return RateSweep(folder, sweep, pd.DataFrame(steps), complete_records(pd.DataFrame(rows)))
+
+
+def _draws(seed: int, scale: float) -> list[float]:
+    return [float(v) for v in np.random.default_rng(seed).exponential(scale, 30)]
+
+
+def test_each_class_ttft_run_by_run_with_the_policies_and_the_ratio(tmp_path: Path) -> None:
+    fcfs = {("chat", 8.0): _draws(1, 0.2), ("rag", 8.0): _draws(2, 0.5), ("chat", 16.0): _draws(3, 0.4),
+            ("rag", 16.0): _draws(4, 0.9)}  # fmt: skip
+    priority = {key: [v * (0.5 if key[0] == "chat" else 1.25) for v in values] for key, values in fcfs.items()}
+    priority[("chat", 32.0)] = _draws(5, 1.0)  # a rate only one run has: left out
+    sweeps = {"fcfs": _sweep(tmp_path / "a", fcfs, "vllm serve m --port 1"),
+              "prio": _sweep(tmp_path / "b", priority, "vllm serve m --scheduling-policy priority")}  # fmt: skip
+    policies = run_policies(sweeps)
+    assert policies == {"fcfs": "fcfs", "prio": "priority"}
+    table = class_ttft_comparison(sweeps, policies)
+    assert table is not None
+    assert list(table.columns) == ["Class", "Priority", "Offered req/s", "TTFT p90 · fcfs (fcfs)",
+                                   "TTFT p90 · prio (priority)", "Ratio"]  # fmt: skip
+    assert [tuple(r) for r in table[["Class", "Priority", "Offered req/s"]].to_numpy()] == [
+        ("chat", "0", "8"), ("chat", "0", "16"), ("rag", "1", "8"), ("rag", "1", "16")]  # fmt: skip
+    p90 = pd.Series(fcfs[("chat", 8.0)]).quantile(0.9) * 1e3
+    assert table.iloc[0]["TTFT p90 · fcfs (fcfs)"] == f"{p90:.0f} ms"
+    assert list(table["Ratio"]) == ["0.500×", "0.500×", "1.250×", "1.250×"]  # every TTFT scaled: its p90 too
+    html = rate_views.class_comparison(sweeps).data  # type: ignore[union-attr]
+    assert "Traffic classes, run by run" in html and "TTFT p90 · prio (priority)" in html
+
+
+def test_nothing_without_two_class_sweeps_in_common(tmp_path: Path) -> None:
+    one = {("chat", 8.0): _draws(1, 0.2)}
+    assert class_ttft_comparison({"a": _sweep(tmp_path / "a", one)}) is None
+    other = {("bulk", 8.0): _draws(1, 0.2)}
+    assert class_ttft_comparison({"a": _sweep(tmp_path / "a", one), "b": _sweep(tmp_path / "b", other)}) is None
+    plain = RateSweep(tmp_path, {}, pd.DataFrame({"step": [0], "offered_rate": [8.0]}),
+                      complete_records(pd.DataFrame(columns=list(REQUIRED_RECORD_COLUMNS))))  # fmt: skip
+    assert class_ttft_comparison({"a": _sweep(tmp_path / "a", one), "b": plain}) is None
+    assert rate_views.class_comparison({"a": plain, "b": plain}) is None
+    three = class_ttft_comparison({k: _sweep(tmp_path / k, one) for k in "abc"})
+    assert three is not None and "Ratio" not in three and len(three.columns) == 6
+
+
+@pytest.mark.parametrize(
+    ("command", "policy"),
+    [
+        (None, None),
+        ("vllm serve m", "fcfs"),
+        ("vllm serve m --scheduling-policy priority", "priority"),
+        ("vllm serve m --scheduling-policy=priority --port 8000", "priority"),
+    ],
+)
+def test_the_policy_is_read_from_the_launch_command(command: str | None, policy: str | None) -> None:
+    assert scheduling_policy(command) == policy

@@ -1,0 +1,98 @@
+"""Class sweeps of several runs side by side: each class's TTFT at each common offered rate, run by run, with each
+run's scheduling policy where its launch was recorded (the priority comparison of issue 47: the same classes on an
+fcfs server and on one run with `--scheduling-policy priority`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import pandas as pd
+
+from toolkit.method.goodput import CLASS_COLUMN, STEADY_TRIM, percentile_of, request_latencies, steady_mask
+from toolkit.method.number_format import format_ms
+from toolkit.reports.markdown_text import inert
+from toolkit.results.rate_runs import RateSweep
+from toolkit.servers.launch import read_record
+
+__all__ = ["CLASS_TTFT_CAPTION", "QUANTILE", "class_ttft_comparison", "run_policies", "scheduling_policy"]
+
+QUANTILE = 90.0  # the TTFT percentile compared, as the class table and benchmarks/class_priority.py show it
+CLASS_TTFT_CAPTION = (
+    "Each traffic class's TTFT p90 (from the scheduled arrival, over its steady requests at that offered rate, the "
+    "rate's steps pooled) run by run, with each run's scheduling policy where its launch was recorded; ratio: the "
+    "second run's over the first's (a point figure: for an interval, run the two in alternating rounds, "
+    "benchmarks/class_priority.py)"
+)
+_POLICY = re.compile(r"--scheduling-policy[= ]+(\S+)")
+
+
+def scheduling_policy(command: str | None) -> str | None:
+    """The vLLM scheduling policy of a recorded launch command (vLLM's default, fcfs, when it names none); None when
+    no launch was recorded (a server found running)."""
+    if command is None:
+        return None
+    found = _POLICY.search(command)
+    return found.group(1).strip("'\"") if found else "fcfs"
+
+
+def run_policies(sweeps: Mapping[str, RateSweep]) -> dict[str, str | None]:
+    """Each run's scheduling policy, from the launch its folder recorded (server.json; None: not recorded)."""
+    return {label: scheduling_policy((read_record(s.folder) or {}).get("command")) for label, s in sweeps.items()}
+
+
+def _class_ttft(sweep: RateSweep) -> dict[tuple[str, float], float | None]:
+    """(class, offered rate) -> the TTFT percentile of the class's steady, completed requests at that rate."""
+    records = sweep.records
+    if CLASS_COLUMN not in records or not len(records):
+        return {}
+    measured = set(sweep.steps["step"])  # not the cold controls
+    trim = float(sweep.sweep.get("steady_trim", STEADY_TRIM))
+    parts = [part[steady_mask(part, trim)] for step, part in records.groupby("step") if step in measured]
+    if not parts:
+        return {}
+    steady = pd.concat(parts)
+    latencies = request_latencies(steady)
+    ttft = latencies.loc[latencies["ok"], "ttft_sched_ms"]
+    keys = steady.loc[ttft.index, [CLASS_COLUMN, "offered_rate"]]
+    found: dict[tuple[str, float], float | None] = {}
+    for (name, rate), group in ttft.groupby([keys[CLASS_COLUMN], keys["offered_rate"]]):
+        found[(str(name), float(rate))] = percentile_of(group, QUANTILE)
+    return found
+
+
+def class_ttft_comparison(
+    sweeps: Mapping[str, RateSweep], policies: Mapping[str, str | None] | None = None
+) -> pd.DataFrame | None:
+    """Display strings: one row per class the runs share and offered rate they share, each run's TTFT p90 (its
+    column named by its label and `policies`' entry), and with two runs the second's over the first's; None unless
+    two or more runs hold class sweeps with a class and a rate in common."""
+    if len(sweeps) < 2:
+        return None
+    each = {label: _class_ttft(sweep) for label, sweep in sweeps.items()}
+    if not all(each.values()):
+        return None
+    common = sorted(set.intersection(*(set(found) for found in each.values())), key=lambda k: (k[1], k[0]))
+    if not common:
+        return None
+    order = list(dict.fromkeys(name for sweep in sweeps.values() for name in _class_order(sweep)))
+    common.sort(key=lambda k: (order.index(k[0]) if k[0] in order else len(order), k[1]))
+    priorities = {c.get("name"): c.get("priority") for s in sweeps.values() for c in s.sweep.get("classes") or []}
+    labels = list(sweeps)
+    columns = [f"TTFT p90 · {label}" + (f" ({policy})" if (policy := (policies or {}).get(label)) else "")
+               for label in labels]  # fmt: skip
+    rows = []
+    for name, rate in common:
+        values = [each[label][(name, rate)] for label in labels]
+        priority = priorities.get(name)
+        row = [inert(name), "-" if priority is None else str(priority), f"{rate:g}", *map(format_ms, values)]
+        if len(labels) == 2:
+            first, second = values
+            row.append(f"{second / first:.3f}×" if first and second is not None else "-")
+        rows.append(row)
+    head = ["Class", "Priority", "Offered req/s", *columns, *(["Ratio"] if len(labels) == 2 else [])]
+    return pd.DataFrame(rows, columns=head, dtype=object)
+
+
+def _class_order(sweep: RateSweep) -> list[str]:
+    return [str(c.get("name")) for c in sweep.sweep.get("classes") or []]
