@@ -24,11 +24,11 @@ from toolkit.reports.rate_tables import CLASSES_CAPTION, classes_table, rate_mar
 from toolkit.reports.tables import markdown_table
 from toolkit.results.rate_runs import load_rate_sweep
 
-# the fault server streams a token every 5 ms: "chat" (4 tokens) meets its 5 s end-to-end limit; "long" (16 tokens)
-# cannot meet a TPOT of 1 ms
+# the fault server streams a token every 5 ms: "chat" (4 tokens) meets its 5 s end-to-end limit; "long" (16 tokens,
+# sent to the completions endpoint where the sweep's is chat) cannot meet a TPOT of 1 ms
 CLASSES = [
     {"name": "chat", "weight": 1, "input_tokens": 40, "output_tokens": 4, "slo_e2e_ms": 5000, "priority": -1},
-    {"name": "long", "weight": 1, "input_tokens": 150, "output_tokens": 16, "slo_tpot_ms": 1},
+    {"name": "long", "weight": 1, "input_tokens": 150, "output_tokens": 16, "slo_tpot_ms": 1, "endpoint": "completions"},
 ]
 
 
@@ -60,6 +60,9 @@ def test_each_request_carries_its_class_in_its_record_and_its_body(class_sweep: 
     assert (records.loc[records[CLASS_COLUMN] == "chat", "output_tokens"] == 4).all()
     assert sorted({e["priority"] for e in sent}, key=str) == [-1, None]  # chat's priority; long has none
     assert sum(e["priority"] == -1 for e in sent) == (records[CLASS_COLUMN] == "chat").sum()
+    # each class's endpoint: long's requests to /v1/completions (a prompt), chat's to the sweep's chat endpoint
+    paths = sorted(e["path"] for e in sent)
+    assert paths == sorted(["/v1/completions"] * len(long) + ["/v1/chat/completions"] * (len(records) - len(long)))
 
 
 def test_each_step_judges_each_class_against_its_own_level(class_sweep: tuple[Path, list[str], list[dict]]) -> None:

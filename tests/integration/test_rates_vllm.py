@@ -170,11 +170,12 @@ def test_a_two_class_mix_records_and_judges_each_class_on_the_real_engine(
     """Issue 47's traffic classes on the real engine, about 20 s: short chats under a tight TTFT limit beside long
     prompts under a loose one, drawn 3 to 1 from one arrival stream. vLLM takes the `priority` field (0: this
     server runs without --scheduling-policy priority, which any other value needs); each request's class is in
-    its record, its lengths are its class's, and each step judges each class against its own level."""
+    its record, its lengths are its class's (rag's counted without the chat template: it goes to the completions
+    endpoint), and each step judges each class against its own level."""
     classes = [
         {"name": "chat", "weight": 3, "input_tokens": 64, "output_tokens": 16, "slo_ttft_ms": 300, "priority": 0},
         {"name": "rag", "weight": 1, "input_tokens": 1536, "output_tokens": 32, "slo_ttft_ms": 5000,
-         "slo_e2e_ms": 20_000},
+         "slo_e2e_ms": 20_000, "endpoint": "completions"},
     ]  # fmt: skip
     params = make_rate_params({
         "base_url": vllm_server.base_url, "api_key_env": api_key_env, "rates": [1.0, 3.0], "duration_s": 6,

@@ -37,7 +37,7 @@ def test_classes_parse_from_a_list_a_file_and_the_command_line(tmp_path: Path) -
     assert rag.input_tokens == Lengths(dist="uniform", min=1000, max=2000) and rag.priority == 5
     assert rag.service_level(0.9) == ServiceLevel(2000, 100, None, 0.9)
     assert params.public()["classes"][0] == {**CHAT, "weight": 3.0, "slo_tpot_ms": None, "slo_e2e_ms": None,
-                                             "model": None}  # fmt: skip
+                                             "model": None, "endpoint": None}  # fmt: skip
     listed, mapped = tmp_path / "listed.yaml", tmp_path / "mapped.yaml"
     listed.write_text(json.dumps([CHAT, RAG]))  # JSON is YAML
     mapped.write_text(json.dumps({"classes": [CHAT, RAG]}))
@@ -73,6 +73,7 @@ def test_classes_parse_from_a_list_a_file_and_the_command_line(tmp_path: Path) -
     ([CHAT], {"workload": "conversation", "turns": 2}, "rate_sweep: workload: not with classes"),
     ([CHAT], {"workload": "shared-prefix", "prefixes": 2, "prefix_tokens": 8}, "workload: not with classes"),
     ([CHAT], {"endpoint": "embeddings"}, "rate_sweep: classes: not with endpoint embeddings"),
+    ([{**CHAT, "endpoint": "embeddings"}], {}, "classes.chat.endpoint: Input should be 'chat' or 'completions'"),
     ([CHAT], {"input_tokens": 64}, "rate_sweep: input_tokens: with classes, each class has its own"),
     ([CHAT], {"slo_e2e_ms": 900}, "rate_sweep: slo_e2e_ms: with classes, each class has its own"),
 ])  # fmt: skip
@@ -81,6 +82,18 @@ def test_bad_classes_are_one_line_naming_them(classes: object, extra: dict, mess
         make_rate_params({"classes": classes, **extra}, "rate_sweep.")
     text = str(caught.value)
     assert message in text and "\n" not in text, text
+
+
+def test_a_class_sent_to_completions_takes_no_tools(tmp_path: Path) -> None:
+    """A class may send to the completions endpoint where the sweep's is chat, but not with the sweep's tools."""
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]))
+    plain = {**CHAT, "endpoint": "completions"}
+    assert [c.endpoint for c in make_rate_params({"classes": [plain, RAG]}).classes or []] == ["completions", None]
+    with pytest.raises(ParamsError) as caught:
+        make_rate_params({"classes": [plain, RAG], "tools": str(tools)}, "rate_sweep.")
+    assert str(caught.value) == ("rate_sweep: classes.chat: endpoint completions takes no tools (chat only); give it "
+                                 "endpoint chat, or no tools")  # fmt: skip
 
 
 def test_a_classes_file_holds_a_list_or_a_mapping_of_only_classes(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import yaml
@@ -43,6 +43,7 @@ class TrafficClass(BaseModel):
     slo_e2e_ms: float | None = Field(None, gt=0)
     priority: int | None = Field(None, ge=-_PRIORITY, lt=_PRIORITY, strict=True)
     model: str | None = Field(None, min_length=1, max_length=256)  # served name (a LoRA adapter's); None: the sweep's
+    endpoint: Literal["chat", "completions"] | None = None  # where its requests go; None: the sweep's
 
     @field_validator("weight", mode="before")
     @classmethod

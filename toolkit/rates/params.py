@@ -349,6 +349,10 @@ class RateParams(BaseModel):
         if other := [k for k in _NOT_WITH_CLASSES if getattr(self, k) is not None]:
             raise ValueError(f"{', '.join(other)}: not with classes (a class sweep builds each class's requests "
                              "from its input_tokens and output_tokens)")  # fmt: skip
+        if self.tools is not None and (plain := next((c.name for c in self.classes if c.endpoint == "completions"),
+                                                      None)):  # fmt: skip
+            raise ValueError(f"classes.{plain}: endpoint completions takes no tools (chat only); give it endpoint "
+                             "chat, or no tools")  # fmt: skip
         if self.search and (bare := next((c.name for c in self.classes if not c.has_slo()), None)):
             raise ValueError(f"classes.{bare}: no service level; the search needs slo_ttft_ms, slo_tpot_ms or "
                              "slo_e2e_ms in every class")  # fmt: skip

@@ -17,6 +17,7 @@ from toolkit.loadgen.client import build_request
 from toolkit.loadgen.conversations import PlannedTurn
 from toolkit.loadgen.embeddings import EMBEDDINGS_PATH, embeddings_body
 from toolkit.loadgen.open_loop import PlannedRequest
+from toolkit.loadgen.stream_events import Endpoint
 from toolkit.matrix.prompts import build_prompt
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.method.prefix_cache import expected_hit_rate, expected_trace_hit_rate
@@ -112,14 +113,15 @@ class Workload:
         self.chat = params.endpoint == "chat"
         self.response_format = params.request_format()  # structured output: every request carries it
         self.tools, self.tool_choice = params.request_tools()  # tool calls: every request carries them
-        self._fillers: dict[int, str] = {}  # prompt tokens -> the text after the prefix
+        self._fillers: dict[tuple[int, bool], str] = {}  # (prompt tokens, chat) -> the text after the prefix
         self._reply_tokens: dict[str, int] = {}  # a dataset item -> its reference reply's tokens
         if dataset and not self.chat and (item := next((i for i in dataset if i.messages), None)):
             raise DatasetError(f"dataset: {item.where}: chat messages need endpoint: chat")
 
-    def _build(self, text: str, out: int) -> tuple[str, dict[str, Any]]:
-        """A request's path and body: the sweep's endpoint and model, its response format or tools if any."""
-        return build_request(self.params.generation_endpoint, self.model, text, out,
+    def _build(self, text: str, out: int, endpoint: Endpoint | None = None) -> tuple[str, dict[str, Any]]:
+        """A request's path and body: the sweep's endpoint (or `endpoint`, a class's) and model, its response format
+        or tools if any."""
+        return build_request(endpoint or self.params.generation_endpoint, self.model, text, out,
                              response_format=self.response_format, tools=self.tools,
                              tool_choice=self.tool_choice)  # fmt: skip
 
@@ -163,18 +165,23 @@ class Workload:
             return await self._trace_requests(step, inputs, outputs, blocks)
         return await self.cold_requests(step, inputs, outputs)
 
-    async def cold_requests(self, step: int, inputs: list[int], outputs: list[int]) -> list[PlannedRequest]:
-        """Prompts of exactly these lengths (as the server counts them), each with its own prefix."""
+    async def cold_requests(self, step: int, inputs: list[int], outputs: list[int],
+                            endpoints: list[Endpoint | None] | None = None) -> list[PlannedRequest]:  # fmt: skip
+        """Prompts of exactly these lengths (as the server counts them at the endpoint each goes to: the sweep's, or
+        `endpoints`' where given), each with its own prefix."""
         planned = []
         for i, (tokens, out) in enumerate(zip(inputs, outputs, strict=True)):
-            text = self.prefix(step, i) + await self._filler(tokens)
-            path, body = self._build(text, out)
+            endpoint = endpoints[i] if endpoints else None
+            chat = self.chat if endpoint is None else endpoint == "chat"
+            text = self.prefix(step, i) + await self._filler(tokens, chat)
+            path, body = self._build(text, out, endpoint)
             planned.append(PlannedRequest(path, body, tokens))
         return planned
 
     async def class_requests(self, step: int, n: int) -> list[PlannedRequest]:
         """The `n` requests of a class sweep's step: each arrival's class drawn by weight (`drawn_classes`), its
-        lengths drawn from its class's, its body carrying the class's `priority` and `model` if it has them."""
+        lengths drawn from its class's, sent to its class's endpoint (the sweep's when it names none), its body
+        carrying the class's `priority` and `model` if it has them."""
         classes = self.params.classes
         assert classes is not None
         picks = draw_classes(classes, n, class_rng(self.params.seed, step))
@@ -185,7 +192,7 @@ class Workload:
             for i, tokens, out in zip(mine, draw_lengths(cls.input_tokens, len(mine), rng),
                                       draw_lengths(cls.output_tokens, len(mine), rng), strict=True):  # fmt: skip
                 inputs[i], outputs[i] = tokens, out
-        planned = await self.cold_requests(step, inputs, outputs)
+        planned = await self.cold_requests(step, inputs, outputs, [classes[pick].endpoint for pick in picks])
         for request, pick in zip(planned, picks, strict=True):
             if (priority := classes[pick].priority) is not None:
                 request.body["priority"] = priority
@@ -321,12 +328,15 @@ class Workload:
             self._shared[(step, group)] = built.text
         return self._shared[(step, group)]
 
-    async def _filler(self, tokens: int) -> str:
-        if tokens not in self._fillers:
+    async def _filler(self, tokens: int, chat: bool | None = None) -> str:
+        """The text after a prefix that makes a prompt of `tokens` as the server counts it (with the chat template
+        when `chat`; default: the sweep's endpoint's)."""
+        chat = self.chat if chat is None else chat
+        if (tokens, chat) not in self._fillers:
             like = self.prefix(0, 0)  # every prefix has this shape: the same digits' widths
-            built = await build_prompt(self.api, self.model, tokens, like, chat=self.chat)
-            self._fillers[tokens] = built.text.removeprefix(like)
-        return self._fillers[tokens]
+            built = await build_prompt(self.api, self.model, tokens, like, chat=chat)
+            self._fillers[(tokens, chat)] = built.text.removeprefix(like)
+        return self._fillers[(tokens, chat)]
 
     async def _from_item(self, step: int, i: int, item: DatasetItem, drawn: int) -> PlannedRequest:
         out = item.output_tokens or (await self._reply_length(item) if item.reply is not None else drawn)
