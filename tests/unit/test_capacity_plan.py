@@ -41,9 +41,9 @@ def test_replicas_gpus_and_cost_by_hand() -> None:
     plan = plan_capacity(3.0, 4.0, 100.0, CapacityTarget(50.0, 3.0, gpus_per_server=8, headroom=0.2))
     assert plan.usable_rate == pytest.approx(2.4)
     assert (plan.replicas, plan.replicas_fewest) == (21, 16)
-    assert plan.output_tok_s_per_gpu == pytest.approx(5000 / 168)
-    assert plan.cost_per_million_output_tokens == pytest.approx(168 * 3.0 / (5000 * 3600) * 1e6)
-    assert plan.cost_per_million_output_tokens == pytest.approx(28.0)
+    assert plan.tok_s_per_gpu == pytest.approx(5000 / 168)
+    assert plan.cost_per_million_tokens == pytest.approx(168 * 3.0 / (5000 * 3600) * 1e6)
+    assert plan.cost_per_million_tokens == pytest.approx(28.0)
 
 
 def test_the_demo_plan_for_ten_times_its_highest_rate_by_hand() -> None:
@@ -54,13 +54,13 @@ def test_the_demo_plan_for_ten_times_its_highest_rate_by_hand() -> None:
     target = CapacityTarget(None, 2.0, gpus_per_server=1, headroom=0.2, target_multiple=10)
     plan = plan_capacity(12.0, 48.0, 16.0, target)
     assert plan.target_rps == 120.0 and (plan.replicas, plan.replicas_fewest) == (13, 4)
-    assert plan.output_tok_s_per_gpu == pytest.approx(1920 / 13)
-    assert plan.cost_per_million_output_tokens == pytest.approx(3.762, abs=5e-4)
+    assert plan.tok_s_per_gpu == pytest.approx(1920 / 13)
+    assert plan.cost_per_million_tokens == pytest.approx(3.762, abs=5e-4)
 
 
 def test_an_exact_multiple_is_not_rounded_up_and_no_failure_leaves_the_range_open() -> None:
     plan = plan_capacity(2.5, None, 10.0, CapacityTarget(20.0, None, headroom=0.2))  # 20 / 2.0 = 10 exactly
-    assert (plan.replicas, plan.replicas_fewest, plan.cost_per_million_output_tokens) == (10, None, None)
+    assert (plan.replicas, plan.replicas_fewest, plan.cost_per_million_tokens) == (10, None, None)
 
 
 @pytest.mark.parametrize(
@@ -81,7 +81,7 @@ def test_the_section_from_a_sweep_traces_its_figures(tmp_path: Path) -> None:
     passing = max(r for r, m in met if m and all(mm for rr, mm in met if rr <= r))
     assert plan.rate_low == passing
     done = sweep.records[sweep.records["error"].isna() & (sweep.records["output_tokens"] > 0)]
-    assert plan.output_tokens_per_request == pytest.approx(done["output_tokens"].mean())
+    assert plan.tokens_per_request == pytest.approx(done["output_tokens"].mean())
     assert plan.replicas == math.ceil(40.0 / (passing * 0.8))
     text = capacity_markdown(sweep, target)
     assert text.startswith("## Capacity plan\n") and "rates/steps.jsonl" in text and "rates/step-*.parquet" in text
@@ -148,7 +148,7 @@ def test_a_class_sweeps_plan_names_the_binding_class_and_each_classs_replicas(se
     search = {"bracket": [2.0, 4.0], "binding": {"class": "rag", "rate": 4.0}} if searched else None
     sweep, target = _class_sweep(search), CapacityTarget(10.0)
     plan, _ = capacity_plan(sweep, target)
-    assert plan.rate_low == 2.0 and plan.replicas == math.ceil(10 / 1.6) == 7 and plan.output_tokens_per_request == 25
+    assert plan.rate_low == 2.0 and plan.replicas == math.ceil(10 / 1.6) == 7 and plan.tokens_per_request == 25
     chat_low = 4.0 if searched else 8.0
     assert class_brackets(sweep) == {"chat": (chat_low, None), "rag": (2.0, 4.0)}
     chat, rag = capacity_classes(sweep, plan, target)
@@ -190,3 +190,23 @@ def test_the_command_names_a_class_sweeps_binding_class(tmp_path: Path, capsys: 
     assert re.search(rf"Class rag\s+{math.ceil(40 / (low * 0.8))} replicas \(meets up to {low:g} req/s of the mix, "
                      rf"fails at {high:g} req/s\)", out)  # fmt: skip
     assert re.search(r"Class chat\s+7 replicas \(meets up to 8 req/s of the mix\)", out)  # 40 / 6.4, rounded up
+
+
+def test_an_embeddings_sweeps_plan_counts_the_tokens_it_embedded() -> None:
+    """Nothing is generated: per request, per GPU and per cost, the input tokens embedded. Meeting at 4 req/s,
+    failing at 8; 64 and 192 tokens a completed request (mean 128); 10 req/s without headroom: 3 replicas of
+    1 GPU, 1,280 / 3 = 426.7 input tok/s per GPU; at 2 per GPU-hour, 3 × 2 / (1,280 × 3,600) × 10⁶ = 1.302 per
+    million input tokens."""
+    steps = pd.DataFrame({"step": [0, 1], "offered_rate": [4.0, 8.0], "slo_met": [True, False]})
+    records = pd.DataFrame({"error": [None, None, "timeout"], "input_tokens": [64, 192, 999],
+                            "output_tokens": [0, 0, 0]})  # fmt: skip
+    sweep = RateSweep(Path("."), {"endpoint": "embeddings"}, steps, records)
+    target = CapacityTarget(10.0, price_per_gpu_hour=2.0, headroom=0.0)
+    plan, sources = capacity_plan(sweep, target)
+    assert (plan.token_kind, plan.tokens_per_request, plan.replicas) == ("input", 128.0, 3)
+    assert plan.tok_s_per_gpu == pytest.approx(1280 / 3)
+    assert plan.cost_per_million_tokens == pytest.approx(3 * 2.0 / (1280 * 3600) * 1e6)
+    assert "mean input tokens of the sweep's 2 completed requests" in sources["tokens"]
+    text = capacity_markdown(sweep, target)
+    assert "| Input tokens per request | 128.0 |" in text and "Cost per million input tokens" in text
+    assert "Output tokens per request" not in text and "output tok/s" not in text

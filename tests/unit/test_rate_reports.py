@@ -186,6 +186,20 @@ def test_runs_overlaid(sweep: RateSweep) -> None:
     assert [t.get_text() for t in rate_plots.compare_figure({}).axes[0].texts] == ["No run holds a rate sweep"]
 
 
+def test_embeddings_runs_are_overlaid_by_their_end_to_end_latency(sweep: RateSweep) -> None:
+    """Embeddings sweeps have no TTFT: two of them share an end-to-end p99 panel against inputs/s; beside a
+    generation run an embeddings run is drawn in the goodput panel only, its label saying why."""
+    embed = pd.DataFrame({"step": [0, 1], "offered_rate": [2.0, 8.0], "goodput": [2.0, 7.5], "items_s": [16.0, 60.0],
+                          "e2e_sched_p99_ms": [40.0, 95.0], "output_tok_s": [None, None]})  # fmt: skip
+    both = rate_plots.compare_figure({"A": embed, "B": embed.assign(e2e_sched_p99_ms=[50.0, 140.0])})
+    assert lines(both, 1) == {"A": [[16.0, 40.0], [60.0, 95.0]], "B": [[16.0, 50.0], [60.0, 140.0]]}
+    assert both.axes[1].get_title() == "End-to-end p99 from the scheduled arrival (ms)"
+    assert both.axes[1].get_xlabel() == rate_plots.X_AXES["items_s"]
+    mixed = rate_plots.compare_figure({"gen": sweep.steps, "emb": embed})
+    assert set(lines(mixed, 0)) == {"gen", "emb (embeddings: no TTFT)"} and set(lines(mixed, 1)) == {"gen"}
+    assert mixed.axes[1].get_title() == "TTFT p99 from the scheduled arrival (ms)"
+
+
 def test_the_sliders_judge_every_step_again(sweep: RateSweep) -> None:
     panel = rate_views.RejudgePanel(sweep.records, sweep.level)
     assert panel.level == sweep.level

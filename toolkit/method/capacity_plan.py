@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -42,15 +43,19 @@ class CapacityPlan:
     usable_rate: float  # rate_low less the headroom: what the plan loads each server with at most
     replicas: int  # servers the target needs at usable_rate
     replicas_fewest: int | None  # servers it would need if each were as fast as rate_high (None: unbounded)
-    output_tokens_per_request: float
-    output_tok_s_per_gpu: float  # at the target, spread over the planned replicas
-    cost_per_million_output_tokens: float | None
+    # the tokens a request is served for: generated (`output`), or embedded (`input`, an embeddings sweep)
+    tokens_per_request: float
+    tok_s_per_gpu: float  # at the target, spread over the planned replicas
+    cost_per_million_tokens: float | None
+    token_kind: Literal["output", "input"] = "output"
 
 
 def plan_capacity(
-    rate_low: float, rate_high: float | None, output_tokens_per_request: float, target: CapacityTarget
+    rate_low: float, rate_high: float | None, tokens_per_request: float, target: CapacityTarget,
+    token_kind: Literal["output", "input"] = "output",
 ) -> CapacityPlan:
-    """The plan for `target` from one server's bracket; ValueError for a bracket or target that cannot plan."""
+    """The plan for `target` from one server's bracket, a request served for `tokens_per_request` tokens of
+    `token_kind`; ValueError for a bracket or target that cannot plan."""
     if not rate_low > 0:
         raise ValueError(f"no rate was shown to meet the service level (highest {rate_low!r}); nothing to plan from")
     rps = target.rps(rate_low)
@@ -61,7 +66,7 @@ def plan_capacity(
     replicas = math.ceil(rps / usable - 1e-9)
     fewest = None if rate_high is None else max(1, math.ceil(rps / (rate_high * keep) - 1e-9))
     gpus = replicas * target.gpus_per_server
-    tokens_per_second = rps * output_tokens_per_request
+    tokens_per_second = rps * tokens_per_request
     cost = (
         None
         if target.price_per_gpu_hour is None or tokens_per_second <= 0
@@ -74,9 +79,10 @@ def plan_capacity(
         usable_rate=usable,
         replicas=replicas,
         replicas_fewest=fewest,
-        output_tokens_per_request=output_tokens_per_request,
-        output_tok_s_per_gpu=tokens_per_second / gpus,
-        cost_per_million_output_tokens=cost,
+        tokens_per_request=tokens_per_request,
+        tok_s_per_gpu=tokens_per_second / gpus,
+        cost_per_million_tokens=cost,
+        token_kind=token_kind,
     )
 
 

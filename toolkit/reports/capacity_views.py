@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
@@ -52,12 +52,14 @@ def capacity_plan(sweep: RateSweep, target: CapacityTarget) -> tuple[CapacityPla
     sweep shows no rate meeting its service level."""
     low, high, bracket_source = _bracket(sweep)
     records = sweep.records
-    done = records[records["error"].isna() & (records["output_tokens"] > 0)]
-    tokens = float(done["output_tokens"].mean()) if len(done) else math.nan
-    plan = plan_capacity(low or 0.0, high, tokens, target)
+    kind: Literal["output", "input"] = "input" if sweep.sweep.get("endpoint") == "embeddings" else "output"
+    done = records[records["error"].isna() & (records[f"{kind}_tokens"] > 0)]
+    tokens = float(done[f"{kind}_tokens"].mean()) if len(done) else math.nan
+    plan = plan_capacity(low or 0.0, high, tokens, target, kind)
     sources = {
         "bracket": bracket_source,
-        "tokens": f"rates/step-*.parquet: the mean output tokens of the sweep's {len(done)} completed requests",
+        "tokens": f"rates/step-*.parquet: the mean {kind} tokens of the sweep's {len(done)} completed requests"
+        + (" (an embeddings sweep: the tokens it embedded)" if kind == "input" else ""),
     }
     return plan, sources
 
@@ -116,7 +118,7 @@ def capacity_table(
         if plan.replicas_fewest is None
         else f"{plan.replicas_fewest} to {plan.replicas} for the true highest rate, which lies in the bracket"
     )
-    cost = plan.cost_per_million_output_tokens
+    cost, kind = plan.cost_per_million_tokens, plan.token_kind
     rows = [
         ("Target traffic", f"{plan.target_rps:,.4g} req/s", "the target given" if target.target_multiple is None
          else f"{target.target_multiple:g} × the highest rate meeting the service level"),
@@ -127,11 +129,11 @@ def capacity_table(
         ("Replicas", f"{plan.replicas} ({between})",
          "target ÷ usable rate, rounded up; the range: the same at the bracket's other end"),
         ("GPUs", f"{plan.replicas * target.gpus_per_server}", f"replicas × {target.gpus_per_server} GPUs per server"),
-        ("Output tokens per request", f"{plan.output_tokens_per_request:,.1f}", sources["tokens"]),
-        ("Output tok/s per GPU at the target", f"{plan.output_tok_s_per_gpu:,.1f}",
-         "target × output tokens per request ÷ GPUs"),
-        ("Cost per million output tokens", "-" if cost is None else f"{cost:,.4g} at {target.price_per_gpu_hour:g} "
-         "per GPU-hour", "GPUs × price per hour ÷ (output tok/s × 3,600) × 10⁶"),
+        (f"{kind.capitalize()} tokens per request", f"{plan.tokens_per_request:,.1f}", sources["tokens"]),
+        (f"{kind.capitalize()} tok/s per GPU at the target", f"{plan.tok_s_per_gpu:,.1f}",
+         f"target × {kind} tokens per request ÷ GPUs"),
+        (f"Cost per million {kind} tokens", "-" if cost is None else f"{cost:,.4g} at "
+         f"{target.price_per_gpu_hour:g} per GPU-hour", f"GPUs × price per hour ÷ ({kind} tok/s × 3,600) × 10⁶"),
     ]  # fmt: skip
     rows += _class_rows(classes, search)
     return pd.DataFrame(rows, columns=["Figure", "Value", "From"])

@@ -57,11 +57,16 @@ def _ttft_source(steps: pd.DataFrame) -> tuple[str, str]:
     return ("ttft_sched", "TTFT from the scheduled arrival (ms)") if arrival else ("ttft", "TTFT from the send (ms)")
 
 
+def _is_embeddings(steps: pd.DataFrame) -> bool:
+    """An embeddings sweep's steps: they count inputs a second (`items_s`), and have no TTFT."""
+    return "items_s" in steps and bool(steps["items_s"].notna().any())
+
+
 def knee_figure(steps: pd.DataFrame, level: ServiceLevel | None = None, *, x: str = "output_tok_s") -> Figure:
     """TTFT (from the scheduled arrival, the send's p99 dashed beside it) and TPOT, p50 and p99, against `x`
     (achieved output tok/s by default): where the curve turns up is the knee. Dashed: the service level's limits.
     Hollow markers: searched probes. An embeddings sweep's: `_embedding_knee`, against inputs/s by default."""
-    if "items_s" in steps and steps["items_s"].notna().any():
+    if _is_embeddings(steps):
         return _embedding_knee(steps, level, "items_s" if x == "output_tok_s" else x)
     shown = _ordered(steps, x)
     if shown.empty:
@@ -202,25 +207,36 @@ def queue_figure(steps: pd.DataFrame) -> Figure:
 
 def compare_figure(steps_by_run: Mapping[str, pd.DataFrame], *, x: str = "output_tok_s") -> Figure:
     """Runs overlaid, one colour each: goodput against offered rate, and TTFT p99 from the scheduled arrival
-    against `x` (a run without it, an imported peer's, from the send, said in its label)."""
+    against `x` (a run without it, an imported peer's, from the send, said in its label). Embeddings sweeps have no
+    TTFT: where every run is one, the right panel is end-to-end p99 from the scheduled arrival against inputs/s;
+    beside generation runs, an embeddings run is in the goodput panel only, and its label says so."""
     if not steps_by_run:
         return note_figure("No run holds a rate sweep")
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     left, right = fig.subplots(1, 2)
     colors = palette(len(steps_by_run))
+    embeddings = {label for label, steps in steps_by_run.items() if _is_embeddings(steps)}
+    every = len(embeddings) == len(steps_by_run)
+    x = "items_s" if every and x == "output_tok_s" else x
     for color, (label, steps) in zip(colors, steps_by_run.items(), strict=True):
         offered = _ordered(steps, _OFFERED)
-        left.plot(offered[_OFFERED], offered["goodput"], marker="o", color=color, label=label)
+        alone = label in embeddings and not every
+        left.plot(offered[_OFFERED], offered["goodput"], marker="o", color=color,
+                  label=f"{label} (embeddings: no TTFT)" if alone else label)  # fmt: skip
+        if alone:
+            continue
         curve = _ordered(steps, x)
-        ttft, _ = _ttft_source(curve)
-        right.plot(curve[x], curve[f"{ttft}_p99_ms"], marker="o", color=color,
-                   label=label if ttft == "ttft_sched" else f"{label} (from the send)")  # fmt: skip
-    right_title = "TTFT p99 from the scheduled arrival (ms)"
+        latency, _ = ("e2e_sched", "") if every else _ttft_source(curve)
+        right.plot(curve[x], curve[f"{latency}_p99_ms"], marker="o", color=color,
+                   label=label if latency in ("ttft_sched", "e2e_sched") else f"{label} (from the send)")  # fmt: skip
+    right_title = ("End-to-end p99 from the scheduled arrival (ms)" if every
+                   else "TTFT p99 from the scheduled arrival (ms)")  # fmt: skip
     for ax, title, xlabel in ((left, "Goodput (req/s)", X_AXES[_OFFERED]), (right, right_title, X_AXES[x])):
         ax.set_title(title)
         ax.set_xlabel(xlabel)
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=8)
+        if ax.get_lines():
+            ax.legend(fontsize=8)
         despine(ax)
     fig.suptitle("Open-loop rates by run")
     return fig
