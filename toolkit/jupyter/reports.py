@@ -19,6 +19,7 @@ from toolkit.jupyter.execute import execute, parameters_for
 from toolkit.jupyter.figures import drawn_images, first_drawn, save_images
 from toolkit.reports import breakdown_views, capacity_views, compare, rate_tables, reconcile, workload_views
 from toolkit.reports import tables as report_tables
+from toolkit.reports.class_compare import rates_markdown
 from toolkit.results import rate_runs, runs
 from toolkit.results.store import RUN_FILE
 
@@ -92,7 +93,10 @@ def write_compare(run_dirs: Sequence[Path], out: Path, labels: Sequence[str] | N
     notebook = nbformat.read(executed, as_version=4)
     (out / "compare.html").write_text(html_report(notebook), encoding="utf-8")
     images = save_images(compare_images(frame, notebook), out)
-    (out / "compare.md").write_text(compare.compare_markdown(frame, images), encoding="utf-8")
+    sweeps = rate_runs.load_rate_sweeps(run_dirs, labels)
+    text = compare.compare_markdown(frame, images)
+    (out / "compare.md").write_text(text + ("\n" + rates if (rates := rates_markdown(sweeps)) else ""),
+                                    encoding="utf-8")  # fmt: skip
     return {name: out / name for name in ("compare.html", "compare.md", executed.name)}
 
 

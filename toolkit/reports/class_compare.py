@@ -11,11 +11,20 @@ import pandas as pd
 
 from toolkit.method.goodput import CLASS_COLUMN, STEADY_TRIM, percentile_of, request_latencies, steady_mask
 from toolkit.method.number_format import format_ms
+from toolkit.reports import rate_tables
 from toolkit.reports.markdown_text import inert
+from toolkit.reports.tables import markdown_table
 from toolkit.results.rate_runs import RateSweep
 from toolkit.servers.launch import read_record
 
-__all__ = ["CLASS_TTFT_CAPTION", "QUANTILE", "class_ttft_comparison", "run_policies", "scheduling_policy"]
+__all__ = [
+    "CLASS_TTFT_CAPTION",
+    "QUANTILE",
+    "class_ttft_comparison",
+    "rates_markdown",
+    "run_policies",
+    "scheduling_policy",
+]
 
 QUANTILE = 90.0  # the TTFT percentile compared, as the class table and benchmarks/class_priority.py show it
 CLASS_TTFT_CAPTION = (
@@ -96,3 +105,18 @@ def class_ttft_comparison(
 
 def _class_order(sweep: RateSweep) -> list[str]:
     return [str(c.get("name")) for c in sweep.sweep.get("classes") or []]
+
+
+def rates_markdown(sweeps: Mapping[str, RateSweep]) -> str:
+    """compare.md's rate-sweep section: each run's service level and highest rate meeting it, then the traffic
+    classes' TTFT run by run with each run's scheduling policy; "" unless two runs hold a rate sweep."""
+    if len(sweeps) < 2:
+        return ""
+    out = ["## Open-loop rates"]
+    for label, sweep in sweeps.items():
+        line = rate_tables.search_line(sweep.steps, sweep.search, sweep.sweep.get("search_precision"),
+                                       sweep.level.target)  # fmt: skip
+        out.append(f"- **{inert(label)}**: {rate_tables.level_line(sweep.level, sweep.sweep.get('classes'))} {line}")
+    if (table := class_ttft_comparison(sweeps, run_policies(sweeps))) is not None:
+        out += ["### Traffic classes, run by run", CLASS_TTFT_CAPTION + ".", markdown_table(table)]
+    return "\n\n".join(out) + "\n"
