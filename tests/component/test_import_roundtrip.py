@@ -191,7 +191,7 @@ def test_import_and_compare_take_the_folder_lock_and_compare_never_writes_into_a
     """Every writer into a folder takes its lock: while another process holds it, `import-report --out` and
     `compare --out` are refused in one line and write nothing; `compare --out` one of its runs is refused."""
     busy = tmp_path / "busy"
-    hold_it = ("import sys, time; from pathlib import Path; from toolkit.matrix.run_folder import hold\n"
+    hold_it = ("import sys, time; from pathlib import Path; from toolkit.base.folder_lock import hold\n"
                "with hold(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)")  # fmt: skip
     holder = subprocess.Popen([sys.executable, "-c", hold_it, str(busy)], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:

@@ -27,8 +27,8 @@ import yaml
 from tests.fake_vllm import BANNER
 from tests.faultserver import FaultServer
 from tests.processes import assert_group_gone
+from toolkit.base.folder_lock import LOCK_FILE
 from toolkit.jupyter.execute import declared_parameters
-from toolkit.matrix.run_folder import LOCK_FILE
 from toolkit.results.local_paths import public_paths
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RESULTS_FILE, RUN_FILE

@@ -28,7 +28,14 @@ from toolkit.results.rate_runs import load_rate_sweep
 # sent to the completions endpoint where the sweep's is chat) cannot meet a TPOT of 1 ms
 CLASSES = [
     {"name": "chat", "weight": 1, "input_tokens": 40, "output_tokens": 4, "slo_e2e_ms": 5000, "priority": -1},
-    {"name": "long", "weight": 1, "input_tokens": 150, "output_tokens": 16, "slo_tpot_ms": 1, "endpoint": "completions"},
+    {
+        "name": "long",
+        "weight": 1,
+        "input_tokens": 150,
+        "output_tokens": 16,
+        "slo_tpot_ms": 1,
+        "endpoint": "completions",
+    },
 ]
 
 

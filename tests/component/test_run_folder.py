@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.faultserver import FaultServer
-from toolkit.matrix.run_folder import LOCK_FILE
+from toolkit.base.folder_lock import LOCK_FILE
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
 from toolkit.results.store import RESULTS_FILE, RUN_FILE

@@ -1,4 +1,5 @@
-"""toolkit.matrix.run_folder: the folder lock (one writer, its kernels inside it) and what a resumed run compares."""
+"""toolkit.base.folder_lock (one writer, its kernels inside it) and toolkit.matrix.run_folder (what a resumed run
+compares)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.base.errors import RunRefused
+from toolkit.base.folder_lock import LOCK_FILE, hold
 from toolkit.matrix.discovery import ServerInfo
-from toolkit.matrix.run_folder import LOCK_FILE, RunRefused, hold, server_differences
+from toolkit.matrix.run_folder import server_differences
 from toolkit.results.run_document import RunDocument
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 HOLD = """
 import sys, time
 from pathlib import Path
-from toolkit.matrix.run_folder import hold
+from toolkit.base.folder_lock import hold
 with hold(Path(sys.argv[1])):
     print("held", flush=True)
     sys.stdin.readline()
@@ -27,7 +30,7 @@ with hold(Path(sys.argv[1])):
 TRY = """
 import sys
 from pathlib import Path
-from toolkit.matrix.run_folder import hold
+from toolkit.base.folder_lock import hold
 with hold(Path(sys.argv[1])):
     print("inside")
 """

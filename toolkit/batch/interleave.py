@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from toolkit.matrix.run_folder import hold
+from toolkit.base.folder_lock import hold
 from toolkit.matrix.runner import run_matrix
 from toolkit.method.paired import alternating_order, rounds_problem
 from toolkit.params import ParamsError, RunParams

@@ -92,7 +92,7 @@ def run_batch(
     ray_address: str | None = None,
 ) -> int:
     """Run the batch; write index and compare. 0 when every variant is done, 1 when one failed."""
-    from toolkit.matrix.run_folder import hold
+    from toolkit.base.folder_lock import hold
 
     if jobs < 1:
         raise ParamsError(f"--jobs: {jobs}; allowed: an integer >= 1")

@@ -41,8 +41,8 @@ def run_variant(variant: Variant, out: Path, *, resume: bool) -> dict[str, Any]:
 
     Returns the outcome (state, error, pid, host, times); a failure is an outcome, not an exception.
     """
+    from toolkit.base.folder_lock import hold
     from toolkit.jupyter.pipeline import prepare_run, run_one
-    from toolkit.matrix.run_folder import hold
 
     started, clock = now(), time.monotonic()
     secret = env_secret(variant.params.api_key_env)  # for redaction; the run checks the key before use

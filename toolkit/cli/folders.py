@@ -15,7 +15,7 @@ MIN_TARGET, MAX_TARGET = 1e-6, 1e9  # a capacity target (req/s or a multiple) an
 
 
 def _import_report(args: argparse.Namespace) -> int:
-    from toolkit.matrix.run_folder import hold
+    from toolkit.base.folder_lock import hold
     from toolkit.results.imported_reports import import_report_file
     from toolkit.results.run_document import RunDocument
     from toolkit.results.runs import RESULTS_CSV
@@ -46,8 +46,8 @@ def _import_report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from toolkit.base.folder_lock import hold
     from toolkit.jupyter.reports import write_compare
-    from toolkit.matrix.run_folder import hold
 
     if len(args.run_dirs) < 2:
         raise ParamsError("compare: give at least two run folders")
@@ -62,8 +62,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _reconcile(args: argparse.Namespace) -> int:
+    from toolkit.base.folder_lock import hold
     from toolkit.jupyter.reports import write_reconcile
-    from toolkit.matrix.run_folder import hold
 
     if len(args.run_dirs) < 2:
         raise ParamsError("reconcile: give at least two run folders (ours first, then the imported ones)")
@@ -78,7 +78,7 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 
 def _import_results(args: argparse.Namespace) -> int:
-    from toolkit.matrix.run_folder import hold
+    from toolkit.base.folder_lock import hold
     from toolkit.rates.imported import comparison_lines, import_results
 
     out = Path(args.out)

@@ -46,7 +46,7 @@ def _matrix(args: argparse.Namespace) -> int:
               "server_metrics": args.server_metrics}  # fmt: skip
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
     api_key = ApiKey.from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
-    from toolkit.matrix.run_folder import hold
+    from toolkit.base.folder_lock import hold
     from toolkit.matrix.runner import run_matrix
     from toolkit.reports.tables import decode_matrix, error_lines, prefill_table, summary_line
     from toolkit.results.store import to_dataframe
@@ -91,8 +91,8 @@ def _interleave(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from toolkit.base.folder_lock import hold
     from toolkit.jupyter.pipeline import new_run_dir, prepare_run, run_one
-    from toolkit.matrix.run_folder import hold
     from toolkit.params import load_run_file
 
     params, spec = load_run_file(args.params, base_url=args.base_url, server_metrics=args.server_metrics)
@@ -136,8 +136,8 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from toolkit.base.folder_lock import hold
     from toolkit.jupyter.pipeline import new_run_dir, prepare_run, run_one
-    from toolkit.matrix.run_folder import hold
     from toolkit.params import load_params
     from toolkit.servers.embedded.server import embedded_launch
 

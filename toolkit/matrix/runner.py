@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from tqdm import tqdm
 
 from toolkit.base.api_keys import ApiKey, env_secret, redact
-from toolkit.base.errors import CellFailure
+from toolkit.base.errors import CellFailure, RunRefused
+from toolkit.base.folder_lock import hold
 from toolkit.base.schema import Measurement
 from toolkit.loadgen.client import StreamClient, build_request
 from toolkit.matrix.control import make_control
@@ -32,7 +33,7 @@ from toolkit.matrix.prefill import measure_prefill
 from toolkit.matrix.progress import progress_bar
 from toolkit.matrix.prompts import build_prompt, marker
 from toolkit.matrix.round_loop import measure_in_rounds
-from toolkit.matrix.run_folder import RunRefused, hold, launch_command, open_run
+from toolkit.matrix.run_folder import launch_command, open_run
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.matrix.traces import write_trace
 from toolkit.method.capacity import is_over_capacity

@@ -51,7 +51,10 @@ class CapacityPlan:
 
 
 def plan_capacity(
-    rate_low: float, rate_high: float | None, tokens_per_request: float, target: CapacityTarget,
+    rate_low: float,
+    rate_high: float | None,
+    tokens_per_request: float,
+    target: CapacityTarget,
     token_kind: Literal["output", "input"] = "output",
 ) -> CapacityPlan:
     """The plan for `target` from one server's bracket, a request served for `tokens_per_request` tokens of

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.base.api_keys import api_key_from_env
-from toolkit.base.errors import ParamsError
+from toolkit.base.errors import ParamsError, RunRefused
+from toolkit.base.folder_lock import hold
 from toolkit.base.text import printable
 from toolkit.loadgen.arrivals import schedule
 from toolkit.loadgen.client import StreamClient
@@ -26,7 +27,6 @@ from toolkit.loadgen.embeddings import EmbeddingClient, probe_embeddings
 from toolkit.matrix.discovery import ServerInfo, discover
 from toolkit.matrix.environment import run_info
 from toolkit.matrix.heap import frozen_heap
-from toolkit.matrix.run_folder import RunRefused, hold
 from toolkit.matrix.runner import run_sync
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.params import RunParams
