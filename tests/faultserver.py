@@ -48,7 +48,8 @@ request's `tools` and `tool_choice`, and its `priority` (None: none).
 
 With `FaultServer(embeddings=True)` it also serves `POST /v1/embeddings` as vLLM's pooling runner does (without it,
 404 as a generating vLLM answers): each input (a list of texts) a vector of `EMBEDDING_DIMENSIONS`, its tokens counted
-as a prompt's and added to `vllm:prompt_tokens_total`, after `embedding_delay_s`; the "500" fault applies to it.
+as a prompt's and added to `vllm:prompt_tokens_total`, after `embedding_delay_s`; the "500" fault applies to it. With
+`generation=False` as well it serves embeddings only, as a pooling vLLM: its completion routes answer 404.
 
 Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
 the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
@@ -195,6 +196,7 @@ class FaultServer:
         embeddings: bool = False,
         embedding_delay_s: float = 0.005,
         adapters: tuple[str, ...] = (),
+        generation: bool = True,
     ) -> None:
         self.api_key = api_key
         self.max_model_len = max_model_len
@@ -212,6 +214,7 @@ class FaultServer:
         # LoRA adapters served beside the model: listed in /v1/models as vLLM lists them (parent: the model, no
         # max_model_len of their own), and answered as the model is
         self.adapters = adapters
+        self.generation = generation  # the completion routes served (else 404, as a pooling vLLM has none)
         self.external_hit_tokens = 0  # with it: the tokens each request finds there (of those the GPU cache missed)
         self.state = ServerState()
         self.fault: Fault | None = None
@@ -266,7 +269,9 @@ class FaultServer:
         return list(self.state.log)
 
     def completion_requests(self) -> list[dict[str, Any]]:
-        return [e for e in self.log if e["path"] in ("/v1/chat/completions", "/v1/completions")]
+        """The completion requests sent (POSTs: a GET asks whether the route exists, toolkit.matrix.embeddings)."""
+        paths = ("/v1/chat/completions", "/v1/completions")
+        return [e for e in self.log if e["path"] in paths and e["method"] == "POST"]
 
     def _take_fault(self) -> str | None:
         with self._lock:
@@ -354,7 +359,14 @@ class FaultServer:
         if (canned := self.replies.get(request.path)) is not None:
             entry["status"] = 200
             return web.Response(text=canned[0], content_type=canned[1])
-        response = await handler(request)
+        if not self.generation and request.path in ("/v1/chat/completions", "/v1/completions"):
+            entry["status"] = 404  # no such route, whatever the method (FastAPI's answer)
+            return web.json_response({"detail": "Not Found"}, status=404)
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:  # aiohttp's own answers: 405 for a GET of a POST route
+            entry["status"] = exc.status
+            raise
         entry["status"] = response.status
         return response
 

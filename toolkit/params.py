@@ -28,7 +28,11 @@ MAX_LABEL = 150  # a run label or a batch variant's label is a folder name
 MAX_SECONDS = 24 * 3600.0  # the longest duration or timeout a parameter may ask for
 NUMBER_FIELDS = ("duration_s", "max_output", "max_model_len", "kv_budget_tokens", "readiness_timeout_s",
                  "read_timeout_s", "disturbed_retries", "gpu_count", "repeats", "control_window_s",
-                 "cell_timeout_s")  # fmt: skip
+                 "cell_timeout_s", "batch_size")  # fmt: skip
+MAX_BATCH_SIZE = 4096  # inputs in one embeddings request
+# What an embeddings matrix cannot take (set, or true): it measures input lengths × simultaneous requests, nothing
+# generated, no KV budget planned (max_output is left unused: the notebooks always pass it).
+_NOT_FOR_EMBEDDINGS = ("prefill_only_contexts", "per_stream_prompts", "kv_budget_tokens")
 # Fields whose input is never echoed in an error: it may hold a secret put in the wrong place.
 _UNECHOED = {"api_key_env", "base_url", "server_metrics", "launch_command", "command", "env"}
 _FLAG_HINTS = {
@@ -112,7 +116,10 @@ class RunParams(BaseModel):
     concurrency: list[int] = Field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
     duration_s: float = Field(30.0, gt=0, le=MAX_SECONDS)
     max_output: int = Field(4096, gt=0)
-    endpoint: Literal["chat", "completions"] = "chat"
+    # embeddings: the matrix of an embedding model (input length × simultaneous requests, toolkit.matrix.embeddings)
+    # instead of prefill and decode; `batch_size` inputs per request (None: 1)
+    endpoint: Literal["chat", "completions", "embeddings"] = "chat"
+    batch_size: int | None = Field(None, ge=1, le=MAX_BATCH_SIZE)
     run_label: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_LABEL)
     api_key_env: str = DEFAULT_KEY_ENV
     max_model_len: int | None = Field(None, gt=0)
@@ -204,6 +211,28 @@ class RunParams(BaseModel):
         key_env = info.data.get("api_key_env")
         return None if value is None else redact(value, env_secret(key_env) if key_env else None)
 
+    @model_validator(mode="after")
+    def _embeddings(self) -> RunParams:
+        if self.endpoint != "embeddings":
+            if self.batch_size is not None:
+                raise ValueError("batch_size: applies to endpoint embeddings only")
+            return self
+        if given := [k for k in _NOT_FOR_EMBEDDINGS if getattr(self, k) not in (None, False)]:
+            raise ValueError(f"{', '.join(given)}: not with endpoint embeddings (it measures input lengths × "
+                             "simultaneous requests: contexts, concurrency, duration_s, batch_size)")  # fmt: skip
+        return self
+
+    @property
+    def generation_endpoint(self) -> Literal["chat", "completions"]:
+        """The generating endpoint a prefill or decode cell sends to (an embeddings run builds no such request)."""
+        if self.endpoint == "embeddings":
+            raise ValueError("endpoint embeddings: not a generating endpoint")
+        return self.endpoint
+
+    def inputs_per_request(self) -> int:
+        """The inputs each embeddings request carries."""
+        return self.batch_size or 1
+
     def fingerprint(self) -> dict[str, Any]:
         """The parameters that decide what a finished measurement means (resume must match them)."""
         return self.model_dump(
@@ -217,6 +246,7 @@ class RunParams(BaseModel):
                 "endpoint",
                 "per_stream_prompts",
                 "kv_budget_tokens",
+                "batch_size",
             }
         )
 
@@ -287,6 +317,8 @@ NESTED: dict[str, type[BaseModel]] = {"capacity": CapacityParams}  # RunParams' 
 
 def _one_line(exc: ValidationError, model: type[BaseModel] = RunParams, prefix: str = "") -> str:
     err = exc.errors()[0]
+    if not err["loc"] and err["type"] == "value_error":  # a check across fields: its message names them
+        return prefix + err["msg"].removeprefix("Value error, ")
     where = prefix + (".".join(str(x) for x in err["loc"]) or "params")
     if err["type"] == "extra_forbidden":
         nested = NESTED.get(str(err["loc"][0])) if len(err["loc"]) > 1 else None  # a block's own fields

@@ -233,7 +233,7 @@ def _completions(base_url: str) -> int:
         log = httpx.get(base_url + "/_log", timeout=2).json()
     except (httpx.HTTPError, ValueError):
         return 0
-    return sum(1 for e in log if e["path"] == "/v1/chat/completions")
+    return sum(1 for e in log if e["path"] == "/v1/chat/completions" and e["method"] == "POST")  # not the GET
 
 
 def test_a_server_killed_mid_cell_makes_it_an_error_and_resume_completes(tmp_path: Path) -> None:

@@ -75,7 +75,8 @@ CASES = {
     "label": (["--label", "a b"], "run_label", r"should match pattern"),
     # argparse's own checks, in the same one-line form
     "endpoint-choice": (
-        ["--endpoint", "foo"], "--endpoint", r"invalid choice: 'foo' \(choose from 'chat', 'completions'\)",
+        ["--endpoint", "foo"], "--endpoint",
+        r"invalid choice: 'foo' \(choose from 'chat', 'completions', 'embeddings'\)",
     ),
     "max-output-not-int": (["--max-output", "many"], "--max-output", r"invalid int value: 'many'"),
 }  # fmt: skip
@@ -150,7 +151,7 @@ def test_yaml_unknown_key_is_named_with_the_allowed_ones(tmp_path: Path) -> None
         ("concurrency: [1, 0]\n", r"^concurrency: .*allowed: integers >= 1"),
         ("contexts: [8Q]\n", r"^contexts: '8Q' is not a context"),
         ("contexts: 8K, 8K\n", r"^contexts: .*listed twice"),
-        ("endpoint: grpc\n", r"^endpoint: .*'chat' or 'completions'"),
+        ("endpoint: grpc\n", r"^endpoint: .*'chat', 'completions' or 'embeddings'"),
         ("- just\n- a list\n", r"^params file: .* must hold a mapping"),
         ("duration_s: [unclosed\n", r"^params file: .* is not valid YAML"),
         ("duration_s: .inf\n", r"^duration_s: Input should be a finite number \(got inf\)$"),

@@ -26,7 +26,8 @@ EXPORTED: dict[str, list[str]] = {
         "write_trace",
     ],
     "toolkit.method.contexts": [
-        "DEFAULT_DECODE_CANDIDATES", "K", "MARGIN", "check_contexts", "decode_contexts", "format_context",
+        "DEFAULT_DECODE_CANDIDATES", "DEFAULT_EMBEDDING_LENGTHS", "K", "MARGIN", "check_contexts", "decode_contexts",
+        "embedding_lengths", "format_context",
         "largest_decode_context", "parse_context", "parse_contexts", "prefill_only_context",
     ],
     "toolkit.reports.compare": [
@@ -54,8 +55,8 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "toolkit.reports.service_level": ["COLUMNS", "highest_concurrency", "limits_text", "meets"],
     "toolkit.reports.views": [
-        "all_measurements", "decode_matrix", "extras", "frontier", "header", "notes", "pair_heading", "prefill",
-        "prefill_comparison", "ratios", "runs", "service_levels", "status_differences", "table",
+        "all_measurements", "decode_matrix", "embeddings", "extras", "frontier", "header", "notes", "pair_heading",
+        "prefill", "prefill_comparison", "ratios", "runs", "service_levels", "status_differences", "table",
     ],
     "toolkit.results.runs": [
         "RESULTS_CSV", "RUN_COLUMN", "RUN_DRIFT", "default_label", "load_run", "load_runs", "unique_labels",

@@ -146,7 +146,7 @@ def test_resuming_a_sweep_refuses_a_wrong_line_naming_file_line_and_field(
     ("change", "said"),
     [({"concurrency": [2]}, "concurrency: [2] should be a whole number"),
      ({"context_tokens": "64"}, "context_tokens: '64' should be a whole number"),
-     ({"phase": 3}, "phase: 3 should be 'prefill' or 'decode'"),
+     ({"phase": 3}, "phase: 3 should be 'prefill', 'decode' or 'embeddings'"),
      ({"ttft_ms": -5.0}, "ttft_ms: -5.0 should be greater than or equal to 0"),
      ({"total_tok_s": math.inf}, "total_tok_s: Infinity should be a finite number"),
      ({"schema_version": "2"}, "schema_version: '2' should be a whole number")],

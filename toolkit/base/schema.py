@@ -9,18 +9,18 @@ from toolkit.base.errors import ResultsError
 
 SCHEMA_VERSION = 1
 
-Phase = Literal["prefill", "decode"]
+Phase = Literal["prefill", "decode", "embeddings"]
 Status = Literal["Valid", "Requests queued", "Over capacity", "Error"]
 
-PHASES: tuple[Phase, ...] = ("prefill", "decode")  # the order a run measures them and reports show them
-PHASE_TITLES: dict[str, str] = dict(zip(PHASES, ("Prefill", "Sustained decode"), strict=True))
+PHASES: tuple[Phase, ...] = ("prefill", "decode", "embeddings")  # the order a run measures them and reports show them
+PHASE_TITLES: dict[str, str] = dict(zip(PHASES, ("Prefill", "Sustained decode", "Embeddings"), strict=True))
 STATUSES: tuple[str, ...] = ("Valid", "Requests queued", "Over capacity", "Error")
 RAN_STATUSES: tuple[Status, ...] = ("Valid", "Requests queued")  # the cell ran: its numbers exist
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """One prefill measurement or one sustained-decode cell, as docs/method/ defines them.
+    """One prefill measurement, one sustained-decode cell or one embeddings cell, as docs/method/ defines them.
 
     Throughput fields are None when the cell was not run (Over capacity) or failed (Error).
     For prefill, ``total_tok_s`` is prompt tokens per second of the cold request.
@@ -138,6 +138,27 @@ class Measurement:
     wire_ttft_mean_ms: float | None = None
     decode_mean_ms: float | None = None
     api_ttft_mean_ms: float | None = None  # the API process's own TTFT (vllm:time_to_first_token_seconds), mean
+    # An embeddings cell (phase "embeddings", toolkit.matrix.embeddings): `concurrency` loops, each sending a request
+    # of `batch_size` inputs of `context_tokens` tokens as soon as its last reply came. Over the window, from the
+    # requests whose reply ended in it: inputs and their prompt tokens per second, each with its 95 % half-width
+    # (batch means, toolkit.method.spread), and the end-to-end latency's percentiles with their 95 %
+    # distribution-free bounds (toolkit.method.quantile_bounds). `client_prompt_tokens`: the prompt tokens the
+    # replies of the whole cell counted, beside the server's counter over the same cell (`server_prompt_tokens`).
+    batch_size: int | None = None
+    items_s: float | None = None
+    items_s_ci: float | None = None
+    input_tok_s: float | None = None
+    input_tok_s_ci: float | None = None
+    e2e_p50_ms: float | None = None
+    e2e_p50_low_ms: float | None = None
+    e2e_p50_high_ms: float | None = None
+    e2e_p90_ms: float | None = None
+    e2e_p90_low_ms: float | None = None
+    e2e_p90_high_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    e2e_p99_low_ms: float | None = None
+    e2e_p99_high_ms: float | None = None
+    client_prompt_tokens: int | None = None
     error: str | None = None
     run_id: str | None = None
     started_at: str | None = None

@@ -36,7 +36,8 @@ def _matrix_values(args: argparse.Namespace) -> dict[str, object]:
     return {"model": args.model, "contexts": args.contexts, "concurrency": args.concurrency,
             "duration_s": args.duration, "max_output": args.max_output, "endpoint": args.endpoint,
             "api_key_env": args.api_key_env, "control_window_s": args.control_window,
-            "read_timeout_s": args.read_timeout}  # fmt: skip
+            "read_timeout_s": args.read_timeout,
+            "batch_size": getattr(args, "batch_size", None)}  # fmt: skip
 
 
 def _matrix(args: argparse.Namespace) -> int:
@@ -48,6 +49,7 @@ def _matrix(args: argparse.Namespace) -> int:
     api_key = ApiKey.from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.base.folder_lock import hold
     from toolkit.matrix.runner import run_matrix
+    from toolkit.reports.embeddings_tables import embeddings_table, has_embeddings
     from toolkit.reports.tables import decode_matrix, error_lines, prefill_table, summary_line
     from toolkit.results.store import to_dataframe
 
@@ -56,9 +58,12 @@ def _matrix(args: argparse.Namespace) -> int:
         measurements = run_matrix(params, out, resume=args.resume, api_key=api_key)
         frame = to_dataframe(measurements)
         frame.to_csv(out / "results.csv", index=False)
-    print(prefill_table(frame).to_string(index=False))
-    print()
-    print(decode_matrix(frame).to_string())
+    if has_embeddings(frame):
+        print(embeddings_table(frame).to_string(index=False))
+    else:
+        print(prefill_table(frame).to_string(index=False))
+        print()
+        print(decode_matrix(frame).to_string())
     print(f"\n{summary_line(frame)}")  # with how many measurements stayed disturbed, if any
     for line in error_lines(frame):
         print(line)
@@ -166,14 +171,21 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     serve.set_defaults(func=_serve)
 
 
-def _add_matrix_options(parser: argparse.ArgumentParser) -> None:
-    """What a matrix measures, as `matrix` and `interleave` take it (`_matrix_values` reads it back)."""
+def _add_matrix_options(parser: argparse.ArgumentParser, *, embeddings: bool = False) -> None:
+    """What a matrix measures, as `matrix` and `interleave` take it (`_matrix_values` reads it back); `embeddings`:
+    the matrix of an embedding model too (`matrix` only)."""
     parser.add_argument("--model")
     parser.add_argument("--contexts", help="comma-separated, e.g. 1K,2K (default: rules of docs/method/matrix.md)")
     parser.add_argument("--concurrency", help="comma-separated, e.g. 1,2,4")
     parser.add_argument("--duration", type=float, help="seconds per measurement (default 30)")
     parser.add_argument("--max-output", type=int, help="tokens per request (default 4096)")
-    parser.add_argument("--endpoint", choices=["chat", "completions"])
+    if embeddings:
+        parser.add_argument("--endpoint", choices=["chat", "completions", "embeddings"],
+                            help="embeddings: input length × simultaneous requests on /v1/embeddings, instead of "
+                                 "prefill and decode (--contexts: input lengths)")  # fmt: skip
+        parser.add_argument("--batch-size", type=int, help="embeddings: inputs per request (default 1)")
+    else:
+        parser.add_argument("--endpoint", choices=["chat", "completions"])
     parser.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
     parser.add_argument("--control-window", type=float, help="drift control cell's window in s (default 5; 0: off)")
     parser.add_argument("--read-timeout", type=float, help="s a reply may send nothing before it fails (default 300)")
@@ -189,7 +201,7 @@ def add_matrix(sub: argparse._SubParsersAction) -> None:
     matrix = sub.add_parser("matrix", help="measure prefill and the decode matrix of a running server")
     matrix.add_argument("--base-url", required=True)
     matrix.add_argument("--server-metrics", metavar="URL[,URL...]", help=SERVER_METRICS_HELP)
-    _add_matrix_options(matrix)
+    _add_matrix_options(matrix, embeddings=True)
     matrix.add_argument("--label", help="run label")
     matrix.add_argument("--repeats", type=int, help="measure the whole matrix this many times, in rounds (default 1)")
     matrix.add_argument("--out", required=True)

@@ -93,7 +93,8 @@ def run_bounds(params: RunParams, plan: Plan | None, sweep: RateParams | None = 
     if plan is None:
         decode, prefill = MOST_CONTEXTS * len(params.concurrency), MOST_CONTEXTS
     else:
-        decode, prefill = len(plan.keys(["decode"])), len(plan.keys(["prefill"]))
+        # an embeddings cell is timed as a decode cell: a ramp, a window and the drain
+        decode, prefill = len(plan.keys(["decode", "embeddings"])), len(plan.keys(["prefill"]))
     expected = matrix_expected_s(params, decode, prefill)
     if sweep is not None:
         expected = max(expected, sweep_expected_s(sweep))

@@ -46,7 +46,7 @@ class Control:
             prompts = await runner.cell_prompts(ctx, 1)
             spec = CellSpec(
                 runner.server.model,
-                params.endpoint,
+                params.generation_endpoint,
                 prompts,
                 params.max_output,
                 self.window_s,

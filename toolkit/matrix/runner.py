@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -22,9 +22,11 @@ from toolkit.base.errors import CellFailure, RunRefused
 from toolkit.base.folder_lock import hold
 from toolkit.base.schema import Measurement
 from toolkit.loadgen.client import StreamClient, build_request
+from toolkit.loadgen.embeddings import EmbeddingClient
 from toolkit.matrix.control import make_control
 from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
 from toolkit.matrix.discovery import ServerInfo, discover
+from toolkit.matrix.embeddings import EmbeddingSpec, check_endpoint, input_text, measure_embeddings_cell
 from toolkit.matrix.environment import run_info
 from toolkit.matrix.failures import EXPECTED_FAILURES
 from toolkit.matrix.heap import frozen_heap
@@ -55,7 +57,7 @@ async def run_matrix_async(
     params: RunParams,
     out_dir: str | Path,
     *,
-    phases: Sequence[Phase] = ("prefill", "decode"),
+    phases: Sequence[Phase] = ("prefill", "decode", "embeddings"),
     resume: bool = False,
     attach: bool = False,
     progress: bool = True,
@@ -84,9 +86,14 @@ async def _run_matrix(
     progress: bool,
 ) -> list[Measurement]:
     store = ResultStore(out)
-    async with ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api:
+    async with (
+        ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api,
+        _embedder(params, api_key) as embedder,
+    ):
         server = await discover_for(api, params)
         plan = make_plan(params, server.max_model_len)
+        if still_to_do(plan.keys(phases), params.repeats, store.load()):  # before anything is written or sent
+            await check_endpoint(api, params, server.model, api_key)
         launch = launch_info(out)
         existing = open_run(
             out, params, resume=resume, attach=attach, server=server, command=launch_command(params, launch, api_key)
@@ -113,7 +120,7 @@ async def _run_matrix(
         shielded = protected_from_autogroups(params.base_url, say) if todo else nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with shielded, gpus as gpu_sampler, frozen_heap():  # no full GC pass stalls the loop while it measures
-                runner = _Runner(params, server, info.run_id or "", api, client, store, earlier, gpu_sampler)
+                runner = _Runner(params, server, info.run_id or "", api, client, store, earlier, gpu_sampler, embedder)
                 total = len(plan.keys(phases)) * params.repeats
                 bar = progress_bar(
                     total=total, initial=total - len(todo), desc=params.run_label, unit="cell", disable=not progress
@@ -148,8 +155,10 @@ class _Runner:
         store: ResultStore,
         earlier: Sequence[Measurement],
         gpu: GpuSampler | None = None,
+        embedder: EmbeddingClient | None = None,
     ) -> None:
         self.params, self.server, self.run_id, self.gpu = params, server, run_id, gpu
+        self.embedder = embedder  # endpoint embeddings: what sends its cells' requests
         self.api, self.client, self.store = api, client, store
         self.prompts: dict[tuple[int, int | None], str] = {}
         # Prompts already sent for a context's prefill (a resumed run included): the next one must be new, so cold.
@@ -160,6 +169,7 @@ class _Runner:
                 self.prompt_versions[key] = self.prompt_versions.get(key, 0) + (m.attempts or 1)
         self.warm: set[int] = set()
         self.chat = params.endpoint == "chat"
+        self.inputs: dict[int, str] = {}  # an embeddings run's input text per length (its placeholder unfilled)
 
     async def prompt(self, ctx: int, stream: int | None = None, *, fresh: bool = False) -> str:
         """The run's prompt of this context (and stream); `fresh`: a new one, cold in the server's cache."""
@@ -182,13 +192,15 @@ class _Runner:
         label = format_context(ctx)
         started = time.perf_counter()
         try:
+            if phase == "embeddings":
+                return self.stamp(await self.embeddings_cell(ctx, n), cell_wall_s=time.perf_counter() - started)
             if phase == "prefill":
 
                 async def prefill_once(attempt: int) -> Measurement:
                     # A retry, or another round after a warm one, must be cold again: a new prompt.
                     prompt = await self.prompt(ctx, fresh=attempt > 1 or ctx in self.warm)
                     return await measure_prefill(self.client, self.api, model=self.server.model,
-                                                 endpoint=self.params.endpoint, prompt=prompt,
+                                                 endpoint=self.params.generation_endpoint, prompt=prompt,
                                                  context_tokens=ctx, context=label)  # fmt: skip
 
                 m, attempts, retries_s = await self._until_undisturbed(f"prefill {label}", prefill_once)
@@ -201,7 +213,7 @@ class _Runner:
                 return self.stamp(Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=n,
                                               status="Over capacity", kv_budget_tokens=budget))  # fmt: skip
             prompts = await self.cell_prompts(ctx, n)
-            spec = CellSpec(self.server.model, self.params.endpoint, prompts, self.params.max_output,
+            spec = CellSpec(self.server.model, self.params.generation_endpoint, prompts, self.params.max_output,
                             self.params.duration_s, self.params.readiness_timeout_s)  # fmt: skip
             what = f"decode {label} ×{n}"
 
@@ -255,12 +267,27 @@ class _Runner:
             return tuple([await self.prompt(ctx, i) for i in range(n)])
         text = await self.prompt(ctx)
         if ctx not in self.warm:  # warm the prefix cache once per context (prefill measured elsewhere)
-            path, body = build_request(self.params.endpoint, self.server.model, text, 1)
+            path, body = build_request(self.params.generation_endpoint, self.server.model, text, 1)
             warm_up = await self.client.stream(path, body)
             if warm_up.error:  # a failed stream makes the cell an Error (docs/method/cells.md), the warm-up's too
                 raise CellFailure(f"warm-up request failed: {warm_up.error}")
             self.warm.add(ctx)
         return (text,) * n
+
+    async def embeddings_cell(self, ctx: int, n: int) -> Measurement:
+        """One embeddings cell: `n` loops of requests of `batch_size` inputs of `ctx` tokens, each input new."""
+        assert self.embedder is not None
+        if ctx not in self.inputs:
+            prefix = marker(self.run_id, format_context(ctx))
+            self.inputs[ctx] = await input_text(self.api, self.server.model, ctx, prefix)
+        spec = EmbeddingSpec(self.server.model, self.inputs[ctx], self.params.inputs_per_request(), n,
+                             self.params.duration_s, self.params.readiness_timeout_s)  # fmt: skip
+        label, metrics = format_context(ctx), self.server.metrics_available
+        m = await measure_embeddings_cell(self.embedder, self.api, spec, context_tokens=ctx, context=label,
+                                          use_metrics=metrics)  # fmt: skip
+        if m.metrics_problem:
+            tqdm.write(f"embeddings {m.context} ×{n}: {m.metrics_problem}", file=sys.stderr)
+        return m
 
     def stamp(self, m: Measurement, **extra: Any) -> Measurement:
         """The run's id and the time on a measurement; its error redacted, whatever produced it."""
@@ -324,7 +351,16 @@ async def preflight_async(params: RunParams, api_key: str | None) -> tuple[Serve
     facts and the plan made from them."""
     async with ServerAPI(params.base_url, api_key=api_key, metrics_urls=params.server_metrics) as api:
         server = await discover_for(api, params)
-    return server, make_plan(params, server.max_model_len)
+        plan = make_plan(params, server.max_model_len)
+        await check_endpoint(api, params, server.model, api_key)
+    return server, plan
+
+
+def _embedder(params: RunParams, api_key: str | None) -> AbstractAsyncContextManager[EmbeddingClient | None]:
+    """An embeddings run's client (None: a generating run's, which has none)."""
+    if params.endpoint != "embeddings":
+        return nullcontext()
+    return EmbeddingClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s)
 
 
 def preflight(params: RunParams, api_key: str | None) -> tuple[ServerInfo, Plan]:

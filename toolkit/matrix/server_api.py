@@ -109,6 +109,11 @@ class ServerAPI:
         shown = excerpt(value, 83, self._key)
         return ServerAPIError(f"{self._where(path)} answered 200 with {what} (got {shown})", 200)
 
+    async def route_status(self, path: str) -> int:
+        """The status a GET of `path` answers: a POST-only route that exists answers 405 (vLLM's and most HTTP
+        frameworks'), one the server lacks 404. Nothing is generated or queued."""
+        return (await self._fetch("GET", path)).status_code
+
     async def models(self) -> list[dict[str, Any]]:
         """The served models' cards (`data` of `/v1/models`)."""
         data = self._object("/v1/models", await self._get("/v1/models")).get("data", [])

@@ -11,10 +11,12 @@ from toolkit.base.schema import PHASES
 
 __all__ = [
     "DEFAULT_DECODE_CANDIDATES",
+    "DEFAULT_EMBEDDING_LENGTHS",
     "MARGIN",
     "K",
     "check_contexts",
     "decode_contexts",
+    "embedding_lengths",
     "format_context",
     "largest_decode_context",
     "parse_context",
@@ -25,6 +27,8 @@ __all__ = [
 K = 1024
 MARGIN = 64  # tokens kept free beyond context + max output (chat template, marker)
 DEFAULT_DECODE_CANDIDATES: tuple[int, ...] = (8 * K, 16 * K, 32 * K, 64 * K, 128 * K)
+# An embeddings matrix's input lengths without `contexts`: those that fit max_model_len with the margin.
+DEFAULT_EMBEDDING_LENGTHS: tuple[int, ...] = (128, 512, 2 * K, 8 * K, 32 * K)
 
 _LABEL = re.compile(r"(\d+)([kK]?)")
 _ALLOWED = "a whole number of tokens (8192) or a whole number of K = 1024 tokens (8K)"
@@ -140,3 +144,13 @@ def check_contexts(
                 f"{parameter}: {_describe(context)} does not fit max_model_len {max_model_len:,} "
                 f"for prefill (needs context + {MARGIN} <= max_model_len)"
             )
+
+
+def embedding_lengths(max_model_len: int, candidates: Sequence[int] = DEFAULT_EMBEDDING_LENGTHS) -> list[int]:
+    """An embeddings matrix's default input lengths: the candidates with ``length + 64 <= max_model_len``."""
+    _check_lengths(max_model_len, 1)
+    kept = [c for c in candidates if c + MARGIN <= max_model_len]
+    if not kept:
+        raise ParamsError(f"max_model_len: {max_model_len:,} leaves no room for an input of {candidates[0]} tokens "
+                          f"and a {MARGIN}-token margin; give contexts")  # fmt: skip
+    return kept

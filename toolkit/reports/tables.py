@@ -26,6 +26,7 @@ from toolkit.method.number_format import (
 )
 from toolkit.method.overhead import matrix_overhead, overhead_line
 from toolkit.method.status import concurrency_not_held
+from toolkit.reports.embeddings_tables import EMBEDDINGS_CAPTION, embeddings_table, has_embeddings
 from toolkit.reports.extras import Row, extras_table, table_rows
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.spread_text import rounds_text, spread_notes
@@ -241,6 +242,11 @@ def summary_line(df: pd.DataFrame) -> str:
     prefill = _unique(r["context"] for r in table_rows(df, "prefill"))
     if prefill:
         parts.append("prefill at " + ", ".join(prefill))
+    embedded = table_rows(df, "embeddings")
+    if embedded:
+        lengths, counts = _unique(r["context"] for r in embedded), _unique(r["concurrency"] for r in embedded)
+        parts.append(f"embeddings: {_plural(len(lengths), 'input length')} ({_span(lengths)}) × "
+                     f"{_plural(len(counts), 'concurrency level')} ({_span(counts)})")  # fmt: skip
     disturbed = disturbed_count_text(df["disturbed"]) if "disturbed" in df.columns else None
     return " · ".join([*parts, *([disturbed] if disturbed else [])])
 
@@ -313,6 +319,8 @@ def report_markdown(df: pd.DataFrame, run_info: Mapping[str, Any], images: dict[
     if len(decode):
         out += ["## Sustained decode", DECODE_CAPTION, markdown_table(decode_matrix(df), index=True)]
         out += _note_paragraphs(footnotes(decode, run_info=run_info))
+    if has_embeddings(df):
+        out += ["## Embeddings", EMBEDDINGS_CAPTION, markdown_table(embeddings_table(df))]
     out += [_image(key, path) for key, path in images.items()]
     out += ["## All measurements", ALL_CAPTION, markdown_table(all_measurements_table(df))]
     out += _note_paragraphs(footnotes(df, ttft_note=False))

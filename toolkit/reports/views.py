@@ -18,7 +18,7 @@ from IPython.display import HTML, Markdown
 from pandas.io.formats.style import Styler
 
 from toolkit.method.number_format import MISSING, format_ms, format_tok_s
-from toolkit.reports import compare, service_level
+from toolkit.reports import compare, embeddings_tables, service_level
 from toolkit.reports import extras as report_extras
 from toolkit.reports import tables as report_tables
 from toolkit.results.runs import RUN_COLUMN
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "all_measurements",
     "decode_matrix",
+    "embeddings",
     "extras",
     "frontier",
     "header",
@@ -99,6 +100,16 @@ def decode_matrix(frame: pd.DataFrame) -> Styler | Markdown:
         return Markdown("No sustained-decode measurements.")
     matrix = report_tables.decode_matrix(frame)
     return table(matrix.reset_index(), caption=report_tables.DECODE_CAPTION, status_columns=matrix.columns)
+
+
+def embeddings(frame: pd.DataFrame) -> HTML | None:
+    """An embeddings run's cells under their heading (items/s, input tok/s, end-to-end latency percentiles, the
+    server's prompt tokens against the replies'); None, showing nothing, for a run without them."""
+    if not embeddings_tables.has_embeddings(frame):
+        return None
+    cells = embeddings_tables.embeddings_table(frame)
+    styled = table(cells, caption=embeddings_tables.EMBEDDINGS_CAPTION, status_columns=["Status"])
+    return HTML("<h2>Embeddings</h2>" + styled.to_html())
 
 
 def all_measurements(frame: pd.DataFrame) -> Styler:

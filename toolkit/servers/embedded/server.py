@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from toolkit.base.api_keys import api_key_from_env
@@ -244,10 +244,17 @@ def embedded_spec(config: ServerConfig, port: int) -> ServerSpec:
     )
 
 
+def config_for(params: RunParams, config: ServerConfig = DEMO_CONFIG) -> ServerConfig:
+    """The embedded vLLM a run needs: `tiny-embedding` for an embeddings run (endpoint embeddings), else `config`."""
+    return replace(config, model=EMBEDDING_MODEL_NAME) if params.endpoint == "embeddings" else config
+
+
 def embedded_launch(params: RunParams, config: ServerConfig = DEMO_CONFIG) -> tuple[RunParams, ServerSpec]:
-    """The embedded vLLM as a run's `server:` block on a free port, and the params pointed at it."""
+    """The embedded vLLM as a run's `server:` block on a free port (the embedding model for an embeddings run),
+    and the params pointed at it."""
     port = free_port()
-    return params.model_copy(update={"base_url": f"http://127.0.0.1:{port}"}), embedded_spec(config, port)
+    spec = embedded_spec(config_for(params, config), port)
+    return params.model_copy(update={"base_url": f"http://127.0.0.1:{port}"}), spec
 
 
 @contextmanager
