@@ -83,7 +83,6 @@ from toolkit.method.drift import (  # noqa: E402
 from toolkit.method.gate import Verdict, family_level, paired_interval, verdict  # noqa: E402
 from toolkit.method.goodput import ServiceLevel, meeting_fraction  # noqa: E402
 from toolkit.method.paired import alternating_order  # noqa: E402
-from toolkit.method.spread import BATCHES  # noqa: E402
 from toolkit.method.window import _sub_window_values, summarize_window, window_spread  # noqa: E402
 from toolkit.reports.compare import ratio_table  # noqa: E402
 from toolkit.reports.compare_drift import with_round_spreads  # noqa: E402,F401 (ratio_table's, see the tests)
@@ -98,6 +97,7 @@ INTERVALS = (*QUANTITIES, "repeat", *RATIOS, "repeat_ratio", "drift_ratio", "int
              "slo_fraction")  # fmt: skip
 SHOWN_ONLY = ("drift_plain",)  # printed in the table for contrast, not an interval the toolkit shows
 BAND = (0.93, 0.97)
+STATED_BATCHES = 3  # the AR(1) levels' correlation is stated between 3 batches of a window, whatever the interval uses
 SWEEP = (0.1, 0.25, 0.4, 0.55, 0.7)  # between-batch correlations of --ar-sweep
 RUN_SPAN_S = 600.0  # a run's span, for the control readings' start times
 CONTROL = Cell(streams=1, window_s=2.0)
@@ -184,9 +184,10 @@ def truth(noise: Noise, cell: Cell, trials: int, rng: random.Random) -> dict[str
 
 
 def batch_correlation(windows: Sequence[list[StreamResult]], window_s: float) -> float:
-    """The correlation between consecutive batch total tok/s of the window interval's BATCHES batches, pooled
-    over the windows (each window's batches from `toolkit.method.window._sub_window_values`)."""
-    values = np.array([_sub_window_values(w, 0.0, window_s, BATCHES)[0] for w in windows])
+    """The correlation between consecutive batch total tok/s of STATED_BATCHES batches (the 3 the window interval
+    used when the levels were defined; fixed, so that a level stays the same generator), pooled over the windows
+    (each window's batches from `toolkit.method.window._sub_window_values`)."""
+    values = np.array([_sub_window_values(w, 0.0, window_s, STATED_BATCHES)[0] for w in windows])
     centred = values - values.mean()
     lagged = np.mean(centred[:, :-1] * centred[:, 1:])
     return float(lagged / np.mean(centred**2))

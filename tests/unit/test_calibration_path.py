@@ -22,7 +22,7 @@ import toolkit.results.rounds as rounds
 from benchmarks.token_truth import Cell, Noise, window_streams
 from toolkit.method.drift import cell_drift, control_fit
 from toolkit.method.effective_n import design_effect
-from toolkit.method.spread import Interval, ratio_test, t_quantile
+from toolkit.method.spread import BATCHES, Interval, ratio_test, t_quantile
 
 CELL = Cell(streams=8, window_s=4.0)
 
@@ -56,18 +56,21 @@ def test_a_window_is_recorded_with_the_window_spreads_half_widths() -> None:
     assert m.total_tok_s == summary.total_tok_s
     assert spread.total_tok_s is not None and m.total_tok_s_ci == spread.total_tok_s.half_width
     assert spread.ttft_ms is not None and m.ttft_ms_ci == spread.ttft_ms.half_width
-    assert m.sub_windows == spread.sub_windows == 3
+    assert m.sub_windows == spread.sub_windows == BATCHES == 2
 
 
-def test_the_ratio_is_compares_with_its_two_degrees_of_freedom_not_the_windows_one_and_a_half() -> None:
+def test_the_ratio_is_compares_with_the_windows_own_degrees_of_freedom() -> None:
     a, b = _records(5, 2)
     table = calibration.compare_table([a], [b])
-    # with_round_spreads: each window's 3 batches less one (2), where the window's own interval took 1.5
-    by_hand = ratio_test(Interval(a.total_tok_s, a.total_tok_s_ci, 2.0), Interval(b.total_tok_s, b.total_tok_s_ci, 2.0))
+    # with_round_spreads: each window's half-width read at the 0.95 degrees of freedom it was built with
+    # (`window_dof`), not its 2 halves less one
+    by_hand = ratio_test(
+        Interval(a.total_tok_s, a.total_tok_s_ci, 0.95), Interval(b.total_tok_s, b.total_tok_s_ci, 0.95)
+    )
     assert table["total_tok_s_ratio_dof"][0] == pytest.approx(by_hand.interval.dof)
     assert table["total_tok_s_ratio"][0] == pytest.approx(by_hand.interval.value)
     assert table["total_tok_s_ratio_hw"][0] == pytest.approx(by_hand.interval.half_width)
-    old = ratio_test(Interval(a.total_tok_s, a.total_tok_s_ci, 1.5), Interval(b.total_tok_s, b.total_tok_s_ci, 1.5))
+    old = ratio_test(Interval(a.total_tok_s, a.total_tok_s_ci, 1.0), Interval(b.total_tok_s, b.total_tok_s_ci, 1.0))
     assert table["total_tok_s_ratio_hw"][0] != pytest.approx(old.interval.half_width, rel=1e-3)
 
 
@@ -89,7 +92,8 @@ def test_a_repeated_cells_ratio_goes_through_with_round_spreads() -> None:
     spreads = compare_drift.with_round_spreads(frame, ["total_tok_s"])
     hw = spreads["total_tok_s_ci"].tolist()
     assert hw == [max(m.total_tok_s_ci, m.total_tok_s_repeat_ci) for m in (first, second)]
-    by_hand = ratio_test(Interval(first.total_tok_s, hw[0], 2.0), Interval(second.total_tok_s, hw[1], 2.0))
+    dofs = [2.0 if m.total_tok_s_repeat_ci >= m.total_tok_s_ci else 0.95 for m in (first, second)]  # rounds or halves
+    by_hand = ratio_test(Interval(first.total_tok_s, hw[0], dofs[0]), Interval(second.total_tok_s, hw[1], dofs[1]))
     assert table["total_tok_s_ratio_hw"][0] == pytest.approx(by_hand.interval.half_width)
 
 

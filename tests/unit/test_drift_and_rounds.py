@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pandas as pd
@@ -12,12 +13,14 @@ from toolkit.method.drift import (
     CELL_DRIFT_COLUMNS,
     cell_drift,
     cell_drift_columns,
+    control_fit,
     control_summary,
     drift_note,
     run_control_fit,
     run_drift,
     within_drift,
 )
+from toolkit.method.spread import t_quantile
 from toolkit.reports import compare
 from toolkit.reports.tables import TTFT_NOTE, decode_matrix, footnotes
 from toolkit.results.rounds import combine, combine_rounds, planned_rounds, still_to_do
@@ -99,6 +102,22 @@ def test_drift_is_the_trend_of_the_control_not_its_range() -> None:
     falling = [dec(300.0 * 0.97**i, 3.0, round_=i, started_at=at(60 * i)) for i in range(5)]
     block = control_summary(falling, 5.0)
     assert block["change"] == pytest.approx(0.97**4 - 1, rel=1e-6) and block["change_high"] < 0
+
+
+@pytest.mark.parametrize(("sub_windows", "dof"), [(2, 0.95), (3, 1.5), (None, 1.5)])
+def test_a_control_readings_half_width_is_read_at_the_dof_it_was_built_with(
+    sub_windows: int | None, dof: float
+) -> None:
+    """Two readings 60 s apart, 300 ± 30 and 330 ± 30 tok/s: the slope times the span has the standard error
+    sqrt(se_a² + se_b²), each se = 30 / value / t(dof) (halves: 0.95; 3 parts, or none recorded: 1.5), and
+    Welch's dof of the two, 2 dof when the two variances are equal and dof each."""
+    readings = [{"status": "Valid", "total_tok_s": v, "total_tok_s_ci": 30.0, "sub_windows": sub_windows,
+                 "started_at": at(60 * i)} for i, v in enumerate((300.0, 330.0))]  # fmt: skip
+    fit = control_fit(readings)
+    assert fit is not None and fit.span_s == 60.0
+    se_a, se_b = 30 / 300 / t_quantile(dof), 30 / 330 / t_quantile(dof)
+    assert fit.slope_se * fit.span_s == pytest.approx(math.sqrt(se_a**2 + se_b**2), rel=1e-9)
+    assert fit.dof == pytest.approx((se_a**2 + se_b**2) ** 2 / ((se_a**4 + se_b**4) / dof), rel=1e-9)
 
 
 def test_a_ten_percent_difference_is_within_a_twenty_percent_drift() -> None:

@@ -20,6 +20,8 @@ from toolkit.method.spread import (
     ratio_test,
     significant,
     t_quantile,
+    window_dof,
+    window_interval,
 )
 from toolkit.method.window import summarize_window, window_spread
 
@@ -65,8 +67,8 @@ def test_noisier_machine_gives_a_wider_interval() -> None:
 def test_a_window_with_a_silent_part_has_no_interval() -> None:
     rng = random.Random(3)
     results = window_streams(Noise("lockstep"), CELL, rng)
-    for r in results:  # nothing arrives in the last third of the window
-        r.token_events = [(t, c) for t, c in r.token_events if t <= 6.0]
+    for r in results:  # nothing arrives in the second half of the window
+        r.token_events = [(t, c) for t, c in r.token_events if t <= 4.0]
     spread = window_spread(results, 0.0, CELL.window_s)
     assert spread.total_tok_s is None and spread.tbt_ms is None and spread.per_request_tok_s is None
 
@@ -105,6 +107,39 @@ def test_batch_means_and_t_quantiles() -> None:
     assert t_quantile(1) == pytest.approx(12.706, abs=1e-3) and t_quantile(math.inf) == pytest.approx(1.95996, 1e-4)
     with pytest.raises(ValueError):
         t_quantile(0)
+
+
+def test_window_interval_is_two_halves_at_095_degrees_of_freedom() -> None:
+    # halves 10 and 12: mean 11, sd sqrt(((10-11)^2 + (12-11)^2) / 1) = sqrt(2), standard error sqrt(2)/sqrt(2) = 1
+    interval = window_interval([10.0, 12.0])
+    assert interval is not None and interval.value == pytest.approx(11.0) and interval.dof == pytest.approx(0.95)
+    assert interval.half_width == pytest.approx(t_quantile(0.95))
+    # 400 and 380 tok/s: mean 390, sd sqrt(200), standard error 10
+    assert window_interval([400.0, 380.0]).half_width == pytest.approx(10 * t_quantile(0.95))  # type: ignore[union-attr]
+    assert window_interval([400.0, 400.0]).half_width == 0.0  # type: ignore[union-attr]
+    assert window_interval([10.0, 12.0, 11.0]) is None and window_interval([10.0]) is None
+
+
+def test_t_quantile_at_095_degrees_of_freedom_against_the_density() -> None:
+    from scipy.integrate import quad
+    from scipy.special import gamma
+
+    # t with 1 degree of freedom is Cauchy: its 0.975 quantile is tan(0.475 pi) = 12.7062; fewer degrees, wider
+    assert t_quantile(1.0) == pytest.approx(math.tan(0.475 * math.pi), rel=1e-9)
+    nu, q = 0.95, t_quantile(0.95)
+    scale = gamma((nu + 1) / 2) / (math.sqrt(nu * math.pi) * gamma(nu / 2))
+
+    def density(x: float) -> float:
+        return float(scale * (1 + x * x / nu) ** (-(nu + 1) / 2))
+
+    assert q > 12.71 and 0.5 + quad(density, 0, q)[0] == pytest.approx(0.975, abs=1e-6)
+
+
+def test_window_dof_reads_each_record_as_it_was_built() -> None:
+    assert window_dof(2) == pytest.approx(0.95)  # the halves, whatever the reader's legacy discount
+    assert window_dof(2, 0.5) == pytest.approx(0.95)
+    assert window_dof(3) == 2.0 and window_dof(3, 0.5) == 1.5  # 3 parts, as compare and the control line read them
+    assert window_dof(5.0) == 4.0
 
 
 def test_a_run_against_itself_is_not_significant() -> None:

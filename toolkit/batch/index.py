@@ -15,7 +15,7 @@ from toolkit.batch.sweep import Variant
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.drift import run_drift, within_drift
 from toolkit.method.number_format import MISSING, as_number, format_tok_s
-from toolkit.method.spread import BATCHES, Interval, ratio_test
+from toolkit.method.spread import LEGACY_BATCHES, WINDOW_DOF, Interval, ratio_test, window_dof
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, cells_text, format_ratio
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
@@ -83,9 +83,9 @@ def tied_with(best: pd.Series, cells: pd.DataFrame, drift: float | None) -> list
 
 
 def _interval(value: float, half_width: float, row: Any) -> Interval:
-    """A cell's total tok/s interval with its t degrees of freedom (its batches less one)."""
-    batches = as_number(row.get("sub_windows")) or BATCHES
-    return Interval(value, half_width, max(1.0, batches - 1))
+    """A cell's total tok/s interval with the t degrees of freedom of its window's half-width (`window_dof`)."""
+    batches = as_number(row.get("sub_windows")) or LEGACY_BATCHES
+    return Interval(value, half_width, max(WINDOW_DOF, window_dof(batches)))
 
 
 def _run_headline(folder: Path) -> dict[str, Any] | None:

@@ -29,7 +29,17 @@ from datetime import datetime
 from typing import Any
 
 from toolkit.base.schema import Measurement
-from toolkit.method.spread import BATCHES, Interval, Ratio, ratio_test, t_p_value, t_quantile, welch_dof
+from toolkit.method.spread import (
+    DOF_DISCOUNT,
+    LEGACY_BATCHES,
+    Interval,
+    Ratio,
+    ratio_test,
+    t_p_value,
+    t_quantile,
+    welch_dof,
+    window_dof,
+)
 
 CONTROL_KEY = "control"
 DRIFT_QUANTITIES = ("total_tok_s", "per_request_tok_s")  # what the control's change moves
@@ -54,7 +64,7 @@ def control_reading(m: Measurement) -> dict[str, Any]:
 
 def _reading_se(reading: Mapping[str, Any]) -> tuple[float, float]:
     """A control reading's standard error on the log scale, and its dof (from its window's half-width)."""
-    dof = max(1.0, (reading.get("sub_windows") or BATCHES) - 1 - 0.5)
+    dof = window_dof(reading.get("sub_windows") or LEGACY_BATCHES, DOF_DISCOUNT)
     value, half = reading.get("total_tok_s"), reading.get("total_tok_s_ci")
     if not value or half is None:
         return 0.0, math.inf

@@ -1,14 +1,18 @@
 """How far a decode window's numbers can be trusted: 95 % intervals whose coverage is measured (pure).
 
-The kept window is cut into `BATCHES` = 3 equal parts; each gives its own total tok/s, per-request tok/s and
-time between tokens, and the half-width is Student's t over those three values (batch means) with 1.5 degrees of
-freedom, not 2. Three long batches, not ten short ones: token rates are autocorrelated (a slow machine stays
-slow for a while), and short batches then look independent when they are not. Three batches still see part
-of that correlation as signal; the half degree taken off (`DOF_DISCOUNT`) pays for it, chosen by measuring
-coverage on synthetic streams whose truth is known (`benchmarks/calibration.py`, docs/method/spread.md, Spread):
-0.96–0.98 with independent gaps, under a speed that wanders (AR(1), ρ = 0.5 between tenths of the window) and
-under a 3 % drift, where ten batches merged on a lag-1 test covered 0.80 under the wandering speed, and three
-batches with 2 degrees of freedom 0.89.
+The kept window is cut into `BATCHES` = 2 halves; each gives its own total tok/s, per-request tok/s and time
+between tokens, and the half-width is Student's t over those two values (batch means) with `WINDOW_DOF` = 0.95
+degrees of freedom. Token rates are autocorrelated (a slow machine stays slow for a while): batches then look more
+alike than the windows do, their spread understates the window's, and what no window can see (its own level
+while the machine wanders slowly) can be paid for only by a heavy-tailed quantile. Two halves see the least of
+that correlation as signal, and t with one degree of freedom (less `WINDOW_DOF_DISCOUNT`) has the heaviest tail;
+chosen by measuring coverage on synthetic streams whose truth is known (`benchmarks/calibration.py`,
+`benchmarks/window_estimators.py`, docs/method/spread.md, Spread): 0.93-0.97 with independent gaps, under a drift,
+and under a wandering speed up to 0.5 correlation between three batches, where three batches at 1.5 degrees of
+freedom (the previous interval) covered 0.92, and estimators that learn the correlation from inside the window
+less (an effective sample size from the lag-1 autocorrelation of 10 or 30 finer batches 0.59-0.85, overlapping
+batch means 0.80-0.93 at 0.97-1.00 with independent gaps). The price is width: about twice the previous
+half-width.
 
 A cell's TTFT is a median over few requests: its interval is distribution-free, from order statistics
 (Hettmansperger–Sheather interpolation), and needs at least 6 requests. A ratio of two such numbers gets an
@@ -22,8 +26,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-BATCHES = 3
-DOF_DISCOUNT = 0.5  # degrees of freedom taken off batch means' k - 1 (see the module's docstring)
+BATCHES = 2  # a decode window's interval: its halves (see the module's docstring)
+WINDOW_DOF_DISCOUNT = 0.05  # degrees of freedom taken off the halves' k - 1 = 1 (measured, see the docstring)
+WINDOW_DOF = BATCHES - 1 - WINDOW_DOF_DISCOUNT
+LEGACY_BATCHES = 3  # records made before the halves: 3 parts at 1.5 degrees of freedom (`window_dof`)
+DOF_DISCOUNT = 0.5  # degrees of freedom taken off other batch means' k - 1 (the SLO fraction's, reconcile's)
 LEVEL = 0.95
 MIN_MEDIAN_SAMPLES = 6  # the fewest values whose [min, max] holds the median with 95 % (1 - 2 / 2**6 = 0.969)
 
@@ -65,14 +72,28 @@ class Interval:
         return self.relative / t_quantile(self.dof)
 
 
-def batch_means(values: Sequence[float]) -> Interval | None:
-    """Mean of the batch values with its 95 % t interval; None for fewer than two values."""
+def batch_means(values: Sequence[float], dof_discount: float = DOF_DISCOUNT) -> Interval | None:
+    """Mean of the batch values with its 95 % t interval at k - 1 - `dof_discount` degrees of freedom; None for
+    fewer than two values."""
     if len(values) < 2:
         return None
     m = math.fsum(values) / len(values)
     sd = math.sqrt(math.fsum((v - m) ** 2 for v in values) / (len(values) - 1))
-    dof = len(values) - 1 - DOF_DISCOUNT
+    dof = len(values) - 1 - dof_discount
     return Interval(m, t_quantile(dof) * sd / math.sqrt(len(values)), dof)
+
+
+def window_interval(values: Sequence[float]) -> Interval | None:
+    """A decode window's 95 % interval from its `BATCHES` halves' values (total tok/s, per-request tok/s or TBT):
+    batch means at `WINDOW_DOF` degrees of freedom; None unless there are exactly `BATCHES` values."""
+    return batch_means(values, WINDOW_DOF_DISCOUNT) if len(values) == BATCHES else None
+
+
+def window_dof(sub_windows: float, legacy_discount: float = 0.0) -> float:
+    """The degrees of freedom to read a recorded window half-width with, from its record's `sub_windows`:
+    `WINDOW_DOF` for the current halves; for a record made before (`LEGACY_BATCHES` parts, built at 1.5) its parts
+    less one less `legacy_discount`, as each reader took it then (compare 2, the control line 1.5)."""
+    return WINDOW_DOF if sub_windows == BATCHES else sub_windows - 1 - legacy_discount
 
 
 def edges(start: float, end: float, k: int) -> list[tuple[float, float]]:

@@ -9,7 +9,7 @@ from itertools import pairwise
 from toolkit.loadgen.client import StreamResult
 from toolkit.method.goodput import supported
 from toolkit.method.quantile_bounds import quantile_bounds
-from toolkit.method.spread import BATCHES, Interval, batch_means, edges, median_interval
+from toolkit.method.spread import BATCHES, Interval, edges, median_interval, window_interval
 from toolkit.method.stats import mean, median, percentile
 
 
@@ -139,8 +139,8 @@ def _supported_percentile(values: Sequence[float], q: float) -> float | None:
 @dataclass(frozen=True)
 class WindowSpread:
     """95 % intervals of a window's total tok/s, per-request tok/s and TBT (ms), batch means over `sub_windows`
-    equal parts, and of its median TTFT (order statistics); None where the window is too short for one: a part
-    without a measurable value, or fewer than 6 TTFTs."""
+    equal parts (`toolkit.method.spread.window_interval`), and of its median TTFT (order statistics); None where
+    the window is too short for one: a part without a measurable value, or fewer than 6 TTFTs."""
 
     sub_windows: int
     total_tok_s: Interval | None
@@ -162,8 +162,9 @@ def _sub_window_values(results: Sequence[StreamResult], start: float, end: float
 
 
 def _complete(values: list[float], k: int) -> Interval | None:
-    """Batch means only when every one of the `k` parts measured a value (a silent part makes no honest interval)."""
-    return batch_means(values) if len(values) == k and all(values) else None
+    """The window interval only when every one of the `k` parts measured a value (a silent part makes no honest
+    interval)."""
+    return window_interval(values) if len(values) == k and all(values) else None
 
 
 def window_spread(results: Sequence[StreamResult], start: float, end: float) -> WindowSpread:

@@ -21,7 +21,7 @@ from toolkit.method.drift import (
     within_drift,
 )
 from toolkit.method.number_format import as_number
-from toolkit.method.spread import Interval, t_p_value, t_quantile
+from toolkit.method.spread import Interval, t_p_value, t_quantile, window_dof
 from toolkit.results.runs import RUN_DRIFT
 
 WITHIN_DRIFT = "within drift"
@@ -33,10 +33,10 @@ def _larger(a: Any, b: Any) -> float:
 
 
 def _window_dof(quantity: str, sub_windows: Any) -> float:
-    """Degrees of freedom of a window's half-width: its batches less one; TTFT's order-statistic interval and a
-    record without `sub_windows` count as normal (inf)."""
+    """Degrees of freedom of a window's half-width (`window_dof` of its batches); TTFT's order-statistic interval
+    and a record without `sub_windows` count as normal (inf)."""
     batches = as_number(sub_windows)
-    return batches - 1 if quantity != "ttft_ms" and batches is not None and batches >= 2 else math.inf
+    return window_dof(batches) if quantity != "ttft_ms" and batches is not None and batches >= 2 else math.inf
 
 
 def with_round_spreads(frame: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFrame:
