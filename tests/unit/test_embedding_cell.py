@@ -3,7 +3,6 @@ their bounds, its status, the server cross-check; its parameters, plan and table
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import pandas as pd
@@ -47,12 +46,13 @@ def test_even_parts_give_the_rate_with_no_spread() -> None:
     assert found["items_s_ci"] == pytest.approx(0.0, abs=1e-12) and found["input_tok_s_ci"] == pytest.approx(0.0)
 
 
-def test_uneven_parts_give_a_batch_means_interval_with_one_and_a_half_degrees_of_freedom() -> None:
-    # 1, 2 and 3 replies in the three seconds: 2, 4 and 6 items/s
+def test_uneven_halves_give_the_window_interval_at_0_95_degrees_of_freedom() -> None:
+    # 2 and 4 replies of 2 items in the window's halves of 1.5 s: 2.667 and 5.333 items/s, mean 4, standard error
+    # |5.333 - 2.667| / 2 = 1.333; as a decode window's (toolkit.method.spread.window_interval)
     requests = [request(t) for t in (0.5, 1.4, 1.8, 2.2, 2.5, 2.9)]
     found = window_rates(requests, 0.0, 3.0)
     assert found["items_s"] == pytest.approx(4.0)
-    assert found["items_s_ci"] == pytest.approx(stats.t.ppf(0.975, 1.5) * 2.0 / math.sqrt(3))
+    assert found["items_s_ci"] == pytest.approx(stats.t.ppf(0.975, 0.95) * 4 / 3)
     assert found["input_tok_s_ci"] == pytest.approx(100 * found["items_s_ci"])
     with pytest.raises(ValueError, match="is not after start"):
         window_rates(requests, 3.0, 3.0)
@@ -87,7 +87,7 @@ def test_a_valid_cell_from_server_samples_with_nothing_waiting() -> None:
     found = judge_embeddings_window(steady(), 0.0, 3.0, concurrency=2, server_samples=samples)
     assert found["status"] == "Valid" and found["error"] is None and found["status_basis"] == "server"
     assert found["completed"] == 12 and found["requests_started"] == 12 and found["measured_s"] == 3.0
-    assert found["items_s"] == pytest.approx(8.0) and found["sub_windows"] == 3
+    assert found["items_s"] == pytest.approx(8.0) and found["sub_windows"] == 2
     assert found["e2e_p50_ms"] == pytest.approx(100.0) and found["avg_active"] == 2.0
 
 

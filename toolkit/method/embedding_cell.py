@@ -18,7 +18,7 @@ from typing import Any
 
 from toolkit.method.goodput import percentile_of
 from toolkit.method.quantile_bounds import quantile_bounds
-from toolkit.method.spread import BATCHES, batch_means, edges
+from toolkit.method.spread import BATCHES, edges, window_interval
 from toolkit.method.status import decode_status, decode_status_client_only
 
 E2E_PERCENTILES: tuple[int, ...] = (50, 90, 99)
@@ -58,7 +58,7 @@ def window_rates(requests: Sequence[EmbeddingRequest], start: float, end: float)
         raise ValueError(f"window: end {end} is not after start {start}")
     items, tokens = _rates(requests, start, end)
     parts = [_rates(requests, a, b) for a, b in edges(start, end, BATCHES)]
-    item_spread, token_spread = batch_means([p[0] for p in parts]), batch_means([p[1] for p in parts])
+    item_spread, token_spread = window_interval([p[0] for p in parts]), window_interval([p[1] for p in parts])
     return {
         "items_s": items,
         "items_s_ci": None if item_spread is None else item_spread.half_width,
