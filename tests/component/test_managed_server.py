@@ -378,9 +378,11 @@ def test_a_second_signal_while_the_server_stops_kills_its_group(
         _wait_for(lambda: "SIGTERM ignored" in (out / "server.log").read_text(), 10, launcher, "the server's SIGTERM")
         asked = time.monotonic()
         launcher.send_signal(second)
-        launcher.wait(15)
-        assert_group_gone(pgid, timeout_s=2)
-        assert time.monotonic() - asked < 10  # SIGKILL at once, not after the 20 s SIGTERM wait
-        assert record(out)["stopped_at"]
+        assert_group_gone(pgid, timeout_s=10)  # SIGKILL at once, not after the 20 s SIGTERM wait
+        killed_s = time.monotonic() - asked
+        # then the launcher records the stop (fsynced files: seconds on a busy disk; a fresh clone's .ci/run
+        # once took past 15 s from the signal to the launcher's exit) and ends
+        launcher.wait(60)
+        assert killed_s < 10 and record(out)["stopped_at"]
     finally:
         _reap(launcher, pgid)
