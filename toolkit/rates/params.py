@@ -26,6 +26,7 @@ from toolkit.params import (
 )
 from toolkit.rates.classes import TrafficClass, parse_classes
 from toolkit.rates.model_mix import is_mix, parse_model_mix
+from toolkit.rates.param_rules import check_combinations
 from toolkit.rates.rate_values import MAX_TOKENS, Lengths, checked_lengths, parse_lengths, parse_rates, rate_text
 from toolkit.rates.traces import MIN_TRACE_BLOCK_TOKENS, TraceWindow
 
@@ -46,13 +47,6 @@ __all__ = [
 
 DEFAULT_DURATION_S = 30.0
 _MAX_BATCH_SIZE = 4096  # inputs in one embeddings request
-# what an embeddings request has no use for (no tokens are generated, no reply is streamed or parsed), and what an
-# embeddings sweep does not take yet (its inputs are built here, cold, and sent from this process)
-_GENERATION_ONLY = ("output_tokens", "slo_ttft_ms", "slo_tpot_ms", "response_format", "tools", "tool_choice")
-_NOT_FOR_EMBEDDINGS = ("dataset", "replay", "trace", "workload", "ray_address", "classes")
-# what a class sweep takes from each class instead, and what builds its own requests (classes: toolkit.rates.classes)
-_PER_CLASS = ("input_tokens", "output_tokens", "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms")
-_NOT_WITH_CLASSES = ("dataset", "replay", "trace", "workload")
 SWEEP_BLOCK = "rate_sweep"  # a run params file's block: the sweep `toolkit run` measures after the matrix
 # what a `rate_sweep:` block takes from its run
 FROM_THE_RUN = ("base_url", "server_metrics", "model", "api_key_env")
@@ -249,122 +243,12 @@ class RateParams(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> RateParams:
-        if self.duration_s is not None and self.requests_per_step is not None:
-            raise ValueError("duration_s and requests_per_step: give one of them, not both")
-        if math.inf in self.rates and self.requests_per_step is None:
-            raise ValueError("rates: inf (all at once) needs requests_per_step, not a duration")
-        if self.burstiness != 1.0 and self.arrival != "gamma":
-            raise ValueError(f"burstiness: applies to arrival gamma only (arrival is {self.arrival})")
-        if self.clients > 1 and self.ray_address is None:
-            raise ValueError("clients: more than one client process needs ray_address (a Ray cluster)")
-        shared = (self.prefixes, self.prefix_tokens, self.prefix_choice)
-        if self.workload is None and any(v is not None for v in shared):
-            raise ValueError("prefixes, prefix_tokens, prefix_choice: apply to workload shared-prefix only")
-        if self.workload == "shared-prefix" and (self.prefixes is None or self.prefix_tokens is None):
-            raise ValueError("workload: shared-prefix needs prefixes (how many) and prefix_tokens (how long)")
-        if self.workload == "shared-prefix" and (self.dataset is not None or self.replay is not None):
-            raise ValueError("workload: shared-prefix builds its own prompts; it takes no dataset and no replay")
-        if self.replay is not None and (self.dataset is not None or self.search):
-            raise ValueError("replay: replays one file's schedule and lengths; it takes no dataset and no search")
-        self._consistent_embeddings()
-        self._consistent_tools()
-        self._consistent_conversation()
-        self._consistent_trace()
-        self._consistent_classes()
-        self._consistent_mix()
-        if self.search and self.classes is None and not self.has_slo():
-            raise ValueError("search: needs a service level: slo_ttft_ms, slo_tpot_ms or slo_e2e_ms")
+        check_combinations(self)
         return self
-
-    def _consistent_embeddings(self) -> None:
-        if self.endpoint != "embeddings":
-            if self.batch_size is not None:
-                raise ValueError("batch_size: applies to endpoint embeddings only")
-            return
-        given = [k for k in self.model_fields_set if getattr(self, k) is not None]
-        if generating := [k for k in _GENERATION_ONLY if k in given]:
-            raise ValueError(f"{', '.join(generating)}: generation only; endpoint embeddings takes none (an SLO: "
-                             "slo_e2e_ms)")  # fmt: skip
-        if other := [k for k in _NOT_FOR_EMBEDDINGS if k in given]:
-            raise ValueError(f"{', '.join(other)}: not with endpoint embeddings (its inputs are built here, cold, "
-                             "and sent from this process)")  # fmt: skip
 
     def inputs_per_request(self) -> int:
         """The inputs each embeddings request carries."""
         return self.batch_size or 1
-
-    def _consistent_tools(self) -> None:
-        if self.tools is None:
-            if self.tool_choice is not None:
-                raise ValueError("tool_choice: needs tools (a JSON file of function tools)")
-            return
-        if self.endpoint != "chat":
-            raise ValueError("tools: the completions endpoint has no tools; use endpoint chat")
-        if self.response_format is not None:
-            raise ValueError("tools and response_format: give one of them, not both")
-        if self.workload == "conversation":
-            raise ValueError("tools: apply to single requests, not to workload conversation")
-        try:
-            read_tool_choice(self.tool_choice, read_tools(self.tools))
-        except ParamsError as exc:
-            raise ValueError(f"tool_choice: {exc}") from None
-
-    def _consistent_conversation(self) -> None:
-        talk = {"turns": self.turns, "think_time_s": self.think_time_s, "think_time_dist": self.think_time_dist,
-                "warmup_turns": self.warmup_turns, "cold_control": self.cold_control or None}  # fmt: skip
-        if self.workload != "conversation" and (given := [k for k, v in talk.items() if v is not None]):
-            raise ValueError(f"{', '.join(given)}: apply to workload conversation only")
-        if self.workload != "conversation":
-            return
-        if self.turns is None:
-            raise ValueError("workload: conversation needs turns (how many per conversation)")
-        if self.think_time_dist == "exponential" and not self.think_time_s:
-            raise ValueError("think_time_dist: exponential needs think_time_s (its mean, > 0)")
-        if self.replay is not None or self.trace is not None or self.ray_address is not None:
-            raise ValueError("workload: conversation sends its own turns from this process; it takes no replay, "
-                             "trace or ray_address")  # fmt: skip
-        if self.response_format is not None:
-            raise ValueError("response_format: applies to single requests, not to workload conversation")
-
-    def _consistent_trace(self) -> None:
-        window = {"time_scale": self.time_scale, "trace_start_s": self.trace_start_s,
-                  "trace_duration_s": self.trace_duration_s, "trace_block_tokens": self.trace_block_tokens}  # fmt: skip
-        if self.trace is None:
-            if given := [k for k, v in {"trace_format": self.trace_format, **window}.items() if v is not None]:
-                raise ValueError(f"{', '.join(given)}: apply to a trace only")
-            return
-        if self.trace_format is None:
-            raise ValueError("trace: needs trace_format: mooncake (JSONL) or azure (CSV)")
-        if self.dataset is not None or self.replay is not None or self.search or self.workload is not None:
-            raise ValueError("trace: replays the trace's arrivals and lengths; it takes no dataset, replay, search "
-                             "or workload")  # fmt: skip
-        if self.trace_block_tokens is not None and self.trace_format != "mooncake":
-            raise ValueError("trace_block_tokens: applies to a Mooncake trace's hash_ids only")
-
-    def _consistent_classes(self) -> None:
-        if self.classes is None:
-            return
-        if given := [k for k in _PER_CLASS if k in self.model_fields_set and getattr(self, k) is not None]:
-            raise ValueError(f"{', '.join(given)}: with classes, each class has its own; give them in each class")
-        if other := [k for k in _NOT_WITH_CLASSES if getattr(self, k) is not None]:
-            raise ValueError(f"{', '.join(other)}: not with classes (a class sweep builds each class's requests "
-                             "from its input_tokens and output_tokens)")  # fmt: skip
-        if self.tools is not None and (plain := next((c.name for c in self.classes if c.endpoint == "completions"),
-                                                      None)):  # fmt: skip
-            raise ValueError(f"classes.{plain}: endpoint completions takes no tools (chat only); give it endpoint "
-                             "chat, or no tools")  # fmt: skip
-        if self.search and (bare := next((c.name for c in self.classes if not c.has_slo()), None)):
-            raise ValueError(f"classes.{bare}: no service level; the search needs slo_ttft_ms, slo_tpot_ms or "
-                             "slo_e2e_ms in every class")  # fmt: skip
-
-    def _consistent_mix(self) -> None:
-        if self.model_mix() is None:
-            return
-        if self.classes is not None:
-            raise ValueError("model: a mix and classes: give each class its model instead")
-        if self.endpoint == "embeddings" or self.workload == "conversation":
-            raise ValueError("model: a mix applies to single generation requests, not to endpoint embeddings or "
-                             "workload conversation")  # fmt: skip
 
     def trace_window(self) -> TraceWindow:
         """The part of the trace to replay, and how fast."""
