@@ -107,16 +107,19 @@ def _class_order(sweep: RateSweep) -> list[str]:
     return [str(c.get("name")) for c in sweep.sweep.get("classes") or []]
 
 
+def sweep_summary(sweep: RateSweep) -> str:
+    """The service level a sweep was judged against and the highest rate meeting it, one line."""
+    line = rate_tables.search_line(sweep.steps, sweep.search, sweep.sweep.get("search_precision"), sweep.level.target)
+    return f"{rate_tables.level_line(sweep.level, sweep.sweep.get('classes'))} {line}"
+
+
 def rates_markdown(sweeps: Mapping[str, RateSweep]) -> str:
     """compare.md's rate-sweep section: each run's service level and highest rate meeting it, then the traffic
     classes' TTFT run by run with each run's scheduling policy; "" unless two runs hold a rate sweep."""
     if len(sweeps) < 2:
         return ""
     out = ["## Open-loop rates"]
-    for label, sweep in sweeps.items():
-        line = rate_tables.search_line(sweep.steps, sweep.search, sweep.sweep.get("search_precision"),
-                                       sweep.level.target)  # fmt: skip
-        out.append(f"- **{inert(label)}**: {rate_tables.level_line(sweep.level, sweep.sweep.get('classes'))} {line}")
+    out += [f"- **{inert(label)}**: {sweep_summary(sweep)}" for label, sweep in sweeps.items()]
     if (table := class_ttft_comparison(sweeps, run_policies(sweeps))) is not None:
         out += ["### Traffic classes, run by run", CLASS_TTFT_CAPTION + ".", markdown_table(table)]
     return "\n\n".join(out) + "\n"

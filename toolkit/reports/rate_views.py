@@ -33,21 +33,16 @@ HEADING = "Open-loop rates"
 BREAKDOWN_ID = "where-the-time-goes"  # the breakdown heading's id in report.html
 
 
-def _summary(sweep: RateSweep) -> str:
-    line = rate_tables.search_line(sweep.steps, sweep.search, sweep.sweep.get("search_precision"), sweep.level.target)
-    return f"{rate_tables.level_line(sweep.level, sweep.sweep.get('classes'))} {line}"
-
-
 def summary(sweep: RateSweep) -> Markdown:
     """The service level the sweep was judged against and the highest rate meeting it."""
-    return Markdown(_summary(sweep))
+    return Markdown(class_compare.sweep_summary(sweep))
 
 
 def heading(sweep: RateSweep | None) -> HTML | None:
     """The section's heading, its service level and the highest rate meeting it; None without a sweep."""
     if sweep is None:
         return None
-    return HTML(f"<h2>{HEADING}</h2><p>{html.escape(_summary(sweep))}</p>")
+    return HTML(f"<h2>{HEADING}</h2><p>{html.escape(class_compare.sweep_summary(sweep))}</p>")
 
 
 def steps(sweep: RateSweep | None) -> HTML | None:
@@ -97,7 +92,10 @@ def comparison_heading(sweeps: Mapping[str, RateSweep]) -> HTML | None:
     """The heading and, per run, its service level and highest rate; None unless two runs hold a sweep."""
     if len(sweeps) < 2:
         return None
-    items = "".join(f"<li><b>{html.escape(label)}</b>: {html.escape(_summary(s))}</li>" for label, s in sweeps.items())
+    items = "".join(
+        f"<li><b>{html.escape(label)}</b>: {html.escape(class_compare.sweep_summary(s))}</li>"
+        for label, s in sweeps.items()
+    )
     return HTML(f"<h2>{HEADING}</h2><ul>{items}</ul>")
 
 
