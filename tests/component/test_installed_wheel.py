@@ -55,7 +55,9 @@ def fresh_environment(tmp_path: Path, wheel: Path) -> Path:
     (venv / "share").mkdir()  # the dependencies' data files where pip puts them (nbconvert's templates, kernels)
     (venv / "share" / "jupyter").symlink_to(Path(sysconfig.get_paths()["data"]) / "share" / "jupyter")
     install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", "--no-index"]
-    subprocess.run([*install, str(wheel)], check=True, capture_output=True, timeout=120)
+    # Without PYTHONPATH: a checkout on it (its vllm_speedtest.egg-info) reads as the toolkit already installed.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([*install, str(wheel)], check=True, capture_output=True, timeout=120, env=env)
     return venv / "bin"
 
 
