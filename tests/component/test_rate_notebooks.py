@@ -211,11 +211,13 @@ def test_compare_shows_each_class_ttft_run_by_run_with_each_runs_scheduling_poli
     assert "Traffic classes, run by run" in page and "TTFT p90 · A (fcfs)" in page and "B (priority)" in page
     assert page.count(">1.000×</td>") == 2 and ">chat</td>" in page and ">-1</td>" in page
     # compare.md's section: each run's level and search line, then the same table
-    from toolkit.reports.class_compare import rates_markdown
+    from toolkit.reports.class_compare import CLASS_BOUNDS_NOTE, rates_markdown
     from toolkit.results.rate_runs import load_rate_sweeps
 
     text = rates_markdown(load_rate_sweeps([str(fcfs), str(priority)], ["A", "B"]))
     assert text.startswith("## Open-loop rates\n\n- **A**: Service level: each class its own (chat: ")
     assert "### Traffic classes, run by run" in text and "| TTFT p90 · A (fcfs) | TTFT p90 · B (priority) |" in text
     assert text.count(" 1.000× |") == 2 and "| chat | -1 |" in text
+    # each p90 with its bounds (about 24 steady requests a class: no upper bound), the note under the table
+    assert text.count(", unbounded] |") == 4 and text.rstrip("\n").endswith(CLASS_BOUNDS_NOTE)
     assert rates_markdown(load_rate_sweeps([str(fcfs)], ["A"])) == ""  # one sweep: no section

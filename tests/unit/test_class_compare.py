@@ -4,6 +4,8 @@ rates both ran, each run's scheduling policy from its recorded launch, the secon
 from __future__ import annotations
 
 import json
+import math
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,12 @@ import pytest
 
 from toolkit.method.goodput import CLASS_COLUMN, REQUIRED_RECORD_COLUMNS, complete_records
 from toolkit.reports import rate_views
-from toolkit.reports.class_compare import class_ttft_comparison, run_policies, scheduling_policy
+from toolkit.reports.class_compare import (
+    CLASS_BOUNDS_NOTE,
+    class_ttft_comparison,
+    run_policies,
+    scheduling_policy,
+)
 from toolkit.results.rate_runs import RateSweep
 
 CLASSES = [{"name": "chat", "priority": 0}, {"name": "rag", "priority": 1}]
@@ -43,6 +50,11 @@ def _draws(seed: int, scale: float) -> list[float]:
     return [float(v) for v in np.random.default_rng(seed).exponential(scale, 30)]
 
 
+def _below(k: int, n: int, p: float = 0.9) -> float:
+    """P(B <= k) for B ~ Binomial(n, p): how often the order statistic x_(k+1) lies above the true percentile."""
+    return math.fsum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
 def test_each_class_ttft_run_by_run_with_the_policies_and_the_ratio(tmp_path: Path) -> None:
     fcfs = {("chat", 8.0): _draws(1, 0.2), ("rag", 8.0): _draws(2, 0.5), ("chat", 16.0): _draws(3, 0.4),
             ("rag", 16.0): _draws(4, 0.9)}  # fmt: skip
@@ -58,11 +70,40 @@ def test_each_class_ttft_run_by_run_with_the_policies_and_the_ratio(tmp_path: Pa
                                    "TTFT p90 · prio (priority)", "Ratio"]  # fmt: skip
     assert [tuple(r) for r in table[["Class", "Priority", "Offered req/s"]].to_numpy()] == [
         ("chat", "0", "8"), ("chat", "0", "16"), ("rag", "1", "8"), ("rag", "1", "16")]  # fmt: skip
-    p90 = pd.Series(fcfs[("chat", 8.0)]).quantile(0.9) * 1e3
-    assert table.iloc[0]["TTFT p90 · fcfs (fcfs)"] == f"{p90:.0f} ms"
+    chat = sorted(fcfs[("chat", 8.0)])
+    p90 = pd.Series(chat).quantile(0.9) * 1e3
+    # 30 requests: 0.9^30 > 2.5 %, no upper bound; the low end is x_(24), the highest rank missing at most 5 %
+    assert 0.9**30 > 0.025 and _below(23, 30) <= 0.05 < _below(24, 30)
+    assert table.iloc[0]["TTFT p90 · fcfs (fcfs)"] == f"{p90:.0f} ms [{chat[23] * 1e3:.0f}, unbounded]"
     assert list(table["Ratio"]) == ["0.500×", "0.500×", "1.250×", "1.250×"]  # every TTFT scaled: its p90 too
     html = rate_views.class_comparison(sweeps).data  # type: ignore[union-attr]
     assert "Traffic classes, run by run" in html and "TTFT p90 · prio (priority)" in html
+
+
+def test_each_ttft_p90_shows_its_order_statistics_bounds_and_unbounded_below_36_requests(tmp_path: Path) -> None:
+    """A fixed sample: 36 requests of 10, 20 … 360 ms in A, 20 of 10 … 200 ms in B, a class of 9 in both."""
+    rng = np.random.default_rng(0)
+    a = {("chat", 8.0): list(rng.permutation([k / 100 for k in range(1, 37)])), ("rag", 8.0): [0.5] * 9}
+    b = {("chat", 8.0): list(rng.permutation([k / 100 for k in range(1, 21)])), ("rag", 8.0): [0.5] * 9}
+    sweeps = {"A": _sweep(tmp_path / "a", a), "B": _sweep(tmp_path / "b", b)}
+    table = class_ttft_comparison(sweeps)
+    assert table is not None
+    # 36 values: the maximum x_(36) misses above with 0.9^36 = 2.25 % <= 2.5 %, x_(35) with 11 %; the low end is
+    # the highest rank whose miss below is at most the 5 % less 2.25 %: x_(29). p90 = x_(32.5) = 325 ms.
+    assert 0.9**36 <= 0.025 < 0.9**36 + 36 * 0.9**35 * 0.1
+    assert _below(28, 36) <= 0.05 - 0.9**36 < _below(29, 36)
+    # 20 values: 0.9^20 = 12 % > 2.5 %, unbounded; the low end misses at most all 5 %: x_(16). p90 = x_(18.1) = 181 ms
+    assert 0.9**20 > 0.025 and _below(15, 20) <= 0.05 < _below(16, 20)
+    assert table.to_dict("records") == [
+        {"Class": "chat", "Priority": "0", "Offered req/s": "8", "TTFT p90 · A": "325 ms [290, 360]",
+         "TTFT p90 · B": "181 ms [160, unbounded]", "Ratio": "0.557×"},
+        {"Class": "rag", "Priority": "1", "Offered req/s": "8", "TTFT p90 · A": "—", "TTFT p90 · B": "—",
+         "Ratio": "-"},  # 9 requests: too few for a p90 (10), so no bounds either
+    ]  # fmt: skip
+    assert CLASS_BOUNDS_NOTE == ("In brackets the percentile's 95 % distribution-free interval, unbounded above "
+                                 "from fewer than 36 requests at p90.")  # fmt: skip
+    page = rate_views.class_comparison(sweeps).data  # type: ignore[union-attr]
+    assert page.index("325 ms [290, 360]") < page.index(escape(CLASS_BOUNDS_NOTE))  # the note under the table
 
 
 def test_nothing_without_two_class_sweeps_in_common(tmp_path: Path) -> None:

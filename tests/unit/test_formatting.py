@@ -12,6 +12,7 @@ import pytest
 from toolkit.method.number_format import (
     MISSING,
     as_number,
+    bounds_note,
     format_active,
     format_count,
     format_ms,
@@ -130,3 +131,11 @@ def test_as_number_accepts_numpy_and_pandas_scalars() -> None:
     assert as_number(series[0]) == 1.5
     assert as_number(series[1]) is None
     assert as_number(pd.Series([7])[0]) == 7.0
+
+
+def test_the_bounds_note_names_the_fewest_requests_each_percentile_needs_for_an_upper_bound() -> None:
+    # the maximum misses the true p90 above with 0.9^n: 0.9^35 > 2.5 % >= 0.9^36; p99: 0.99^367 > 2.5 % >= 0.99^368
+    assert 0.9**35 > 0.025 >= 0.9**36 and 0.99**367 > 0.025 >= 0.99**368
+    assert bounds_note(90, 99) == ("in brackets the percentile's 95 % distribution-free interval, unbounded above "
+                                   "from fewer than 36 requests at p90 and 368 at p99")  # fmt: skip
+    assert bounds_note(90).endswith("from fewer than 36 requests at p90")

@@ -10,6 +10,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from toolkit.method.quantile_bounds import min_bounded_n
+
 MISSING = "—"
 K_THRESHOLD = 10_000
 
@@ -83,6 +85,14 @@ def format_bounded(value: Any, low: Any, high: Any, show: Callable[[Any], str]) 
         return shown
     bound = lambda x: show(x).removesuffix(" ms")  # noqa: E731
     return f"{shown} [{MISSING if low is None else bound(low)}, {'unbounded' if high is None else bound(high)}]"
+
+
+def bounds_note(*qs: float) -> str:
+    """What the brackets of `format_bounded` mean, for a table of these percentiles: ``in brackets the percentile's
+    95 % distribution-free interval, unbounded above from fewer than 36 requests at p90 and 368 at p99``."""
+    fewest = [f"{min_bounded_n(q):,}" + (" requests" if i == 0 else "") + f" at p{q:g}" for i, q in enumerate(qs)]
+    listed = " and ".join(fewest)
+    return f"in brackets the percentile's 95 % distribution-free interval, unbounded above from fewer than {listed}"
 
 
 def format_rate(value: Any) -> str:

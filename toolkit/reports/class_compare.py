@@ -10,7 +10,8 @@ from collections.abc import Mapping
 import pandas as pd
 
 from toolkit.method.goodput import CLASS_COLUMN, STEADY_TRIM, percentile_of, request_latencies, steady_mask
-from toolkit.method.number_format import format_ms
+from toolkit.method.number_format import bounds_note, format_bounded, format_ms
+from toolkit.method.quantile_bounds import QuantileBounds, quantile_bounds
 from toolkit.reports import rate_tables
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
@@ -18,6 +19,7 @@ from toolkit.results.rate_runs import RateSweep
 from toolkit.servers.launch import read_record
 
 __all__ = [
+    "CLASS_BOUNDS_NOTE",
     "CLASS_TTFT_CAPTION",
     "QUANTILE",
     "class_ttft_comparison",
@@ -33,6 +35,7 @@ CLASS_TTFT_CAPTION = (
     "second run's over the first's (a point figure: for an interval, run the two in alternating rounds, "
     "benchmarks/class_priority.py)"
 )
+CLASS_BOUNDS_NOTE = bounds_note(QUANTILE).capitalize() + "."  # under the table: what its brackets mean
 _POLICY = re.compile(r"--scheduling-policy[= ]+(\S+)")
 
 
@@ -50,8 +53,9 @@ def run_policies(sweeps: Mapping[str, RateSweep]) -> dict[str, str | None]:
     return {label: scheduling_policy((read_record(s.folder) or {}).get("command")) for label, s in sweeps.items()}
 
 
-def _class_ttft(sweep: RateSweep) -> dict[tuple[str, float], float | None]:
-    """(class, offered rate) -> the TTFT percentile of the class's steady, completed requests at that rate."""
+def _class_ttft(sweep: RateSweep) -> dict[tuple[str, float], tuple[float | None, QuantileBounds]]:
+    """(class, offered rate) -> the TTFT percentile of the class's steady, completed requests at that rate and its
+    95 % distribution-free bounds over the same requests."""
     records = sweep.records
     if CLASS_COLUMN not in records or not len(records):
         return {}
@@ -64,17 +68,18 @@ def _class_ttft(sweep: RateSweep) -> dict[tuple[str, float], float | None]:
     latencies = request_latencies(steady)
     ttft = latencies.loc[latencies["ok"], "ttft_sched_ms"]
     keys = steady.loc[ttft.index, [CLASS_COLUMN, "offered_rate"]]
-    found: dict[tuple[str, float], float | None] = {}
+    found: dict[tuple[str, float], tuple[float | None, QuantileBounds]] = {}
     for (name, rate), group in ttft.groupby([keys[CLASS_COLUMN], keys["offered_rate"]]):
-        found[(str(name), float(rate))] = percentile_of(group, QUANTILE)
+        found[(str(name), float(rate))] = percentile_of(group, QUANTILE), quantile_bounds(group, QUANTILE)
     return found
 
 
 def class_ttft_comparison(
     sweeps: Mapping[str, RateSweep], policies: Mapping[str, str | None] | None = None
 ) -> pd.DataFrame | None:
-    """Display strings: one row per class the runs share and offered rate they share, each run's TTFT p90 (its
-    column named by its label and `policies`' entry), and with two runs the second's over the first's; None unless
+    """Display strings: one row per class the runs share and offered rate they share, each run's TTFT p90 with its
+    95 % bounds (``812 ms [640, unbounded]``; its column named by its label and `policies`' entry), and with two
+    runs the second's over the first's (the point values'); None unless
     two or more runs hold class sweeps with a class and a rate in common."""
     if len(sweeps) < 2:
         return None
@@ -92,9 +97,11 @@ def class_ttft_comparison(
                for label in labels]  # fmt: skip
     rows = []
     for name, rate in common:
-        values = [each[label][(name, rate)] for label in labels]
+        found = [each[label][(name, rate)] for label in labels]
+        values = [value for value, _ in found]
+        shown = [format_bounded(value, bounds.low, bounds.high, format_ms) for value, bounds in found]
         priority = priorities.get(name)
-        row = [inert(name), "-" if priority is None else str(priority), f"{rate:g}", *map(format_ms, values)]
+        row = [inert(name), "-" if priority is None else str(priority), f"{rate:g}", *shown]
         if len(labels) == 2:
             first, second = values
             row.append(f"{second / first:.3f}×" if first and second is not None else "-")
@@ -121,5 +128,5 @@ def rates_markdown(sweeps: Mapping[str, RateSweep]) -> str:
     out = ["## Open-loop rates"]
     out += [f"- **{inert(label)}**: {sweep_summary(sweep)}" for label, sweep in sweeps.items()]
     if (table := class_ttft_comparison(sweeps, run_policies(sweeps))) is not None:
-        out += ["### Traffic classes, run by run", CLASS_TTFT_CAPTION + ".", markdown_table(table)]
+        out += ["### Traffic classes, run by run", CLASS_TTFT_CAPTION + ".", markdown_table(table), CLASS_BOUNDS_NOTE]
     return "\n\n".join(out) + "\n"

@@ -16,6 +16,7 @@ from toolkit.method.goodput import ServiceLevel, highest_rate_meeting, judge_ste
 from toolkit.method.number_format import (
     MISSING,
     as_number,
+    bounds_note,
     format_bounded,
     format_count,
     format_ms,
@@ -57,9 +58,8 @@ __all__ = [
 STEPS_CAPTION = (
     "One row per step, in the order run · TTFT from the scheduled arrival, what a user arriving then waited "
     "(from the send in brackets; the difference is the client's lag); TPOT and the rest from the send "
-    "(percentiles over the step's requests; – where the step has too few requests for one: p99 needs 100; in "
-    "brackets the percentile's 95 % distribution-free interval, unbounded above from fewer than 36 requests at p90 "
-    "and 368 at p99) · "
+    "(percentiles over the step's requests; – where the step has too few requests for one: p99 needs 100; "
+    f"{bounds_note(90, 99)}) · "
     "goodput: requests/s meeting the service level, TTFT and end-to-end counted from the scheduled arrival · ✓: "
     "shown to meet it (the 95 % interval of the fraction meeting it lies at or above the target), ?: undecided "
     "(too few requests to tell)"

@@ -105,8 +105,8 @@ def class_comparison(sweeps: Mapping[str, RateSweep]) -> HTML | None:
     table = class_compare.class_ttft_comparison(sweeps, class_compare.run_policies(sweeps))
     if table is None:
         return None
-    return HTML("<h3>Traffic classes, run by run</h3>" + views.table(table, caption=class_compare.CLASS_TTFT_CAPTION)
-                .to_html())  # fmt: skip
+    shown = views.table(table, caption=class_compare.CLASS_TTFT_CAPTION).to_html()
+    return HTML(f"<h3>Traffic classes, run by run</h3>{shown}<p>{html.escape(class_compare.CLASS_BOUNDS_NOTE)}</p>")
 
 
 def _limit_slider(description: str, value: float | None, observed: pd.Series) -> widgets.FloatSlider:
