@@ -25,6 +25,10 @@ from toolkit.matrix.plan import make_plan
 from toolkit.matrix.traces import TRACES_DIR, trace_path
 from toolkit.params import RunParams
 from toolkit.rates.files import RATES_DIR, STEPS_FILE, SWEEP_FILE, step_file
+from toolkit.results.documents.base import Document
+from toolkit.results.documents.batch import BATCH_FILE, BatchDocument
+from toolkit.results.documents.server import LAUNCH_FILE, ServerRecord
+from toolkit.results.documents.sweep import SweepDocument
 from toolkit.results.folder_files import MAX_DOCUMENT_BYTES, inside, parquet_problems, secret_line, walk
 from toolkit.results.json_text import MAX_LINE_CHARS, TOO_DEEP, TOO_MANY_DIGITS, json_lines, parse_json
 from toolkit.results.measurement_row import validated_measurement
@@ -32,9 +36,7 @@ from toolkit.results.run_document import RunDocument
 from toolkit.results.step_row import validated_step
 from toolkit.results.store import RESULTS_FILE, RUN_FILE, read_json
 from toolkit.results.validation import line_where
-from toolkit.servers.launch import LAUNCH_FILE
 
-BATCH_FILE = "batch.json"  # toolkit.batch.state.STATE_FILE (a layer above)
 TEXT_SUFFIXES = {".json", ".jsonl", ".md", ".html", ".ipynb", ".csv", ".txt", ".log", ".yaml", ".yml"}
 Key = tuple[str, int, int]
 NOT_RUN = ("Over capacity", "Error")  # decided by the capacity rule without a window; failed before its trace
@@ -53,7 +55,7 @@ def check_folder(folder: str | Path, *secrets: str | None) -> list[str]:
     real = root.resolve()
     if _usable(real, root / BATCH_FILE):
         variants = sorted(p.parent for p in root.glob(f"*/{RUN_FILE}") if _usable(real, p))
-        problems = _document_problems(root / BATCH_FILE)
+        problems = _document_problems(root / BATCH_FILE, BatchDocument)
         problems += [line for variant in variants for line in _run_problems(variant, real)]
     elif _usable(real, root / RUN_FILE):
         problems = _run_problems(root, real)
@@ -85,7 +87,7 @@ def _run_problems(folder: Path, root: Path) -> list[str]:
     if foreign := _foreign(document):
         return [f"{run_file}: {foreign}"]
     launch = folder / LAUNCH_FILE
-    problems = _document_problems(launch) if _usable(root, launch) else []
+    problems = _document_problems(launch, ServerRecord) if _usable(root, launch) else []
     records, record_problems = _records(folder / RESULTS_FILE, root)
     problems += record_problems + _records(folder / CONTROL_FILE, root)[1]
     if document.source == "toolkit" and records:  # a rate sweep's run.json holds its own params, and no cells
@@ -110,11 +112,11 @@ def _foreign(document: RunDocument) -> str | None:
     return None
 
 
-def _document_problems(path: Path) -> list[str]:
+def _document_problems(path: Path, document: type[Document]) -> list[str]:
     if path.stat().st_size > MAX_DOCUMENT_BYTES:
         return [f"{path}: larger than {MAX_DOCUMENT_BYTES} bytes; not a toolkit document"]
     try:
-        read_json(path)
+        document.read(path)
     except ToolkitError as exc:
         return [exc.line]
     return []
@@ -188,7 +190,7 @@ def _cell(key: Key) -> str:
 
 def _rate_problems(folder: Path, root: Path) -> list[str]:
     sweep = folder / RATES_DIR / SWEEP_FILE
-    problems = _document_problems(sweep) if _usable(root, sweep) else []
+    problems = _document_problems(sweep, SweepDocument) if _usable(root, sweep) else []
     steps = folder / RATES_DIR / STEPS_FILE
     if not _usable(root, steps):
         return problems

@@ -104,7 +104,7 @@ def _records(edit: Callable[[pd.DataFrame], pd.DataFrame]) -> Callable[[Path], s
     ("damage", "message"),
     [
         (_remove("rates/sweep.json"), "{}: missing; not a rate sweep folder"),
-        (_write("rates/sweep.json", '{"rates": [1, 2'), "{}: not readable JSON (Expecting"),
+        (_write("rates/sweep.json", '{"rates": [1, 2'), "{}: not a JSON document (Expecting"),
         (_write("rates/sweep.json", "[1, 2]"), "{}: not a JSON object"),
         (_write("rates/sweep.json", '{"goodput_target": 99}'), "sweep.json: service level: target: 99 is not a"),
         (_remove("rates/steps.jsonl"), "{}: missing; the sweep recorded no step"),

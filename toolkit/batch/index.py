@@ -19,6 +19,7 @@ from toolkit.method.spread import LEGACY_BATCHES, WINDOW_DOF, Interval, ratio_te
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, cells_text, format_ratio
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
+from toolkit.results.documents.batch import BatchDocument
 from toolkit.results.runs import load_run
 from toolkit.results.store import RUN_FILE
 
@@ -98,11 +99,11 @@ def _run_headline(folder: Path) -> dict[str, Any] | None:
     return headline(frame, run_drift(info)) if len(frame) else None
 
 
-def index_rows(out: Path, variants: Sequence[Variant], state: Mapping[str, Any]) -> list[dict[str, Any]]:
+def index_rows(out: Path, variants: Sequence[Variant], state: BatchDocument) -> list[dict[str, Any]]:
     """One row per variant, in the sweep's order: label, state, headline numbers (None if no results), error."""
     rows = []
     for variant in variants:
-        entry = state.get("variants", {}).get(variant.label, {})
+        entry = (state.variants or {}).get(variant.label, {})
         folder = out / variant.label
         rows.append(
             {
@@ -216,11 +217,11 @@ def index_html(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any] | N
     )
 
 
-def write_index(out: Path, variants: Sequence[Variant], state: Mapping[str, Any]) -> dict[str, Path]:
+def write_index(out: Path, variants: Sequence[Variant], state: BatchDocument) -> dict[str, Path]:
     """index.html and index.md in the batch folder."""
     rows = index_rows(out, variants, state)
-    title = Path(str(state.get("sweep") or out.name)).name
-    compare = state.get("compare")
+    title = Path(state.sweep or out.name).name
+    compare = state.compare
     (out / "index.html").write_text(index_html(rows, compare, title), encoding="utf-8")
     (out / "index.md").write_text(index_markdown(rows, compare, title), encoding="utf-8")
     return {"index.html": out / "index.html", "index.md": out / "index.md"}

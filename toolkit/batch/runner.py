@@ -137,7 +137,7 @@ def _run_with(variants: Sequence[Variant], out: Path, *, sweep: str, resume: boo
                       on_stop=tasks.cancel if tasks is not None else None)  # fmt: skip
     except BaseException:
         lost = tasks.interrupt() if tasks is not None else {}  # the cells measured on Ray workers come back
-        for label, entry in state.data["variants"].items():
+        for label, entry in (state.document.variants or {}).items():
             if entry.get("state") == RUNNING:
                 state.update(label, state=INTERRUPTED, **({"error": lost[label]} if label in lost else {}))
         raise
@@ -146,11 +146,11 @@ def _run_with(variants: Sequence[Variant], out: Path, *, sweep: str, resume: boo
         if restore is not None:
             restore()
     compare_variants(out, variants, state)
-    paths = write_index(out, variants, state.data)
+    paths = write_index(out, variants, state.document)
     for name, path in paths.items():
         print(f"{name}: {path}")
     states = [state.variant(v.label)["state"] for v in variants]
-    compared = state.data.get("compare") or {}
+    compared = state.document.compare or {}
     return 0 if all(s == DONE for s in states) and compared.get("state") != FAILED else 1
 
 

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.results.store import read_json, write_json_atomic
+from toolkit.results.documents.batch import BATCH_FILE as STATE_FILE
+from toolkit.results.documents.batch import BatchDocument
 
-STATE_FILE = "batch.json"
 DONE, FAILED, RUNNING, PENDING, INTERRUPTED = "done", "failed", "running", "pending", "interrupted"
 
 
@@ -26,11 +26,11 @@ class BatchState:
     def __init__(self, out: Path, labels: Sequence[str], sweep: str, ray: str | None) -> None:
         self.path = out / STATE_FILE
         self._lock = threading.Lock()
-        earlier = read_json(self.path) if self.path.exists() else {}
-        variants = earlier.get("variants", {})
-        self.data: dict[str, Any] = {
+        earlier = BatchDocument.read(self.path) if self.path.exists() else BatchDocument()
+        variants = earlier.variants or {}
+        self.data: dict[str, Any] = {  # built here, validated as `document` on every write
             "sweep": sweep,
-            "started_at": earlier.get("started_at", now()),
+            "started_at": earlier.started_at or now(),
             "driver_pid": os.getpid(),
             "driver_host": socket.gethostname(),
             "ray": ray,
@@ -41,7 +41,8 @@ class BatchState:
 
     def _write(self) -> None:
         self.data["updated_at"] = now()
-        write_json_atomic(self.path, self.data)
+        self.document = BatchDocument.written(self.data, self.path)
+        self.document.write(self.path)
 
     def update(self, label: str, **fields: Any) -> None:
         with self._lock:

@@ -46,9 +46,9 @@ def markdown_report(
         sweep.steps,
         sweep.level,
         sweep.search,
-        sweep.sweep.get("search_precision"),
+        sweep.sweep.search_precision,
         images=save_images(figures, results_dir),
-        classes=sweep.sweep.get("classes"),
+        classes=sweep.sweep.classes,
     )
     breakdown = breakdown_views.breakdown_markdown(sweep.steps, save_images(split, results_dir))
     workload = workload_views.workload_markdown(

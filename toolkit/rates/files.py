@@ -23,10 +23,11 @@ from toolkit.base.api_keys import scrub, scrub_tree
 from toolkit.base.errors import RateSweepError
 from toolkit.method.embeddings import complete_embedding_records
 from toolkit.method.goodput import RECORD_COLUMNS
+from toolkit.results.documents.sweep import SweepDocument
 from toolkit.results.rate_runs import RATES_DIR, STEPS_FILE, SWEEP_FILE
 from toolkit.results.rate_runs import step_file as step_name
 from toolkit.results.step_row import StepRow, validated_step
-from toolkit.results.store import StoreError, append_line, read_json, read_jsonl_lines, write_json_atomic
+from toolkit.results.store import StoreError, append_line, read_jsonl_lines
 from toolkit.results.validation import line_where
 
 RATE_FIELDS = ("offered_rate",)  # where "inf" is written for an infinite rate
@@ -60,13 +61,15 @@ def step_line(row: dict[str, Any]) -> bytes:
 
 
 def write_sweep(out: Path, sweep: dict[str, Any]) -> None:
-    """sweep.json, a server's strings (the model id) scrubbed, as every document is (write_json_atomic)."""
-    write_json_atomic(rates_dir(out) / SWEEP_FILE, sweep)
+    """sweep.json, validated as `SweepDocument` (RateSweepError in one line when a field does not fit), a server's
+    strings (the model id) scrubbed, as every document is (write_json_atomic)."""
+    path = rates_dir(out) / SWEEP_FILE
+    SweepDocument.written(sweep, path).write(path)
 
 
-def read_sweep(out: Path) -> dict[str, Any]:
-    """sweep.json as written (ResultsError in one line when it is damaged)."""
-    return read_json(rates_dir(out) / SWEEP_FILE)
+def read_sweep(out: Path) -> SweepDocument:
+    """sweep.json as written (RateSweepError in one line when it is missing, damaged or newer)."""
+    return SweepDocument.read(rates_dir(out) / SWEEP_FILE)
 
 
 def as_written(sweep: dict[str, Any]) -> dict[str, Any]:
@@ -76,8 +79,7 @@ def as_written(sweep: dict[str, Any]) -> dict[str, Any]:
 
 
 def update_sweep(out: Path, **fields: Any) -> None:
-    path = rates_dir(out) / SWEEP_FILE
-    write_json_atomic(path, {**read_json(path), **fields})
+    write_sweep(out, {**read_sweep(out).as_dict(), **fields})
 
 
 def records_frame(records: list[dict[str, Any]], step: int, offered_rate: float) -> pd.DataFrame:

@@ -369,9 +369,9 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
             write_sweep(out, sweep)
             done, prompts_id = [], sweep["run_id"]
         else:
-            _check_same_sweep(out, before, as_written(sweep))
+            _check_same_sweep(out, before.as_dict(), as_written(sweep))
             done = read_steps(out, SweepStep)  # every line as the runner writes it: one line naming a damaged one
-            prompts_id = f"{before['run_id']}-{random_ids.token_hex(2)}"  # still cold prompts
+            prompts_id = f"{before.run_id}-{random_ids.token_hex(2)}"  # still cold prompts
             say(f"resuming the sweep in {out}; finished steps kept: {len(done)}")
         workload = Workload(params, api, server.model, prompts_id, dataset, server.block_size)
         senders = ray_senders(params.ray_address, params.clients) if params.ray_address else contextlib.nullcontext()
@@ -381,7 +381,7 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
                                   embedder)  # fmt: skip
                 sweep_run = _Sweep(tools, workload, out, say, done, replay)
                 await sweep_run.listed()
-                if params.search and not isinstance((before or {}).get("search"), dict):  # its result, once it ran
+                if params.search and (before is None or before.search_result is None):  # its result, once it ran
                     await sweep_run.search()
 
 

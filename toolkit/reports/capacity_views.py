@@ -52,7 +52,7 @@ def capacity_plan(sweep: RateSweep, target: CapacityTarget) -> tuple[CapacityPla
     sweep shows no rate meeting its service level."""
     low, high, bracket_source = _bracket(sweep)
     records = sweep.records
-    kind: Literal["output", "input"] = "input" if sweep.sweep.get("endpoint") == "embeddings" else "output"
+    kind: Literal["output", "input"] = "input" if sweep.sweep.endpoint == "embeddings" else "output"
     done = records[records["error"].isna() & (records[f"{kind}_tokens"] > 0)]
     tokens = float(done[f"{kind}_tokens"].mean()) if len(done) else math.nan
     plan = plan_capacity(low or 0.0, high, tokens, target, kind)

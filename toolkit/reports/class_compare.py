@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 import pandas as pd
 
@@ -15,8 +16,8 @@ from toolkit.method.quantile_bounds import QuantileBounds, quantile_bounds
 from toolkit.reports import rate_tables
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
+from toolkit.results.documents.server import read_server_record
 from toolkit.results.rate_runs import RateSweep
-from toolkit.servers.launch import read_record
 
 __all__ = [
     "CLASS_BOUNDS_NOTE",
@@ -50,7 +51,7 @@ def scheduling_policy(command: str | None) -> str | None:
 
 def run_policies(sweeps: Mapping[str, RateSweep]) -> dict[str, str | None]:
     """Each run's scheduling policy, from the launch its folder recorded (server.json; None: not recorded)."""
-    return {label: scheduling_policy((read_record(s.folder) or {}).get("command")) for label, s in sweeps.items()}
+    return {label: scheduling_policy(_command(s.folder)) for label, s in sweeps.items()}
 
 
 def _class_ttft(sweep: RateSweep) -> dict[tuple[str, float], tuple[float | None, QuantileBounds]]:
@@ -60,7 +61,7 @@ def _class_ttft(sweep: RateSweep) -> dict[tuple[str, float], tuple[float | None,
     if CLASS_COLUMN not in records or not len(records):
         return {}
     measured = set(sweep.steps["step"])  # not the cold controls
-    trim = float(sweep.sweep.get("steady_trim", STEADY_TRIM))
+    trim = float(STEADY_TRIM if sweep.sweep.steady_trim is None else sweep.sweep.steady_trim)
     parts = [part[steady_mask(part, trim)] for step, part in records.groupby("step") if step in measured]
     if not parts:
         return {}
@@ -91,7 +92,7 @@ def class_ttft_comparison(
         return None
     order = list(dict.fromkeys(name for sweep in sweeps.values() for name in _class_order(sweep)))
     common.sort(key=lambda k: (order.index(k[0]) if k[0] in order else len(order), k[1]))
-    priorities = {c.get("name"): c.get("priority") for s in sweeps.values() for c in s.sweep.get("classes") or []}
+    priorities = {c.get("name"): c.get("priority") for s in sweeps.values() for c in s.sweep.classes or []}
     labels = list(sweeps)
     columns = [f"TTFT p90 · {label}" + (f" ({policy})" if (policy := (policies or {}).get(label)) else "")
                for label in labels]  # fmt: skip
@@ -111,13 +112,13 @@ def class_ttft_comparison(
 
 
 def _class_order(sweep: RateSweep) -> list[str]:
-    return [str(c.get("name")) for c in sweep.sweep.get("classes") or []]
+    return [str(c.get("name")) for c in sweep.sweep.classes or []]
 
 
 def sweep_summary(sweep: RateSweep) -> str:
     """The service level a sweep was judged against and the highest rate meeting it, one line."""
-    line = rate_tables.search_line(sweep.steps, sweep.search, sweep.sweep.get("search_precision"), sweep.level.target)
-    return f"{rate_tables.level_line(sweep.level, sweep.sweep.get('classes'))} {line}"
+    line = rate_tables.search_line(sweep.steps, sweep.search, sweep.sweep.search_precision, sweep.level.target)
+    return f"{rate_tables.level_line(sweep.level, sweep.sweep.classes)} {line}"
 
 
 def rates_markdown(sweeps: Mapping[str, RateSweep]) -> str:
@@ -130,3 +131,9 @@ def rates_markdown(sweeps: Mapping[str, RateSweep]) -> str:
     if (table := class_ttft_comparison(sweeps, run_policies(sweeps))) is not None:
         out += ["### Traffic classes, run by run", CLASS_TTFT_CAPTION + ".", markdown_table(table), CLASS_BOUNDS_NOTE]
     return "\n\n".join(out) + "\n"
+
+
+def _command(folder: Path) -> str | None:
+    """The command server.json recorded for the launch (None: the toolkit did not launch the server)."""
+    record = read_server_record(folder)
+    return None if record is None else record.command

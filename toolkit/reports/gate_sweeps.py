@@ -95,7 +95,7 @@ def _compatible(sweeps: tuple[RateSweep, RateSweep], limits: Limits,
     """The classes two sweeps share (none: sweeps without classes) where they compare; None where a bare limit
     gates none of their quantities; one line where they cannot be compared and a rate quantity is named."""
     named = ", ".join(limits.rates)
-    if any(s.sweep.get("classes") for s in sweeps):
+    if any(s.sweep.classes for s in sweeps):
         return _class_pair(sweeps, limits, share_decode)
     if classed := [n for n in limits.rates if CLASS_NAME.fullmatch(n)]:
         raise ResultsError(f"max-regression: {classed[0]}: the rate sweeps have no traffic classes")
@@ -117,7 +117,7 @@ def _class_pair(
 ) -> tuple[str, ...] | None:
     """Two class sweeps of the same classes, each judged against the same SLO on both sides; else one line where a
     rate quantity is named or no decode cell would be gated instead (a bare limit: None)."""
-    levels = [class_levels(s.sweep, s.level.target) for s in sweeps]
+    levels = [class_levels(s.sweep.as_dict(), s.level.target) for s in sweeps]
     problem = None
     if list(levels[0]) != list(levels[1]):
         shown = [", ".join(mine) or "none" for mine in levels]
@@ -195,7 +195,7 @@ def sweep_goodputs(sweep: RateSweep) -> dict[float, tuple[float, float] | None]:
     """Per offered rate, a sweep's pooled log goodput and its standard error (a class sweep's: its total, from its
     classes' figures), as the gate gives a side."""
     records = _records(sweep)
-    return _goodputs(class_rows(records), True) if sweep.sweep.get("classes") else _goodputs(records, False)
+    return _goodputs(class_rows(records), True) if sweep.sweep.classes else _goodputs(records, False)
 
 
 def _goodputs(steps: list[dict[str, Any]], mix: bool) -> dict[float, tuple[float, float] | None]:

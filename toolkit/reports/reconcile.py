@@ -187,5 +187,5 @@ def ratio_figure(table: pd.DataFrame) -> Figure:
 
 
 def _source(sweep: RateSweep) -> str:
-    source = sweep.sweep.get("source")
-    return f"imported from {source} ({', '.join(sweep.sweep.get('imported_from') or [])})" if source else "toolkit"
+    source = sweep.sweep.source
+    return f"imported from {source} ({', '.join(sweep.sweep.imported_from or [])})" if source else "toolkit"

@@ -19,11 +19,11 @@ from typing import Any
 
 from toolkit.base.errors import ParamsError, ResultsError
 from toolkit.method.allowance import MIN_RUNS
+from toolkit.results.documents.batch import BATCH_FILE, BatchDocument
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE, read_json
 
 INTERLEAVED, APART = "interleaved", "apart"
-BATCH_FILE = "batch.json"  # toolkit.batch.state.STATE_FILE (a layer above: named again here)
 _ROUND = re.compile(r"(?P<label>.+)-round(?P<round>[1-9][0-9]{0,5})")
 
 
@@ -56,7 +56,7 @@ def interleaved_rounds(folder: Path) -> dict[str, dict[int, Path]]:
 
 def _measuring_order(folder: Path, found: dict[str, dict[int, Path]]) -> list[str]:
     if (folder / BATCH_FILE).is_file():
-        listed = [str(x) for x in read_json(folder / BATCH_FILE).get("labels") or []]
+        listed = BatchDocument.read(folder / BATCH_FILE).labels or []
         order = [m["label"] for x in listed if (m := _ROUND.fullmatch(x)) and m["round"] == "1" and m["label"] in found]
         return [*order, *(label for label in found if label not in order)]
 

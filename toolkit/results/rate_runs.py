@@ -24,8 +24,9 @@ from toolkit.method.goodput import (
     REQUIRED_RECORD_COLUMNS,
     ServiceLevel,
 )
+from toolkit.results.documents.sweep import SWEEP_FILE, SweepDocument
 from toolkit.results.runs import default_label, unique_labels
-from toolkit.results.store import RUN_FILE, read_json, schema_problem
+from toolkit.results.store import RUN_FILE, read_json
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -44,7 +45,6 @@ __all__ = [
 ]
 
 RATES_DIR = "rates"
-SWEEP_FILE = "sweep.json"
 STEPS_FILE = "steps.jsonl"
 DEFAULT_TARGET = 0.99  # the fraction of requests that must meet the limits when the sweep names none
 # Per-step columns a reader can count on (NaN where a line lacks one: an older sweep's percentile bounds, or an
@@ -72,10 +72,14 @@ class RateSweep:
     """One sweep as run: its parameters, one row per step, and the per-request records of every step."""
 
     folder: Path
-    sweep: dict[str, Any]
+    sweep: SweepDocument  # a mapping given is read as sweep.json would be
     steps: pd.DataFrame  # by step number; STEP_NUMBERS and STEP_FLAGS always present; no cold control
     records: pd.DataFrame  # RECORD_COLUMNS, every step's requests (cold controls' too)
     controls: pd.DataFrame | None = None  # the cold control steps (`control_of`: the step each repeats), if any
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sweep, SweepDocument):
+            object.__setattr__(self, "sweep", SweepDocument.parsed(dict(self.sweep), self.folder / SWEEP_FILE))
 
     @property
     def level(self) -> ServiceLevel:
@@ -85,18 +89,17 @@ class RateSweep:
     @property
     def search(self) -> dict[str, Any] | None:
         """``{"highest_rate": x | None, "bracket": [lo, hi]}`` when the sweep searched, else None."""
-        found = self.sweep.get("search")
-        return found if isinstance(found, dict) else None
+        return self.sweep.search_result
 
 
-def service_level(sweep: dict[str, Any]) -> ServiceLevel:
+def service_level(sweep: SweepDocument) -> ServiceLevel:
     """`ServiceLevel` from sweep.json's slo_ttft_ms, slo_tpot_ms, slo_e2e_ms and goodput_target (a fraction)."""
-    target = sweep.get("goodput_target")
+    target = sweep.goodput_target
     try:
         return ServiceLevel(
-            ttft_ms=sweep.get("slo_ttft_ms"),
-            tpot_ms=sweep.get("slo_tpot_ms"),
-            e2e_ms=sweep.get("slo_e2e_ms"),
+            ttft_ms=sweep.slo_ttft_ms,
+            tpot_ms=sweep.slo_tpot_ms,
+            e2e_ms=sweep.slo_e2e_ms,
             target=DEFAULT_TARGET if target is None else target,
         )
     except (TypeError, ValueError) as exc:
@@ -106,20 +109,6 @@ def service_level(sweep: dict[str, Any]) -> ServiceLevel:
 def has_rates(folder: str | Path) -> bool:
     """Whether a run folder holds a rate sweep (a `rates/` folder with its sweep.json)."""
     return (Path(folder) / RATES_DIR / SWEEP_FILE).is_file()
-
-
-def _read_sweep(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise RateSweepError(f"{path}: missing; not a rate sweep folder")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RateSweepError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise RateSweepError(f"{path}: not a JSON object")
-    if problem := schema_problem(data):
-        raise RateSweepError(f"{path}: {problem}")
-    return data
 
 
 def _read_steps(path: Path) -> pd.DataFrame:
@@ -177,7 +166,7 @@ def load_rate_sweep(folder: str | Path) -> RateSweep:
     rates = folder / RATES_DIR
     if not rates.is_dir():
         raise RateSweepError(f"{folder}: no rate sweep (no {RATES_DIR}/ folder)")
-    sweep = _read_sweep(rates / SWEEP_FILE)
+    sweep = SweepDocument.read(rates / SWEEP_FILE)
     service_level(sweep)  # a bad service level is named here, not in the first figure
     steps = _read_steps(rates / STEPS_FILE)
     records = _read_records(rates, [int(s) for s in steps["step"]])

@@ -226,17 +226,17 @@ def write_json_atomic(path: str | Path, data: dict[str, Any]) -> dict[str, Any]:
     return stamped
 
 
-def read_json(path: str | Path) -> dict[str, Any]:
-    """A JSON document of the toolkit (run.json, server.json, batch.json, sweep.json); `ResultsError` in one line
-    when it is damaged, not an object, or of a newer or unknown schema version."""
+def read_json(path: str | Path, error: type[ResultsError] = ResultsError) -> dict[str, Any]:
+    """A JSON document of the toolkit (run.json, server.json, batch.json, sweep.json); `error` in one line when it
+    is damaged, not an object, or of a newer or unknown schema version."""
     try:
         document = parse_json(Path(path).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: not a JSON document ({exc}); the file is damaged") from None
+        raise error(f"{path}: not a JSON document ({exc}); the file is damaged") from None
     if not isinstance(document, dict):
-        raise ResultsError(f"{path}: not a JSON object but {type(document).__name__}; not a toolkit document")
+        raise error(f"{path}: not a JSON object but {type(document).__name__}; not a toolkit document")
     if problem := schema_problem(document):
-        raise ResultsError(f"{path}: {problem}")
+        raise error(f"{path}: {problem}")
     return document
 
 

@@ -22,8 +22,8 @@ from typing import Any
 from toolkit.base.api_keys import REDACTED, redact, redact_and_cut, scrub
 from toolkit.base.errors import HealthTimeout, ParamsError, PortTaken, ServerError
 from toolkit.params import RunParams, ServerSpec
+from toolkit.results.documents.server import LAUNCH_FILE, ServerRecord, read_server_record
 from toolkit.results.local_paths import public_paths
-from toolkit.results.store import read_json, write_json_atomic
 from toolkit.servers.machine import engine_facts
 from toolkit.servers.managed import (
     STOP_SIGNALS,
@@ -34,7 +34,6 @@ from toolkit.servers.managed import (
     resolve_executable,
 )
 
-LAUNCH_FILE = "server.json"
 DEFAULT_LOG = "server.log"
 EXIT_TAIL_LINES = 12
 
@@ -70,22 +69,18 @@ def check_command(spec: ServerSpec, api_key: str | None) -> None:
         raise ParamsError(f"server.command: {spec.command[0]!r} not found (not an executable path, nor on PATH)")
 
 
-def read_record(results_dir: str | Path) -> dict[str, Any] | None:
-    """server.json of a run whose server the toolkit launched, else None (no such file). A damaged one, or one of a
-    newer toolkit, is `ResultsError` in one line, as every reader of a run's documents says."""
-    path = Path(results_dir) / LAUNCH_FILE
-    try:
-        return read_json(path)
-    except FileNotFoundError:
-        return None
-
-
 _RECORD_LOCK = threading.Lock()  # the watcher thread and the launching thread both update server.json
 
 
 def _update_record(results_dir: Path, **fields: Any) -> None:
     with _RECORD_LOCK:
-        write_json_atomic(results_dir / LAUNCH_FILE, {**(read_record(results_dir) or {}), **fields})
+        held = read_server_record(results_dir)
+        _write_record(results_dir, {**(held.as_dict() if held else {}), **fields})
+
+
+def _write_record(results_dir: Path, fields: dict[str, Any]) -> None:
+    path = results_dir / LAUNCH_FILE
+    ServerRecord.written(fields, path).write(path)
 
 
 @contextmanager
@@ -115,8 +110,8 @@ def launched_server(
     try:
         # Written before the launch (a resumed run's old record goes), completed after: an exit the watcher
         # records in between is kept.
-        write_json_atomic(
-            results_dir / LAUNCH_FILE,
+        _write_record(
+            results_dir,
             {
                 "launched_by": "toolkit",
                 "command": shown_command(spec.command, spec.env, api_key),
@@ -171,25 +166,26 @@ def exit_note(results_dir: str | Path, wait_s: float = 5.0) -> str | None:
 
     The launching process records the exit a moment after the server died: wait up to `wait_s` for it.
     """
-    record = read_record(results_dir)
-    if record is None or not record.get("pid") or record.get("stopped_at"):
+    record = read_server_record(results_dir)
+    if record is None or not record.pid or record.stopped_at:
         return None
+    pid = record.pid
     deadline = time.monotonic() + wait_s
-    while record.get("exit_code") is None:
-        if process_running(int(record["pid"])):
+    while record.exit_code is None:
+        if process_running(pid):
             return None
         if time.monotonic() > deadline:
-            return f"the server (pid {record['pid']}) is gone; its exit status was not recorded"
+            return f"the server (pid {pid}) is gone; its exit status was not recorded"
         time.sleep(0.1)
-        record = read_record(results_dir) or record
-    tail = record.get("log_tail") or "(empty log)"
-    return f"the server {exit_description(int(record['exit_code']))}; last lines of its log:\n{tail}"
+        record = read_server_record(results_dir) or record
+    tail = record.log_tail or "(empty log)"
+    return f"the server {exit_description(record.exit_code)}; last lines of its log:\n{tail}"
 
 
 def launch_info(results_dir: str | Path) -> dict[str, Any]:
     """What run.json says about the server's launch: launched by the toolkit (with what) or found running."""
-    record = read_record(results_dir)
+    record = read_server_record(results_dir)
     if record is None:
         return {"launched_by_toolkit": False}
     keep = ("command", "log_file", "started_at", "startup_s", "engine")
-    return {"launched_by_toolkit": True, **{k: record.get(k) for k in keep}}
+    return {"launched_by_toolkit": True, **{k: getattr(record, k) for k in keep}}

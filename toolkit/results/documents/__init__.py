@@ -1,0 +1,10 @@
+"""The JSON documents of a run folder besides run.json, each one typed model with one reader and one writer.
+
+    sweep.json     a rate sweep's parameters as run and its search's result (SweepDocument, `rates/` of a run)
+    server.json    the server the toolkit launched for a run, and how it ended (ServerRecord)
+    batch.json     a batch's variants in order and each one's state (BatchDocument)
+
+Each file is stamped with the toolkit's `schema_version` when written, read back refusing a newer one in one line,
+and read unchanged when written before stamping (toolkit.results.store). Fields a model does not name are kept
+(`extra="allow"`) and written back.
+"""
