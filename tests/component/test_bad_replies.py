@@ -19,6 +19,7 @@ import pytest
 
 from tests.component.test_faults import KEY_ENV, P64, RAN, D64x1, D64x2, server
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.cli import main
 from toolkit.loadgen.client import StreamClient, StreamResult
 from toolkit.matrix.runner import run_matrix
@@ -31,9 +32,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def run(server: FaultServer, out: Path) -> dict[tuple[str, int, int], dict[str, Any]]:
-    p = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1, 2], "duration_s": 1.0,
-                     "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0,
-                     "api_key_env": KEY_ENV, "control_window_s": 0})  # fmt: skip
+    p = make_params(tiny_params(base_url=server.base_url, concurrency=[1, 2], api_key_env=KEY_ENV))
     run_matrix(p, out, progress=False)
     lines = [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
     return {(r["phase"], r["context_tokens"], r["concurrency"]): r for r in lines}

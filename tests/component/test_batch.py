@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.folder_check import check_folder
 from toolkit.results.store import RESULTS_FILE
 
@@ -31,16 +32,16 @@ pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 
 @pytest.fixture
-def servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FaultServer, FaultServer]]:
+def servers(
+    monkeypatch: pytest.MonkeyPatch, make_fault_server: Callable[..., FaultServer]
+) -> tuple[FaultServer, FaultServer]:
     monkeypatch.delenv(KEY_ENV, raising=False)
-    with FaultServer() as one, FaultServer() as two:
-        yield one, two
+    return make_fault_server(), make_fault_server()
 
 
 def sweep_file(tmp_path: Path, variants: list[dict[str, Any]], **common: Any) -> Path:
-    values = {"contexts": ["64"], "concurrency": [1, 2], "duration_s": 1, "max_output": 16, "readiness_timeout_s": 5,
-              "read_timeout_s": 5, "control_window_s": 0.5, "api_key_env": KEY_ENV, **common,
-              "variants": variants}  # fmt: skip
+    values = {**tiny_params(contexts=["64"], concurrency=[1, 2], max_output=16, control_window_s=0.5,
+                            api_key_env=KEY_ENV), **common, "variants": variants}  # fmt: skip
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(values, sort_keys=False))
     return path

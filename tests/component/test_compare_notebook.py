@@ -14,6 +14,7 @@ import nbformat
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit import cli
 from toolkit.base.schema import Measurement
 from toolkit.jupyter.execute import execute_path
@@ -147,11 +148,8 @@ def fault_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list
     folders = []
     for label, interval in (("slower", 0.03), ("faster", 0.01)):
         with FaultServer(token_interval_s=interval) as server:
-            params = make_params({
-                "base_url": server.base_url, "contexts": [64], "concurrency": [1, 2], "duration_s": 1.0,
-                "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0, "control_window_s": 0.5,
-                "api_key_env": "COMPARE_TEST_KEY", "run_label": label,
-            })  # fmt: skip
+            params = make_params(tiny_params(base_url=server.base_url, concurrency=[1, 2], control_window_s=0.5,
+                                             api_key_env="COMPARE_TEST_KEY", run_label=label))  # fmt: skip
             folders.append(tmp_path / label / "r1")
             run_matrix(params, folders[-1], progress=False)
     yield folders

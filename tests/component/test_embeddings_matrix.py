@@ -3,7 +3,7 @@ embeds nothing refused in one line, and the notebooks showing the cells where a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,7 @@ import pytest
 from tests.component.test_notebooks_offline import execute
 from tests.component.test_params_errors import assert_one_line_error, run_cli
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.base.errors import ParamsError
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
@@ -19,9 +20,8 @@ LENGTHS, LEVELS, BATCH, DELAY_S = [64, 128], [1, 3], 3, 0.01
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer(embeddings=True, embedding_delay_s=DELAY_S) as fs:
-        yield fs
+def server(make_fault_server: Callable[..., FaultServer]) -> FaultServer:
+    return make_fault_server(embeddings=True, embedding_delay_s=DELAY_S)
 
 
 def embeddings_params(server: FaultServer, **values: object):
@@ -78,8 +78,8 @@ def test_a_server_that_embeds_nothing_is_refused_before_anything_is_written(tmp_
 
 
 def generating_params(server: FaultServer):
-    return make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1], "duration_s": 0.3,
-                        "max_output": 8, "control_window_s": 0})  # fmt: skip
+    return make_params(tiny_params(base_url=server.base_url, duration_s=0.3, readiness_timeout_s=None,
+                                   read_timeout_s=None))  # fmt: skip
 
 
 def test_a_generation_matrix_against_an_embeddings_only_server_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ embeds nothing refused before anything is measured."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,8 @@ BATCH = 3
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer(embeddings=True, embedding_delay_s=0.01) as fs:
-        yield fs
+def server(make_fault_server: Callable[..., FaultServer]) -> FaultServer:
+    return make_fault_server(embeddings=True, embedding_delay_s=0.01)
 
 
 def sweep(server: FaultServer, tmp_path: Path, said: list[str] | None = None, **values: Any) -> Path:

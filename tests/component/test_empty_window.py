@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.matrix import decode
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
@@ -40,9 +41,8 @@ def test_a_window_without_tokens_is_an_error_that_resume_redoes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     with FaultServer() as server:
-        params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1],
-                              "duration_s": DURATION_S, "max_output": 8, "readiness_timeout_s": 5.0,
-                              "disturbed_retries": 1, "control_window_s": 0})  # fmt: skip
+        params = make_params(tiny_params(base_url=server.base_url, duration_s=DURATION_S, read_timeout_s=None,
+                                         disturbed_retries=1))  # fmt: skip
         with monkeypatch.context() as patch:
             _pause_every_window(patch)
             run_matrix(params, tmp_path, progress=False)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.matrix import runner
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
@@ -17,9 +18,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def params(server: FaultServer) -> Any:
-    return make_params({"base_url": server.base_url, "contexts": [64, 128], "concurrency": [1], "duration_s": 1.0,
-                        "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0,
-                        "control_window_s": 0.5})  # fmt: skip
+    return make_params(tiny_params(base_url=server.base_url, contexts=[64, 128], control_window_s=0.5))
 
 
 def test_a_bug_inside_a_measurement_stops_the_run_with_its_traceback(

@@ -13,13 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import RunParams, make_params
 from toolkit.results.store import RESULTS_FILE, RUN_FILE, load_measurements
@@ -34,18 +34,14 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultServer]:
+def server(monkeypatch: pytest.MonkeyPatch, fault_server: FaultServer) -> FaultServer:
     monkeypatch.delenv(KEY_ENV, raising=False)
-    with FaultServer() as srv:
-        yield srv
+    return fault_server
 
 
 def params(server: FaultServer, **overrides: Any) -> RunParams:
-    values: dict[str, Any] = {
-        "base_url": server.base_url, "contexts": [64], "concurrency": [1, 2], "duration_s": 1.0,
-        "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0, "api_key_env": KEY_ENV,
-        "control_window_s": 0,  # no drift control: the faults are armed by request count
-    }  # fmt: skip
+    # tiny_params' control_window_s 0: no drift control, the faults are armed by request count
+    values = tiny_params(base_url=server.base_url, concurrency=[1, 2], api_key_env=KEY_ENV)
     values.update(overrides)
     return make_params(values)
 

@@ -19,6 +19,7 @@ import pytest
 
 from tests.faultserver import FaultServer
 from tests.gate_folders import write_gate_run
+from tests.tiny_params import tiny_params
 from toolkit.batch.interleave import run_interleaved
 from toolkit.cli.entry import main
 from toolkit.method.spread import t_quantile
@@ -27,8 +28,7 @@ from toolkit.results.store import RESULTS_FILE, write_json_atomic
 
 KEY_ENV = "GATE_TEST_KEY"
 STEP_S, SLOWER_STEP_S = 0.020, 0.023
-COMMON = {"contexts": [64], "concurrency": [1], "duration_s": 0.5, "max_output": 64, "readiness_timeout_s": 5.0,
-          "read_timeout_s": 5.0, "control_window_s": 0, "api_key_env": KEY_ENV}  # fmt: skip
+COMMON = tiny_params(duration_s=0.5, max_output=64, api_key_env=KEY_ENV)
 
 
 def interleaved_pair(out: Path, intervals_s: tuple[float, float], rounds: int) -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 
 from tests.fake_nvml import FakeNVML
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.matrix import decode
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
@@ -24,15 +24,13 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer() as srv:
-        yield srv
+def server(fault_server: FaultServer) -> FaultServer:
+    return fault_server
 
 
 def _params(server: FaultServer) -> Any:
-    return make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1, 2], "duration_s": 1.0,
-                        "max_output": 8, "readiness_timeout_s": 5.0, "api_key_env": "GPU_TEST_NO_KEY",
-                        "control_window_s": 0.5})  # fmt: skip
+    return make_params(tiny_params(base_url=server.base_url, concurrency=[1, 2], read_timeout_s=None,
+                                   api_key_env="GPU_TEST_NO_KEY", control_window_s=0.5))  # fmt: skip
 
 
 def test_a_cell_whose_window_a_gpu_throttled_in_is_flagged(

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.loadgen.client import reply_deadline_s
 
 REPO = Path(__file__).resolve().parents[2]
@@ -146,9 +147,8 @@ def test_rates_lose_only_the_requests_a_misbehaviour_hit(length: int, tmp_path: 
 
 
 def params_file(tmp_path: Path, srv: FaultServer, **values: Any) -> Path:
-    common = {"base_url": srv.base_url, "contexts": [64], "concurrency": [1], "duration_s": 0.5,
-              "max_output": MAX_OUTPUT, "readiness_timeout_s": 5, "read_timeout_s": READ_TIMEOUT_S,
-              "control_window_s": 0, "api_key_env": KEY_ENV, "title": MODEL}  # fmt: skip
+    common = tiny_params(base_url=srv.base_url, duration_s=0.5, max_output=MAX_OUTPUT, read_timeout_s=READ_TIMEOUT_S,
+                         api_key_env=KEY_ENV, title=MODEL)  # fmt: skip
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(common | values, sort_keys=False))
     return path

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from tests.faultserver import COUNTER_STEP, FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
 from toolkit.rates.files import read_records, read_steps
@@ -25,9 +26,7 @@ ABSURD = 2**40  # no count in these runs comes near it
 
 
 def matrix(server: FaultServer, out: Path, **values: Any) -> list[dict[str, Any]]:
-    params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1], "duration_s": 1.0,
-                          "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0,
-                          "control_window_s": 0, **values})  # fmt: skip
+    params = make_params(tiny_params(base_url=server.base_url, **values))
     run_matrix(params, out, progress=False)
     return [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
 

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.batch.interleave import REPORT, TABLE, round_folder, run_interleaved
 from toolkit.params import make_params
 
@@ -19,9 +20,7 @@ def test_two_servers_in_alternating_rounds_give_a_paired_ratio(tmp_path: Path, m
     monkeypatch.delenv("INTERLEAVE_TEST_KEY", raising=False)
     said: list[str] = []
     with FaultServer(token_interval_s=0.02) as slow, FaultServer(token_interval_s=0.012) as fast:
-        common = {"contexts": [64], "concurrency": [1, 2], "duration_s": 0.75, "max_output": 16,
-                  "readiness_timeout_s": 5.0, "read_timeout_s": 5.0, "control_window_s": 0,
-                  "api_key_env": "INTERLEAVE_TEST_KEY"}  # fmt: skip
+        common = tiny_params(concurrency=[1, 2], duration_s=0.75, max_output=16, api_key_env="INTERLEAVE_TEST_KEY")
         params = {
             label: make_params({**common, "base_url": server.base_url, "run_label": label})
             for label, server in (("slow", slow), ("fast", fast))

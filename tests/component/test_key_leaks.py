@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.faultserver import MODEL, FaultServer, closed_port
+from tests.tiny_params import tiny_params
 from toolkit.loadgen.client import StreamClient, StreamResult, build_request
 from toolkit.matrix.prometheus import MetricsSnapshot
 from toolkit.matrix.runner import run_sync
@@ -77,8 +78,7 @@ def one_line_refusal(done: subprocess.CompletedProcess[str], pattern: str) -> No
 
 
 def params_file(tmp_path: Path, srv: FaultServer | None, **values: Any) -> Path:
-    common = {"contexts": [64], "concurrency": [1], "duration_s": 0.5, "max_output": 8, "readiness_timeout_s": 5,
-              "read_timeout_s": 5, "control_window_s": 0}  # fmt: skip
+    common = tiny_params(duration_s=0.5)
     if srv is not None:
         common["base_url"] = srv.base_url
     path = tmp_path / "params.yaml"

@@ -5,13 +5,14 @@ a prefill the tier served is not counted cold."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
 from toolkit.rates.files import read_steps
@@ -27,9 +28,8 @@ FOUND = 10  # prompt tokens each request finds in the external tier
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer(token_interval_s=0.005, external_tier=True) as fs:
-        yield fs
+def server(make_fault_server: Callable[..., FaultServer]) -> FaultServer:
+    return make_fault_server(token_interval_s=0.005, external_tier=True)
 
 
 def test_a_step_records_the_external_tiers_hit_rate_and_the_views_show_it(server: FaultServer, tmp_path: Path) -> None:
@@ -59,8 +59,7 @@ def test_without_a_connectors_queries_the_step_has_no_external_hit_rate(tmp_path
 
 
 def _prefill(server: FaultServer, out: Path) -> dict[str, Any]:
-    params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1], "duration_s": 1.0,
-                          "max_output": 8, "readiness_timeout_s": 5.0, "control_window_s": 0})  # fmt: skip
+    params = make_params(tiny_params(base_url=server.base_url, read_timeout_s=None))
     run_matrix(params, out, progress=False)
     records = [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
     return next(r for r in records if r["phase"] == "prefill")

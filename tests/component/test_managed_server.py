@@ -27,6 +27,7 @@ import yaml
 from tests.fake_vllm import BANNER
 from tests.faultserver import FaultServer
 from tests.processes import assert_group_gone
+from tests.tiny_params import tiny_params
 from toolkit.base.folder_lock import LOCK_FILE
 from toolkit.jupyter.execute import declared_parameters
 from toolkit.results.local_paths import public_paths
@@ -46,12 +47,11 @@ pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 
 def fake_params(port: int, **overrides: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "base_url": f"http://127.0.0.1:{port}", "contexts": [64], "concurrency": [1, 2], "duration_s": 1,
-        "max_output": 8, "readiness_timeout_s": 5, "read_timeout_s": 5, "api_key_env": KEY_ENV, "control_window_s": 0.5,
-        "server": {"command": [sys.executable, "-m", "tests.fake_vllm", "--port", str(port)],
-                   "env": {"FAKE_VLLM_SETTING": "on"}, "health_timeout_s": 30},
-    }  # fmt: skip
+    values = tiny_params(
+        base_url=f"http://127.0.0.1:{port}", concurrency=[1, 2], api_key_env=KEY_ENV, control_window_s=0.5,
+        server={"command": [sys.executable, "-m", "tests.fake_vllm", "--port", str(port)],
+                "env": {"FAKE_VLLM_SETTING": "on"}, "health_timeout_s": 30},
+    )  # fmt: skip
     values.update(overrides)
     return values
 

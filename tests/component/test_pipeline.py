@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.tiny_params import tiny_params
 from toolkit.servers.embedded.server import free_port
 from toolkit.servers.launch import LAUNCH_FILE
 
@@ -54,10 +55,9 @@ sys.exit(main({args!r}))
 
 
 def common(port: int) -> dict[str, Any]:
-    return {"base_url": f"http://127.0.0.1:{port}", "contexts": ["64"], "concurrency": [1], "duration_s": 1,
-            "max_output": 8, "readiness_timeout_s": 5, "read_timeout_s": 5, "api_key_env": KEY_ENV,
-            "control_window_s": 0.5,
-            "server": {"command": [sys.executable, "-c", DYING, str(port)], "health_timeout_s": 30}}  # fmt: skip
+    server = {"command": [sys.executable, "-c", DYING, str(port)], "health_timeout_s": 30}
+    return tiny_params(base_url=f"http://127.0.0.1:{port}", contexts=["64"], api_key_env=KEY_ENV,
+                       control_window_s=0.5, server=server)  # fmt: skip
 
 
 def env() -> dict[str, str]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.loadgen.client import StreamClient, _Connection
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
@@ -22,9 +22,8 @@ BLOCK_S = 0.5  # the client's event loop is held this long, like the machine's p
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer() as srv:
-        yield srv
+def server(fault_server: FaultServer) -> FaultServer:
+    return fault_server
 
 
 def _pause_prefills(monkeypatch: pytest.MonkeyPatch, how_many: int) -> list[dict[str, Any]]:
@@ -54,9 +53,7 @@ def _pause_prefills(monkeypatch: pytest.MonkeyPatch, how_many: int) -> list[dict
 
 
 def _run(server: FaultServer, out: Path, retries: int) -> list[dict[str, Any]]:
-    params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1], "duration_s": 1.0,
-                          "max_output": 8, "readiness_timeout_s": 5.0, "disturbed_retries": retries,
-                          "control_window_s": 0})  # fmt: skip
+    params = make_params(tiny_params(base_url=server.base_url, read_timeout_s=None, disturbed_retries=retries))
     run_matrix(params, out, progress=False)
     return [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
 

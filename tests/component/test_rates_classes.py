@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,9 +40,8 @@ CLASSES = [
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer(token_interval_s=0.005) as fs:
-        yield fs
+def server(make_fault_server: Callable[..., FaultServer]) -> FaultServer:
+    return make_fault_server(token_interval_s=0.005)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,9 +26,8 @@ _REQUEST = re.compile(r"step (\d{3}) request (\d{6})")
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer(token_interval_s=0.002, adapters=(ADAPTER,)) as fs:
-        yield fs
+def server(make_fault_server: Callable[..., FaultServer]) -> FaultServer:
+    return make_fault_server(token_interval_s=0.002, adapters=(ADAPTER,))
 
 
 def _rates(url: str, out: Path, *extra: str) -> int:

@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,8 @@ STEP_KEYS = ["step", "searched", "arrival", "burstiness", "offered_rate", "sched
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer(token_interval_s=0.005) as fs:
-        yield fs
+def server(make_fault_server: Callable[..., FaultServer]) -> FaultServer:
+    return make_fault_server(token_interval_s=0.005)
 
 
 def sweep(server: FaultServer, tmp_path: Path, said: list[str] | None = None, **values: Any) -> Path:

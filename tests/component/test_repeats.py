@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.matrix.control import CONTROL_FILE
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
@@ -16,8 +17,7 @@ from toolkit.results.runs import load_run
 from toolkit.results.store import RESULTS_FILE, RUN_FILE
 
 pytestmark = pytest.mark.timeout(180)
-MATRIX = {"contexts": [64], "concurrency": [1, 2], "duration_s": 1.0, "max_output": 16, "readiness_timeout_s": 5.0,
-          "control_window_s": 0.5}  # fmt: skip
+MATRIX = tiny_params(concurrency=[1, 2], max_output=16, read_timeout_s=None, control_window_s=0.5)
 
 
 def _records(folder: Path, name: str = RESULTS_FILE) -> list[dict[str, object]]:

@@ -4,12 +4,13 @@ in one line naming the file, the line and the field, before any request is sent 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.base.errors import RateSweepError, ResultsError
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
@@ -22,9 +23,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer(token_interval_s=0.005) as fs:
-        yield fs
+def server(make_fault_server: Callable[..., FaultServer]) -> FaultServer:
+    return make_fault_server(token_interval_s=0.005)
 
 
 @pytest.mark.parametrize(
@@ -50,9 +50,7 @@ def test_a_rate_sweep_resumed_on_a_wrong_steps_line_is_refused_before_any_load(
 
 
 def test_a_matrix_resumed_on_a_wrong_record_is_refused_before_any_load(server: FaultServer, tmp_path: Path) -> None:
-    p = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1], "duration_s": 1.0,
-                     "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0,
-                     "control_window_s": 0})  # fmt: skip
+    p = make_params(tiny_params(base_url=server.base_url))
     run_matrix(p, tmp_path, progress=False)
     results = tmp_path / RESULTS_FILE
     lines = results.read_text().splitlines()

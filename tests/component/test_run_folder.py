@@ -14,12 +14,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.base.folder_lock import LOCK_FILE
 from toolkit.matrix.runner import run_matrix
 from toolkit.params import make_params
@@ -27,9 +27,7 @@ from toolkit.results.store import RESULTS_FILE, RUN_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "FOLDER_TEST_API_KEY"  # unset: the fault servers need no key
-COMMON: dict[str, Any] = {"contexts": [64], "concurrency": [1, 2], "duration_s": 1, "max_output": 8,
-                          "readiness_timeout_s": 5, "read_timeout_s": 5, "api_key_env": KEY_ENV,
-                          "control_window_s": 0}  # fmt: skip
+COMMON = tiny_params(concurrency=[1, 2], api_key_env=KEY_ENV)
 MATRIX_ARGS = ["--contexts", "64", "--concurrency", "1,2", "--duration", "1", "--max-output", "8",
                "--api-key-env", KEY_ENV, "--control-window", "0"]  # fmt: skip
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.faultserver import FaultServer
 from tests.gateway_proxy import gateway
+from tests.tiny_params import tiny_params
 from toolkit.base.errors import ServerAPIError
 from toolkit.matrix.runner import run_matrix
 from toolkit.matrix.server_api import ServerAPI
@@ -31,10 +32,13 @@ KEY_ENV = "SERVER_METRICS_TEST_KEY"  # unset: no key is sent
 
 
 @pytest.fixture
-def replicas(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FaultServer, FaultServer, str]]:
+def replicas(
+    monkeypatch: pytest.MonkeyPatch, make_fault_server: Callable[..., FaultServer]
+) -> Iterator[tuple[FaultServer, FaultServer, str]]:
     """Two replicas and a gateway in front of the first (the second stays idle: its share is 0)."""
     monkeypatch.delenv(KEY_ENV, raising=False)
-    with FaultServer(token_interval_s=0.005) as busy, FaultServer() as idle, gateway(busy.base_url) as url:
+    busy, idle = make_fault_server(token_interval_s=0.005), make_fault_server()
+    with gateway(busy.base_url) as url:
         yield busy, idle, url
 
 
@@ -69,9 +73,8 @@ def test_a_matrix_through_a_gateway_is_judged_server_side(
     replicas: tuple[FaultServer, FaultServer, str], tmp_path: Path
 ) -> None:
     busy, idle, url = replicas
-    params = make_params({"base_url": url, "server_metrics": [busy.base_url, idle.base_url], "contexts": [64],
-                          "concurrency": [1, 2], "duration_s": 1.0, "max_output": 8, "readiness_timeout_s": 5.0,
-                          "read_timeout_s": 5.0, "api_key_env": KEY_ENV, "control_window_s": 0})  # fmt: skip
+    params = make_params(tiny_params(base_url=url, server_metrics=[busy.base_url, idle.base_url],
+                                     concurrency=[1, 2], api_key_env=KEY_ENV))  # fmt: skip
     cells = run_matrix(params, tmp_path, progress=False)
     decode = [m for m in cells if m.phase == "decode"]
     assert [(m.concurrency, m.status, m.status_basis) for m in decode] == [(1, "Valid", "server"),

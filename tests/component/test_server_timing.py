@@ -4,7 +4,7 @@ no reply carries it: the records' `server_*` and `wire_ttft_ms`, the step's brea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,8 @@ TIMING = [*SERVER_FIELDS, "wire_ttft_ms"]
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer(token_interval_s=INTERVAL_S, per_request_metrics=True) as fs:
-        yield fs
+def server(make_fault_server: Callable[..., FaultServer]) -> FaultServer:
+    return make_fault_server(token_interval_s=INTERVAL_S, per_request_metrics=True)
 
 
 def sweep(server: FaultServer, tmp_path: Path) -> tuple[dict[str, Any], pd.DataFrame, list[str]]:

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.base.schema import Measurement
 from toolkit.matrix.runner import run_matrix
 from toolkit.matrix.traces import load_trace
@@ -41,8 +42,8 @@ def assert_trace_matches(out, m: Measurement) -> None:
 
 def test_every_decode_cell_has_a_trace_that_agrees_with_it(tmp_path) -> None:
     with FaultServer() as server:
-        params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1, 2],
-                              "duration_s": 1.0, "max_output": 8, "readiness_timeout_s": 5.0})  # fmt: skip
+        params = make_params(tiny_params(base_url=server.base_url, concurrency=[1, 2], read_timeout_s=None,
+                                         control_window_s=None))  # fmt: skip
         results = run_matrix(params, tmp_path, progress=False)
     decode = [m for m in results if m.phase == "decode"]
     assert len(decode) == 2
@@ -53,9 +54,7 @@ def test_every_decode_cell_has_a_trace_that_agrees_with_it(tmp_path) -> None:
 
 def test_a_cell_redone_by_resume_replaces_its_trace(tmp_path) -> None:
     with FaultServer() as server:
-        params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [1], "duration_s": 1.0,
-                              "max_output": 8, "readiness_timeout_s": 5.0, "read_timeout_s": 5.0,
-                              "control_window_s": 0})  # fmt: skip
+        params = make_params(tiny_params(base_url=server.base_url))
         server.set_fault("500", after=3, times=1)  # request 1 is the prefill; the cell fails mid-way
         (failed,) = [m for m in run_matrix(params, tmp_path, progress=False) if m.phase == "decode"]
         assert failed.status == "Error"
@@ -91,8 +90,8 @@ def explore_check(results_dir, context: str, concurrency: int, tmp_path) -> dict
 @pytest.mark.process
 def test_explore_notebook_timeline_matches_the_cell(tmp_path) -> None:
     with FaultServer() as server:
-        params = make_params({"base_url": server.base_url, "contexts": [64], "concurrency": [2], "duration_s": 1.0,
-                              "max_output": 64, "readiness_timeout_s": 5.0})  # fmt: skip
+        params = make_params(tiny_params(base_url=server.base_url, concurrency=[2], max_output=64, read_timeout_s=None,
+                                         control_window_s=None))  # fmt: skip
         (cell,) = [m for m in run_matrix(params, tmp_path / "run", progress=False) if m.phase == "decode"]
     check = explore_check(tmp_path / "run", "64", 2, tmp_path)
     assert check["output_tokens"] == (cell.output_tokens, cell.output_tokens)

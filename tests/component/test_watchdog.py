@@ -14,15 +14,14 @@ import pytest
 import yaml
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.results.store import RESULTS_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "WATCHDOG_TEST_API_KEY"  # unset: the fault server needs no key
 BOUND_S = 30  # every cell's bound (cell_timeout_s): above the slowest import cell on a busy 2-core machine
 # The client would wait 10 minutes for the stalled streams: only the watchdog can end the cell sooner.
-PARAMS = {"contexts": [64], "concurrency": [1], "duration_s": 1, "max_output": 8, "control_window_s": 0,
-          "readiness_timeout_s": 600, "read_timeout_s": 600, "api_key_env": KEY_ENV,
-          "cell_timeout_s": BOUND_S}  # fmt: skip
+PARAMS = tiny_params(readiness_timeout_s=600, read_timeout_s=600, api_key_env=KEY_ENV, cell_timeout_s=BOUND_S)
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
