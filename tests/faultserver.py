@@ -52,7 +52,8 @@ as a prompt's and added to `vllm:prompt_tokens_total`, after `embedding_delay_s`
 `generation=False` as well it serves embeddings only, as a pooling vLLM: its completion routes answer 404.
 
 Token counts (`/tokenize` and the usage of a stream) are whitespace-split words of the prompt, or of
-the messages' contents, plus `TEMPLATE_TOKENS`; the toolkit's prompt builder converges on that exactly.
+the messages' contents (of content parts, the text parts': an image counts none), plus `TEMPLATE_TOKENS`; the
+toolkit's prompt builder converges on that exactly.
 """
 
 from __future__ import annotations
@@ -166,13 +167,20 @@ class ServerState:
 
 
 def count_tokens(body: dict[str, Any]) -> int:
-    """Words of the prompt (or of the messages' contents) plus the template's tokens."""
+    """Words of the prompt (or of the messages' contents: a list of parts, its text parts) plus the template's
+    tokens; an image part counts none."""
     if "messages" in body:
-        text = " ".join(str(m.get("content") or "") for m in body["messages"])
+        text = " ".join(_message_text(m.get("content")) for m in body["messages"])
     else:
         prompt = body.get("prompt", "")
         text = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
     return len(text.split()) + TEMPLATE_TOKENS
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, list):  # OpenAI content parts: text beside images
+        return " ".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return str(content or "")
 
 
 class FaultServer:

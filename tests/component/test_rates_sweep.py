@@ -340,7 +340,7 @@ def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Pa
         "search_precision, search_max_probes, search_repeats, ray_address, clients, replay, workload, prefixes, "
         "prefix_tokens, prefix_choice, turns, think_time_s, think_time_dist, warmup_turns, cold_control, trace, "
         "trace_format, time_scale, trace_start_s, trace_duration_s, trace_block_tokens, warmup_s, percentiles, "
-        "response_format, tools, tool_choice, classes"
+        "response_format, tools, tool_choice, classes, images, image_size"
     ]
     assert not (tmp_path / "out").exists()
 

@@ -29,6 +29,7 @@ from toolkit import __version__
 from toolkit.base.api_keys import redact_and_cut, remember_key, scrub
 from toolkit.base.errors import ConnectError, ParamsError, ToolkitError
 from toolkit.loadgen.http_reply import HttpReply
+from toolkit.loadgen.images import image_count
 from toolkit.loadgen.stream_events import (
     ENDPOINT_PATHS,
     STREAM_OPTIONS,
@@ -131,7 +132,7 @@ class StreamClient:
         allowed_s = reply_deadline_s(self._read_timeout_s, result.max_tokens)
         deadline = result.started + allowed_s
         payload = orjson.dumps(body)
-        result.prompt_tokens_max = prompt_tokens_max(len(payload))
+        result.prompt_tokens_max = prompt_tokens_max(len(payload), image_count(body))
         request = (
             b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n"
             % ((self._prefix + path).encode("latin-1"), self._headers, len(payload))

@@ -8,7 +8,8 @@ cut), times in seconds from the step's start (`time.perf_counter()`), and `schem
 a `response_format` (its reply's text is kept, within `reply_text_bound`, and checked once the step's requests are
 all done: toolkit.loadgen.structured; None for a failed request or one without a format), and for a request that
 carries `tools`, `tool_called` (its stream carried a tool call with a function's name) and `tool_args_valid` (the
-first call's arguments keep to its function's `parameters`: toolkit.loadgen.tools; None without a call). The
+first call's arguments keep to its function's `parameters`: toolkit.loadgen.tools; None without a call), and
+`images`, the image parts the request carried (toolkit.loadgen.images). The
 fields are those a rate step stores, less the step's own (`step`, `offered_rate`), which the caller adds.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from toolkit.base.api_keys import redact_and_cut
 from toolkit.loadgen.client import StreamClient, StreamResult
+from toolkit.loadgen.images import image_count
 from toolkit.loadgen.server_timing import SERVER_FIELDS, ServerTiming
 from toolkit.loadgen.structured import reply_problem
 from toolkit.loadgen.tools import arguments_valid
@@ -30,7 +32,8 @@ from toolkit.loadgen.tools import arguments_valid
 REQUEST_FIELDS: tuple[str, ...] = ("request", "scheduled_s", "sent_s", "first_token_s", "last_token_s",
                                    "chunk_times_s", "input_tokens", "output_tokens", "error",
                                    "cached_tokens", "note", *SERVER_FIELDS, "wire_ttft_ms",
-                                   "schema_valid", "schema_problem", "tool_called", "tool_args_valid")  # fmt: skip
+                                   "schema_valid", "schema_problem", "tool_called", "tool_args_valid",
+                                   "images")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ def record(index: int, due: float, result: StreamResult, planned: PlannedRequest
         **server_fields(result.server_timing, ttft_ms),
         **schema_fields(planned.body, result, failed),
         **tool_fields(planned.body, result, failed),
+        "images": image_count(planned.body),
     }
 
 

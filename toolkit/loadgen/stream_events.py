@@ -15,6 +15,7 @@ import orjson
 
 from toolkit.base.api_keys import excerpt, redact_and_cut
 from toolkit.base.errors import ReplyError, SSEError
+from toolkit.loadgen.images import IMAGE_TOKENS_MAX
 from toolkit.loadgen.server_timing import ServerTiming, read_server_timing
 from toolkit.loadgen.sse import SSEDecoder
 
@@ -24,7 +25,9 @@ STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
 # A usage's prompt count is checked against the request sent: a token stands for at least one byte of its text
 # (byte-level BPE; SentencePiece with byte fallback), and the JSON body holds the prompt's UTF-8 bytes, so the
 # prompt counts at most the body's bytes plus what a chat template adds (role markers, a default system prompt: tens
-# of tokens in the templates we know, a few hundred at most). A count above that is no count of this prompt.
+# of tokens in the templates we know, a few hundred at most), and each image it carries up to its own most
+# (toolkit.loadgen.images.IMAGE_TOKENS_MAX: a small image may count far more tokens than its bytes). A count above
+# that is no count of this prompt.
 TEMPLATE_TOKENS_MAX = 1024
 # A reply kept as text (a conversation's history, re-sent at the next turn) keeps at most this many UTF-8 bytes a
 # token asked for: a token's text is a few bytes, the longest in the vocabularies we know a few hundred (runs of
@@ -32,9 +35,10 @@ TEMPLATE_TOKENS_MAX = 1024
 REPLY_BYTES_PER_TOKEN = 1024
 
 
-def prompt_tokens_max(body_bytes: int) -> int:
-    """The most prompt tokens a request whose JSON body has `body_bytes` bytes can count (`TEMPLATE_TOKENS_MAX`)."""
-    return body_bytes + TEMPLATE_TOKENS_MAX
+def prompt_tokens_max(body_bytes: int, images: int = 0) -> int:
+    """The most prompt tokens a request whose JSON body has `body_bytes` bytes and carries `images` images can count
+    (`TEMPLATE_TOKENS_MAX`, `IMAGE_TOKENS_MAX`)."""
+    return body_bytes + TEMPLATE_TOKENS_MAX + images * IMAGE_TOKENS_MAX
 
 
 @dataclass

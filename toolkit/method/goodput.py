@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 # carried (toolkit.loadgen.structured; None: no format, or the request failed), `schema_problem` why not, with the
 # reply's first characters (None: kept to it). `tool_called`: whether the reply's
 # stream carried a tool call (None: the request carried no tools, or failed); `tool_args_valid`: whether that first
-# call's arguments kept to its function's parameters (toolkit.loadgen.tools; None: no call).
+# call's arguments kept to its function's parameters (toolkit.loadgen.tools; None: no call). `images`: the images
+# the request carried (toolkit.loadgen.images; 0: none).
 REQUIRED_RECORD_COLUMNS: tuple[str, ...] = (
     "step", "offered_rate", "request", "scheduled_s", "sent_s", "first_token_s", "last_token_s", "chunk_times_s",
     "input_tokens", "output_tokens", "error",
@@ -41,7 +42,7 @@ TIMING_COLUMNS: tuple[str, ...] = ("server_queue_ms", "server_ttft_ms", "server_
 RECORD_DEFAULTS: dict[str, Any] = {"turn": 1, "history_tokens": 0, "cached_tokens": math.nan, "warmup": False,
                                    "note": None, **dict.fromkeys(TIMING_COLUMNS, math.nan),
                                    "schema_valid": None, "schema_problem": None, "tool_called": None,
-                                   "tool_args_valid": None}  # fmt: skip
+                                   "tool_args_valid": None, "images": 0}  # fmt: skip
 RECORD_COLUMNS: tuple[str, ...] = (*REQUIRED_RECORD_COLUMNS, *RECORD_DEFAULTS)  # older files lack the defaulted ones
 CLASS_COLUMN = "class"  # a class sweep's records (toolkit.rates.classes) also hold each request's class name
 MODEL_COLUMN = "model"  # a model mix's records (toolkit.rates.model_mix) also hold each request's served model
@@ -87,6 +88,7 @@ def complete_records(frame: pd.DataFrame) -> pd.DataFrame:
         "history_tokens": "int64",
         "warmup": "bool",
         "cached_tokens": "float64",
+        "images": "int64",
         **dict.fromkeys(TIMING_COLUMNS, "float64"),
     }
     kept = [c for c in (CLASS_COLUMN, MODEL_COLUMN) if c in frame.columns]  # a class sweep's, a model mix's

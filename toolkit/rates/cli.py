@@ -24,7 +24,7 @@ _FLAGS: dict[str, str] = {
     "trace_format": "trace_format", "time_scale": "time_scale", "trace_start": "trace_start_s",
     "trace_duration": "trace_duration_s", "trace_block_tokens": "trace_block_tokens", "warmup": "warmup_s",
     "percentiles": "percentiles", "response_format": "response_format", "tools": "tools",
-    "tool_choice": "tool_choice", "classes": "classes",
+    "tool_choice": "tool_choice", "classes": "classes", "images": "images", "image_size": "image_size",
 }  # fmt: skip
 
 
@@ -77,6 +77,10 @@ def add_parser(sub: Any) -> None:
                    "each step reports the share of replies that called one, and with valid arguments")  # fmt: skip
     p.add_argument("--tool-choice", metavar="CHOICE",
                    help="with --tools: auto, required (default), none, or a function's name")  # fmt: skip
+    p.add_argument("--images", type=int, metavar="N",
+                   help="images (chat only): every request carries N synthetic PNGs beside its text, each from its "
+                   "own seed (default 0: none)")  # fmt: skip
+    p.add_argument("--image-size", metavar="WxH", help="with --images: each image's size in pixels (224x224)")
     p.add_argument("--replay", metavar="FILE",
                    help="one step replaying another tool's result file: its arrival times and lengths")  # fmt: skip
     p.add_argument("--workload", choices=["shared-prefix", "conversation"],

@@ -43,6 +43,7 @@ def check_combinations(p: RateParams) -> None:
         raise ValueError("workload: shared-prefix builds its own prompts; it takes no dataset and no replay")
     if p.replay is not None and (p.dataset is not None or p.search):
         raise ValueError("replay: replays one file's schedule and lengths; it takes no dataset and no search")
+    _images(p)
     _embeddings(p)
     _tools(p)
     _conversation(p)
@@ -82,6 +83,20 @@ def _tools(p: RateParams) -> None:
         read_tool_choice(p.tool_choice, read_tools(p.tools))
     except ParamsError as exc:
         raise ValueError(f"tool_choice: {exc}") from None
+
+
+def _images(p: RateParams) -> None:
+    if not p.images:
+        if p.image_size is not None:
+            raise ValueError("image_size: needs images (how many each request carries)")
+        return
+    if p.endpoint != "chat":
+        raise ValueError(f"images: chat only; endpoint {p.endpoint} takes none")
+    if p.workload == "conversation":
+        raise ValueError("images: apply to single requests, not to workload conversation")
+    if plain := next((c.name for c in p.classes or () if c.endpoint == "completions"), None):
+        raise ValueError(f"classes.{plain}: endpoint completions takes no images (chat only); give it endpoint "
+                         "chat, or no images")  # fmt: skip
 
 
 def _conversation(p: RateParams) -> None:

@@ -11,6 +11,7 @@ from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError,
 
 from toolkit.base.api_keys import DEFAULT_KEY_ENV
 from toolkit.loadgen.arrivals import Arrival
+from toolkit.loadgen.images import DEFAULT_SIZE, MAX_IMAGES, parse_image_size
 from toolkit.loadgen.structured import read_response_format
 from toolkit.loadgen.tools import read_tools
 from toolkit.loadgen.tools import tool_choice as read_tool_choice
@@ -98,6 +99,10 @@ class RateParams(BaseModel):
     # `tool_called` and `tool_args_valid`, each step's `tool_called_share` and `tool_args_valid_share`
     tools: str | None = None
     tool_choice: str | None = None
+    # images (toolkit.loadgen.images; chat only): every request carries `images` synthetic PNGs of `image_size`
+    # ("WxH", default 224x224), each from its own seed, beside its text; each record's `images`
+    images: int = Field(0, ge=0, le=MAX_IMAGES)
+    image_size: str | None = None
     dataset: str | None = None  # JSONL ("prompt" or "messages", optional "output_tokens") or ShareGPT JSON
     replay: str | None = None  # another tool's result file: one step of its arrival times and lengths (rates.replay)
     # shared-prefix: each prompt starts with one of `prefixes` prefixes of `prefix_tokens` tokens (each step its own),
@@ -202,6 +207,17 @@ class RateParams(BaseModel):
         if value is not None:
             read_tools(value)  # readable, JSON, a list of function tools whose parameters are JSON Schemas
         return value
+
+    @field_validator("image_size")
+    @classmethod
+    def _image_size(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_image_size(value)  # WxH, each side from 1 to MAX_SIDE pixels
+        return value
+
+    def image_dimensions(self) -> tuple[int, int]:
+        """The width and height of every image a request carries."""
+        return parse_image_size(self.image_size or DEFAULT_SIZE)
 
     def request_tools(self) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
         """The `tools` and `tool_choice` every request carries (None, None: no tools)."""

@@ -390,8 +390,9 @@ def _check_same_sweep(out: Path, before: dict[str, Any], now: dict[str, Any]) ->
     fields that differ (where the files go, the key's variable and how the load is sent may change)."""
     free = {"schema_version", "results_dir", "run_id", "run_label", "api_key_env", "ray_address", "clients",
             "read_timeout_s", "drain_timeout_s"}  # fmt: skip
-    # the parameter, or the search's result once it ran; a sweep from before rescaling kept its draws as they fell
-    before = {"rescale_schedule": False, **before, "search": bool(before.get("search"))}
+    # the parameter, or the search's result once it ran; a sweep from before rescaling kept its draws as they fell,
+    # one from before images sent none
+    before = {"rescale_schedule": False, "images": 0, **before, "search": bool(before.get("search"))}
     differ = [k for k in sorted(set(before) | set(now)) if k not in free and before.get(k) != now.get(k)]
     if differ:
         changes = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in differ)

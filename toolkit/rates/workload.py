@@ -16,6 +16,7 @@ import numpy as np
 from toolkit.loadgen.client import build_request
 from toolkit.loadgen.conversations import PlannedTurn
 from toolkit.loadgen.embeddings import EMBEDDINGS_PATH, embeddings_body
+from toolkit.loadgen.images import add_images, image_url
 from toolkit.loadgen.open_loop import PlannedRequest
 from toolkit.loadgen.stream_events import Endpoint
 from toolkit.matrix.prompts import build_prompt
@@ -140,14 +141,26 @@ class Workload:
         if self.params.endpoint == "embeddings":
             return await self.embedding_requests(step, n)
         if self.params.classes is not None:
-            return await self.class_requests(step, n)
-        planned = await self._requests(step, n, lengths, blocks)
+            planned = await self.class_requests(step, n)
+        else:
+            planned = await self._requests(step, n, lengths, blocks)
         if self.mix is not None:  # each arrival's model drawn by weight, from a generator of its own
             models = draw_models(self.mix, len(planned), model_rng(self.params.seed, step))
             for request, model in zip(planned, models, strict=True):
                 request.body["model"] = model
             self.drawn_models[step] = models
+        self.add_images(step, planned)
         return planned
+
+    def add_images(self, step: int, planned: list[PlannedRequest]) -> None:
+        """Each request's `images` synthetic PNGs (toolkit.loadgen.images), each from its own seed (the sweep's,
+        the step, the request, the image): made here, before the step is sent, and nothing added without images."""
+        if not self.params.images:
+            return
+        width, height = self.params.image_dimensions()
+        for i, request in enumerate(planned):
+            add_images(request.body, [image_url(width, height, (self.params.seed, step, i, k))
+                                      for k in range(self.params.images)])  # fmt: skip
 
     async def _requests(
         self, step: int, n: int, lengths: tuple[list[int], list[int]] | None, blocks: TraceBlocks | None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from toolkit.loadgen.images import DEFAULT_SIZE
 from toolkit.method.goodput import CLASS_COLUMN, STEADY_TRIM, percentile_of, request_latencies, steady_mask
 from toolkit.method.number_format import bounds_note, format_bounded, format_ms
 from toolkit.method.quantile_bounds import QuantileBounds, quantile_bounds
@@ -17,6 +18,7 @@ from toolkit.reports import rate_tables
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 from toolkit.results.documents.server import read_server_record
+from toolkit.results.documents.sweep import SweepDocument
 from toolkit.results.rate_runs import RateSweep
 
 __all__ = [
@@ -116,9 +118,18 @@ def _class_order(sweep: RateSweep) -> list[str]:
 
 
 def sweep_summary(sweep: RateSweep) -> str:
-    """The service level a sweep was judged against and the highest rate meeting it, one line."""
+    """The service level a sweep was judged against and the highest rate meeting it, one line; then the images
+    each request carried, if any."""
     line = rate_tables.search_line(sweep.steps, sweep.search, sweep.sweep.search_precision, sweep.level.target)
-    return f"{rate_tables.level_line(sweep.level, sweep.sweep.classes)} {line}"
+    return f"{rate_tables.level_line(sweep.level, sweep.sweep.classes)} {line}{_images_line(sweep.sweep)}"
+
+
+def _images_line(sweep: SweepDocument) -> str:
+    """`` Each request carried 2 images of 224x224 pixels (synthetic PNGs).``; "" without images."""
+    if not sweep.images:
+        return ""
+    size = inert(sweep.image_size or DEFAULT_SIZE)
+    return f" Each request carried {sweep.images} image{'s' * (sweep.images > 1)} of {size} pixels (synthetic PNGs)."
 
 
 def rates_markdown(sweeps: Mapping[str, RateSweep]) -> str:
