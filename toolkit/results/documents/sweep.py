@@ -43,7 +43,7 @@ class SweepDocument(Document):
         default=None, description="Whether to search (the parameter), then the search's result (highest_rate, …)."
     )
     search_precision: Number | None = Field(default=None, description="The search's relative precision.")
-    images: int | None = Field(default=None, description="Images each chat request carried; None: a sweep before images.")
+    images: int | None = Field(default=None, description="Images per chat request; None: a sweep before images.")
     image_size: str | None = Field(default=None, description="Their size, WxH pixels; None: the default.")
 
     @classmethod
