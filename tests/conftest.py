@@ -35,6 +35,7 @@ from toolkit.servers.embedded.server import (
 )
 
 TEST_API_KEY = "sk-toolkit-TEST-7f3a9c"  # distinctive, so output scans can look for it
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}'  # the speculative server's
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -123,6 +124,11 @@ def start_lora_server() -> EmbeddedServer:
     return start_server(ServerConfig(max_model_len=2048, lora=True))
 
 
+def start_speculative_server() -> EmbeddedServer:
+    """tiny-llama with ngram speculation (no draft model: works on CPU), max_model_len 2048, no API key."""
+    return start_server(ServerConfig(max_model_len=2048, speculative_config=NGRAM))
+
+
 def start_server_in_own_session() -> tuple[subprocess.Popen[bytes], str]:
     """The embedded vLLM started from 'another terminal': `python -m toolkit serve` in a session of its own, with
     --stream-interval 4 and the test key; the process and its base URL once healthy."""
@@ -154,6 +160,7 @@ SESSION_SERVERS: dict[str, Callable[[], object]] = {
     "server_in_own_session": start_server_in_own_session,
     "embedding_server": start_embedding_server,
     "lora_server": start_lora_server,
+    "speculative_server": start_speculative_server,
 }
 
 
@@ -174,7 +181,7 @@ def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str,
             proc, _ = started["server_in_own_session"]
             proc.terminate()
             proc.wait(timeout=60)
-        for name in ("vllm_server", "embedding_server", "lora_server"):
+        for name in ("vllm_server", "embedding_server", "lora_server", "speculative_server"):  # stopped twice: a no-op
             if name in started:
                 started[name].stop()
         if "constrained_server" in started:
@@ -228,3 +235,13 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(scope="module")
+def speculative_server(_session_server_starts: dict[str, Future[Any]]) -> Iterator[EmbeddedServer]:
+    """tiny-llama with ngram speculation, no API key. One test uses it: it runs right after the Ray tests
+    (tests/integration/conftest.py) and the server stops after its module, so that no more vLLMs are up at once
+    than before it was started beside the others (about 2.5 GB each)."""
+    server = _session_server_starts["speculative_server"].result()
+    yield server
+    server.stop()

@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+FIRST = ("ray_cluster", "speculative_server")  # then the one test of the speculative server, which it stops after
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The Ray cluster's tests first, the rest in their order."""
-    items.sort(key=lambda item: "ray_cluster" not in getattr(item, "fixturenames", ()))
+    """The Ray cluster's tests first, then the speculative server's, the rest in their order."""
+    items.sort(key=lambda item: next((i for i, name in enumerate(FIRST) if name in item.fixturenames), len(FIRST)))
 
 
 @pytest.fixture(scope="session", autouse=True)

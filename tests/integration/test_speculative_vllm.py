@@ -1,37 +1,39 @@
 """Speculative decoding on the embedded CPU vLLM (the ngram method, no draft model): the spec-decode columns of a
 decode cell are filled from its counters and, per draft position, from the acceptance histograms of the requests that
-ended in the window; run.json records the launched server's speculative config."""
+ended in the window; run.json records the speculative config of the server's launch command (the session's
+speculative server, tests/conftest.py: a run that launches its server is tested by the batch and the notebook that
+starts the embedded server itself)."""
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from toolkit.base.api_keys import api_key_from_env
+from tests.conftest import NGRAM
 from toolkit.loadgen.server_timing import read_server_timing
 from toolkit.matrix.runner import run_matrix
 from toolkit.method.speculation import position_rates, read_positions
 from toolkit.params import make_params
 from toolkit.results.store import RUN_FILE
-from toolkit.servers.embedded.server import SERVED_MODEL_NAME, ServerConfig, launched_embedded
+from toolkit.servers.embedded.server import SERVED_MODEL_NAME, EmbeddedServer
 
 pytestmark = pytest.mark.timeout(300)
-NGRAM = '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}'
 K = 2
 
 
-def test_ngram_speculation_fills_the_spec_decode_columns(tmp_path: Path) -> None:
-    config = ServerConfig(max_model_len=2048, speculative_config=NGRAM)
+def test_ngram_speculation_fills_the_spec_decode_columns(tmp_path: Path, speculative_server: EmbeddedServer) -> None:
     # requests of 256 tokens take about 0.4 s here: several end inside the 3 s window with their acceptance histograms
-    params = make_params({"contexts": ["512"], "concurrency": [1], "duration_s": 3, "max_output": 256,
-                          "readiness_timeout_s": 60, "control_window_s": 0, "endpoint": "completions"})  # fmt: skip
-    with launched_embedded(params, tmp_path, config) as launched:
-        cells = {m.phase: m for m in run_matrix(launched, tmp_path, progress=False)}
-        spec = one_request_s_spec(launched.base_url, api_key_from_env(launched.api_key_env))
+    server, command = speculative_server.base_url, shlex.join(speculative_server.command)
+    params = make_params({"base_url": server, "launch_command": command, "contexts": ["512"], "concurrency": [1],
+                          "duration_s": 3, "max_output": 256, "readiness_timeout_s": 60, "control_window_s": 0,
+                          "endpoint": "completions"})  # fmt: skip
+    cells = {m.phase: m for m in run_matrix(params, tmp_path, progress=False)}
+    spec = one_request_s_spec(speculative_server.base_url, None)
     decode = cells["decode"]
     assert decode.status == "Valid", decode.error
     assert decode.spec_drafts is not None and decode.spec_draft_tokens is not None  # counters read, not absent
