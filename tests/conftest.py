@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -166,16 +166,18 @@ SESSION_SERVERS: dict[str, Callable[[], object]] = {
 
 @pytest.fixture(scope="session")
 def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Any]]]:
-    """Every session server that a collected test uses, started side by side when the first is asked for: a vLLM
-    start is three Python processes importing torch and vLLM one after another (~25 s, mostly one core), so the
-    three together take about the time of two. Each is stopped at the session's end, used or not."""
+    """Every session server that a collected test uses, started side by side when the first is asked for (before the
+    first engine test: tests/integration/conftest.py): a vLLM start is three Python processes importing torch and
+    vLLM one after another (~21 s, mostly one core). Each is stopped at the session's end, used or not."""
     needed = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
     pool = ThreadPoolExecutor(max_workers=len(SESSION_SERVERS), thread_name_prefix="vllm-start")
     starts = {name: pool.submit(start) for name, start in SESSION_SERVERS.items() if name in needed}
     try:
         yield starts
     finally:
-        pool.shutdown(wait=True)
+        # Stopped before the pool's threads end: a launching thread's end sends its server SIGTERM (PDEATHSIG), which
+        # raced the constrained server's check below (its group had already lost its engine, 2026-12-05).
+        wait(starts.values())
         started: dict[str, Any] = {name: f.result() for name, f in starts.items() if f.exception() is None}
         if "server_in_own_session" in started:
             proc, _ = started["server_in_own_session"]
@@ -186,6 +188,7 @@ def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str,
                 started[name].stop()
         if "constrained_server" in started:
             assert_stop_leaves_no_vllm_process(started["constrained_server"])  # API server and engine all end
+        pool.shutdown(wait=True)
 
 
 @pytest.fixture(scope="session")
