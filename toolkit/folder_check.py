@@ -168,8 +168,8 @@ def _plan_problems(folder: Path, document: RunDocument, records: dict[Key, Measu
     """Records outside the run's plan, and the cells of a phase the run began that have no record."""
     path = folder / RESULTS_FILE
     try:
-        params = RunParams.model_validate(document.params)
-        plan = make_plan(params, int((document.server or {}).get("max_model_len") or 0))
+        params = RunParams.model_validate(document.params.as_dict() if document.params is not None else None)
+        plan = make_plan(params, (document.server.max_model_len if document.server is not None else None) or 0)
     except (ValidationError, ToolkitError, ValueError, TypeError) as exc:
         reason = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)
         return [f"{folder / RUN_FILE}: its params give no plan to check the records against ({reason})"]

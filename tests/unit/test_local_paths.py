@@ -55,7 +55,7 @@ def test_a_given_launch_command_loses_its_local_paths_in_run_json(monkeypatch: p
     from toolkit.matrix.discovery import ServerInfo
     from toolkit.params import make_params
 
-    monkeypatch.setattr(environment, "environment_info", lambda: {"machine": {}, "gpus": []})
+    monkeypatch.setattr(environment, "environment_info", lambda: {"machine": {}, "gpus": {"devices": []}})
     monkeypatch.setattr(environment, "served_here", lambda base_url, launched: False)
     params = make_params({"launch_command": f"{REPO_ROOT}/.venv-vllm/bin/vllm serve {Path.home()}/models/m"})
     server = ServerInfo("http://127.0.0.1:8000", "m", 4096, None, None, "none", None, None, True)

@@ -34,7 +34,9 @@ EARLIER = {
 
 
 def measured(monkeypatch: pytest.MonkeyPatch, **params: Any) -> RunDocument:
-    monkeypatch.setattr(environment, "environment_info", lambda: {"toolkit_version": "9.9", "machine": {}, "gpus": []})
+    monkeypatch.setattr(
+        environment, "environment_info", lambda: {"toolkit_version": "9.9", "machine": {}, "gpus": {"devices": []}}
+    )
     monkeypatch.setattr(environment, "served_here", lambda base_url, launched: False)
     return environment.run_info(make_params(params), SERVER, "run1", None, prefill_in_warmup=False)
 

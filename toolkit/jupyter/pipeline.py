@@ -123,6 +123,7 @@ def run_notebooks(
     from toolkit.jupyter.rate_notebook import run_sweep_parameters
     from toolkit.jupyter.reports import write_reports
     from toolkit.jupyter.watchdog import run_bounds
+    from toolkit.results.documents.run_blocks import CapacityBlock
     from toolkit.results.run_document import RunDocument
 
     params, key = run.params, run.api_key
@@ -135,7 +136,7 @@ def run_notebooks(
         execute("rate_sweep", out_dir, sweep, bounds, key)
     if params.capacity is not None:  # the report's capacity plan reads its target from run.json
         document = RunDocument.load(out_dir)
-        document.capacity = params.capacity.model_dump()
+        document.capacity = CapacityBlock.model_validate(params.capacity.model_dump())
         document.save(out_dir)
     return write_reports(out_dir, key)  # which fails loudly if the run left no run.json
 

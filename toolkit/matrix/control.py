@@ -15,6 +15,7 @@ from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
 from toolkit.matrix.failures import EXPECTED_FAILURES
 from toolkit.method.contexts import format_context
 from toolkit.method.drift import control_summary
+from toolkit.results.documents.run_blocks import ControlBlock
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import ResultStore
 
@@ -81,7 +82,7 @@ class Control:
     def _summarize(self) -> None:
         """run.json's `control` block, rewritten through the document's one owner (RunDocument)."""
         document = RunDocument.load(self.out)
-        document.control = control_summary(self.store.load(), self.window_s)
+        document.control = ControlBlock.model_validate(control_summary(self.store.load(), self.window_s))
         document.save(self.out)
 
 

@@ -14,6 +14,13 @@ from toolkit import __version__
 from toolkit.matrix.discovery import ServerInfo
 from toolkit.matrix.run_folder import launch_command
 from toolkit.params import RunParams
+from toolkit.results.documents.run_blocks import (
+    EnvironmentBlock,
+    FingerprintBlock,
+    LaunchBlock,
+    ParamsBlock,
+    ServerBlock,
+)
 from toolkit.results.run_document import RunDocument
 from toolkit.servers.gpu import installed_gpus
 from toolkit.servers.machine import hardware_block, machine_facts, served_here
@@ -92,11 +99,11 @@ def run_info(
         hardware=clean(hardware),
         engine=clean(engine),
         launch_command=command,
-        launch=launch,
-        params=params.model_dump(exclude={"launch_command"}),
-        fingerprint=params.fingerprint(),
-        server=asdict(server),
-        environment=environment,
+        launch=LaunchBlock.model_validate(launch),
+        params=ParamsBlock.model_validate(params.model_dump(exclude={"launch_command"})),
+        fingerprint=FingerprintBlock.model_validate(params.fingerprint()),
+        server=ServerBlock.model_validate(asdict(server)),
+        environment=EnvironmentBlock.model_validate(environment),
         prefill_in_warmup=prefill_in_warmup,
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         source="toolkit",

@@ -13,6 +13,7 @@ from toolkit.base.errors import RunRefused
 from toolkit.base.text import printable
 from toolkit.matrix.discovery import ServerInfo
 from toolkit.params import RunParams, ServerSpec
+from toolkit.results.documents.run_blocks import ServerBlock
 from toolkit.results.local_paths import public_paths
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RUN_FILE
@@ -38,8 +39,8 @@ def open_run(
     existing = RunDocument.load(out_dir)
     if not (resume or attach):
         raise RunRefused(f"out: {out_dir} already holds a run; pass --resume to continue it or choose another folder")
-    if existing.fingerprint != params.fingerprint():
-        theirs, ours = existing.fingerprint or {}, params.fingerprint()
+    theirs = existing.fingerprint.as_dict() if existing.fingerprint is not None else {}
+    if theirs != (ours := params.fingerprint()):
         diff = ", ".join(f"{k}: {theirs.get(k)!r} -> {ours[k]!r}" for k in ours if theirs.get(k) != ours[k])
         raise RunRefused(f"resume: parameters differ from the run in {out_dir} ({diff}); use a new --out")
     check_same_server(existing, out_dir, server, command)
@@ -90,15 +91,15 @@ def _without_port(command: str) -> str:
 
 def server_differences(recorded: RunDocument, server: ServerInfo | None, command: str | None) -> str:
     """What differs between the server a run recorded and the one found now ("" when nothing does)."""
-    theirs = recorded.server or {}
+    theirs = recorded.server or ServerBlock()
     pairs: list[tuple[str, Any, Any]] = []
     if server is not None:
         pairs += [
-            ("model", theirs.get("model"), printable(server.model)),  # as run.json holds it
-            ("max_model_len", theirs.get("max_model_len"), server.max_model_len),
+            ("model", theirs.model, printable(server.model)),  # as run.json holds it
+            ("max_model_len", theirs.max_model_len, server.max_model_len),
         ]
-        if None not in (theirs.get("kv_budget_tokens"), server.kv_budget_tokens):
-            pairs.append(("KV budget tokens", theirs.get("kv_budget_tokens"), server.kv_budget_tokens))
+        if None not in (theirs.kv_budget_tokens, server.kv_budget_tokens):
+            pairs.append(("KV budget tokens", theirs.kv_budget_tokens, server.kv_budget_tokens))
     if command is not None and _without_port(recorded.launch_command or "") != _without_port(command):
         pairs.append(("launch command", recorded.launch_command or "", command))
     return ", ".join(f"{name}: {old!r} -> {new!r}" for name, old, new in pairs if old != new)

@@ -161,7 +161,10 @@ def _beside_a_run(out: Path, params: RateParams, server: ServerInfo) -> bool:
     if not (out / RUN_FILE).exists():
         return False
     recorded = RunDocument.load(out)
-    theirs = {"base_url": (recorded.params or {}).get("base_url"), "model": (recorded.server or {}).get("model")}
+    theirs = {
+        "base_url": recorded.params.base_url if recorded.params is not None else None,
+        "model": recorded.server.model if recorded.server is not None else None,
+    }
     ours = {"base_url": params.base_url, "model": printable(server.model)}  # as run.json holds it
     if theirs["model"] in {printable(name) for name in params.model_mix() or {}}:  # the run's model in the mix
         ours["model"] = theirs["model"]

@@ -119,8 +119,8 @@ def interleave_command(found: GateInput) -> str:
 
     urls = []
     for side, folder in (("A", found.baseline[1]), ("B", found.candidate[1])):
-        params = RunDocument.load(folder).params or {}
-        url = params.get("base_url")
+        params = RunDocument.load(folder).params
+        url = params.base_url if params is not None else None
         urls.append(str(url) if isinstance(url, str) and url.startswith("http") else f"URL_{side}")
     return f"{CONSOLE_SCRIPT} interleave --a-url {urls[0]} --b-url {urls[1]} --rounds 4 --out OUT"
 

@@ -122,14 +122,15 @@ _PORT = re.compile(r"(--port[= ])\d+")  # where a server listens is not what it 
 def configuration(document: RunDocument) -> dict[str, Any]:
     """What makes two runs one configuration, as run.json records it: the fingerprint's parameters (else the same
     names in its params), the served model, the launch command without its port; unrecorded ones left out."""
-    fingerprint = document.fingerprint
-    if fingerprint is None:
+    if document.fingerprint is not None:
+        fingerprint = document.fingerprint.as_dict()
+    else:
         from toolkit.params import RunParams
 
-        params = document.params or {}
+        params = document.params.as_dict() if document.params is not None else {}
         fingerprint = {k: params.get(k) for k in RunParams.model_construct().fingerprint()}
     found = {k: v for k, v in fingerprint.items() if v is not None}
-    if model := (document.server or {}).get("model"):
+    if model := document.server.model if document.server is not None else None:
         found["served model"] = model
     if command := document.launch_command:
         found["launch command"] = _PORT.sub(r"\1<port>", command)

@@ -14,12 +14,23 @@ a file another process wrote is read again.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict
 
 from toolkit.base.text import printable_tree
+from toolkit.results.documents.run_blocks import (
+    CapacityBlock,
+    ControlBlock,
+    EnvironmentBlock,
+    FingerprintBlock,
+    LaunchBlock,
+    OverheadBlock,
+    ParamsBlock,
+    ServerBlock,
+)
 from toolkit.results.store import RUN_FILE, read_json, write_json_atomic
 
 PREFILL_MODES = {
@@ -40,29 +51,30 @@ def _identity(path: Path) -> FileIdentity | None:
 
 
 class RunDocument(BaseModel):
-    """A run folder's run.json. Only the fields a file holds are written back (`exclude_unset`)."""
+    """A run folder's run.json. Only the fields a file holds are written back (`exclude_unset`); its blocks
+    (toolkit.results.documents.run_blocks) with their keys in the order read. A field assigned is validated."""
 
-    model_config = ConfigDict(extra="allow", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="allow", coerce_numbers_to_str=True, validate_assignment=True)
 
     run_id: str | None = None
     run_label: str | None = None
     title: str | None = None
     summary: str | None = None  # an imported report's matrix summary
-    hardware: dict[str, str] | None = None
+    hardware: dict[str, str] | None = None  # the report's display label -> text blocks, free-form by nature
     engine: dict[str, str] | None = None
     run: dict[str, str] | None = None  # stored by imported reports and earlier versions; else computed
     launch_command: str | None = None
-    launch: dict[str, Any] | None = None  # toolkit.servers.launch.launch_info
-    params: dict[str, Any] | None = None  # RunParams without launch_command
-    fingerprint: dict[str, Any] | None = None
-    server: dict[str, Any] | None = None  # toolkit.matrix.discovery.ServerInfo
-    environment: dict[str, Any] | None = None  # toolkit.matrix.environment.environment_info
+    launch: LaunchBlock | None = None  # toolkit.servers.launch.launch_info
+    params: ParamsBlock | None = None  # RunParams without launch_command; a rate sweep's run: the sweep's
+    fingerprint: FingerprintBlock | None = None  # RunParams.fingerprint
+    server: ServerBlock | None = None  # toolkit.matrix.discovery.ServerInfo
+    environment: EnvironmentBlock | None = None  # toolkit.matrix.environment.environment_info
     prefill_in_warmup: bool | None = None
     started_at: str | None = None
     source: str = "toolkit"
-    overhead: dict[str, Any] | None = None  # toolkit.method.overhead.matrix_overhead
-    control: dict[str, Any] | None = None  # toolkit.method.drift.control_summary (CONTROL_KEY)
-    capacity: dict[str, Any] | None = None  # the params' capacity block (toolkit.params.CapacityParams)
+    overhead: OverheadBlock | None = None  # toolkit.method.overhead.matrix_overhead
+    control: ControlBlock | None = None  # toolkit.method.drift.control_summary (CONTROL_KEY)
+    capacity: CapacityBlock | None = None  # the params' capacity block (toolkit.params.CapacityParams)
     max_model_len: int | None = None  # an imported report's, from its launch command
     source_file: str | None = None  # the imported report's file name
     schema_version: int | None = None  # stamped on save (results.store); None: a file written before stamping
@@ -87,13 +99,21 @@ class RunDocument(BaseModel):
         if (identity := _identity(path)) is not None:
             _HELD[path] = (identity, self.model_validate(written))
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy, `update`'s fields validated as an assignment is (a block given as a mapping becomes its model)."""
+        copied = super().model_copy(deep=deep)
+        for name, value in (update or {}).items():
+            setattr(copied, name, value)
+        return copied
+
     def to_json(self) -> dict[str, Any]:
         """The fields this document holds, as JSON values (a server's strings without their control characters)."""
-        return printable_tree(self.model_dump(mode="json", exclude_unset=True))
+        shown: dict[str, Any] = printable_tree(self.model_dump(mode="json", exclude_unset=True))
+        return shown
 
     @property
     def launched_by_toolkit(self) -> bool:
-        return bool((self.launch or {}).get("launched_by_toolkit"))
+        return self.launch is not None and self.launch.launched_by_toolkit
 
     def run_block(self) -> dict[str, str]:
         """The report's "Run" block: stored (imported, earlier versions) or computed from the measured run's facts."""
@@ -101,19 +121,19 @@ class RunDocument(BaseModel):
             return dict(self.run)
         if self.params is None:
             return {}
-        params, server, environment = self.params, self.server or {}, self.environment or {}
-        version = environment.get("toolkit_version")
-        where = "launched by the toolkit" if self.launched_by_toolkit else f"found running at {params.get('base_url')}"
+        params, server, environment = self.params, self.server or ServerBlock(), self.environment or EnvironmentBlock()
+        version = environment.toolkit_version
+        where = "launched by the toolkit" if self.launched_by_toolkit else f"found running at {params.base_url}"
         block = {
-            "Served model": server.get("model"),
-            "Revision": params.get("revision"),
+            "Served model": server.model,
+            "Revision": params.revision,
             "Benchmark tool": f"toolkit v{version}" if version else None,
             "Server": where,
-            "Server metrics": ", ".join(server.get("metrics_endpoints") or []),  # server_metrics: summed
+            "Server metrics": ", ".join(server.metrics_endpoints or []),  # server_metrics: summed
             "Decode test": "Fixed duration",
             "Prefill mode": PREFILL_MODES[self.prefill_in_warmup is not False],
-            "Time per measurement": f"{params['duration_s']:g} s" if params.get("duration_s") is not None else None,
-            "Max output": f"{params['max_output']:,} tokens" if params.get("max_output") is not None else None,
+            "Time per measurement": f"{params.duration_s:g} s" if params.duration_s is not None else None,
+            "Max output": f"{params.max_output:,} tokens" if params.max_output is not None else None,
         }
         return {k: str(v) for k, v in block.items() if v not in (None, "")}
 

@@ -198,8 +198,8 @@ def write_json_atomic(path: str | Path, data: dict[str, Any]) -> dict[str, Any]:
     StoreError (one line) when it cannot be written; the old file is then untouched and no temporary file is left.
     """
     path = Path(path)
-    stamped = {"schema_version": SCHEMA_VERSION, **{k: v for k, v in data.items() if k != "schema_version"}}
-    stamped = scrub_tree(json.loads(json.dumps(stamped, default=str)))  # every string through the one filter
+    given = {"schema_version": SCHEMA_VERSION, **{k: v for k, v in data.items() if k != "schema_version"}}
+    stamped: dict[str, Any] = scrub_tree(json.loads(json.dumps(given, default=str)))  # every string: the one filter
     text = (json.dumps(stamped, indent=2, default=str) + "\n").encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,11 +9,9 @@ from typing import ClassVar, Self
 from pydantic import Field, JsonValue
 
 from toolkit.base.errors import RateSweepError, ResultsError
-from toolkit.results.documents.base import Document
+from toolkit.results.documents.base import Document, Number
 
 SWEEP_FILE = "sweep.json"
-
-Number = int | float  # as the file holds it: 4 stays 4, 0.5 stays 0.5
 
 
 class SweepDocument(Document):
