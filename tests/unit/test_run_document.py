@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from toolkit.base.errors import ResultsError
 from toolkit.matrix import environment
 from toolkit.matrix.discovery import ServerInfo
 from toolkit.params import make_params
@@ -80,6 +81,18 @@ def test_a_run_json_that_is_not_a_document_is_a_value_error(tmp_path: Path) -> N
     (tmp_path / RUN_FILE).write_text(json.dumps({"hardware": ["not", "a", "block"]}))
     with pytest.raises(ValueError, match="hardware"):
         RunDocument.load(tmp_path)
+
+
+@pytest.mark.parametrize(("held", "field"), [({"hardware": ["not", "a", "block"]}, "hardware"),
+                                             ({"server": {"max_model_len": "lots"}}, "server.max_model_len"),
+                                             ({"launch": 5}, "launch")])  # fmt: skip
+def test_a_run_json_field_of_another_type_is_one_line_naming_the_file_and_the_field(
+    tmp_path: Path, held: dict[str, object], field: str
+) -> None:
+    (tmp_path / RUN_FILE).write_text(json.dumps(held))
+    with pytest.raises(ResultsError) as raised:
+        RunDocument.load(tmp_path)
+    assert str(raised.value).startswith(f"{tmp_path / RUN_FILE}: {field}: ") and "\n" not in str(raised.value)
 
 
 def test_a_document_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:

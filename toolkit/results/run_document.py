@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from toolkit.base.errors import ResultsError
 from toolkit.base.text import printable_tree
 from toolkit.results.documents.run_blocks import (
     CapacityBlock,
@@ -81,13 +82,19 @@ class RunDocument(BaseModel):
 
     @classmethod
     def load(cls, folder: str | Path) -> RunDocument:
-        """`folder`/run.json (OSError when missing; ResultsError, one line, when damaged or of a newer layout); a
-        copy of the document this process last read or wrote there while the file is unchanged."""
+        """`folder`/run.json (OSError when missing; ResultsError, one line, when damaged, of a newer layout, or with a
+        field of another type); a copy of the document this process last read or wrote there while the file is
+        unchanged."""
         path = Path(os.path.abspath(Path(folder) / RUN_FILE))
         identity, held = _identity(path), _HELD.get(path)
         if held is not None and identity is not None and held[0] == identity:
             return held[1].model_copy(deep=True)
-        document = cls.model_validate(read_json(path))
+        try:
+            document = cls.model_validate(read_json(path))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            raise ResultsError(f"{path}: {field}: {first['msg']}") from None
         if identity is not None:
             _HELD[path] = (identity, document.model_copy(deep=True))
         return document
