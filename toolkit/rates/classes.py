@@ -20,6 +20,7 @@ from toolkit.base.text import printable
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import _one_line
 from toolkit.rates.rate_values import Lengths, checked_lengths
+from toolkit.rates.request_kinds import KIND_FIELDS, ImageCount, ImageSize, ResponseFormatSpec, ToolsFile
 
 __all__ = ["TrafficClass", "check_class_models", "class_rng", "draw_classes", "parse_classes", "read_classes_file"]
 
@@ -30,7 +31,8 @@ _PRIORITY = 2**31  # vLLM takes any int; this bound keeps it a 32-bit one
 
 class TrafficClass(BaseModel):
     """One class of requests: its share of the arrivals (`weight`), shape, service level and vLLM `priority`
-    (sent in every request body when given; honoured by a server run with `--scheduling-policy priority`)."""
+    (sent in every request body when given; honoured by a server run with `--scheduling-policy priority`), and
+    optionally its own request kinds (a response format, tools, images) in place of the sweep's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -44,6 +46,12 @@ class TrafficClass(BaseModel):
     priority: int | None = Field(None, ge=-_PRIORITY, lt=_PRIORITY, strict=True)
     model: str | None = Field(None, min_length=1, max_length=256)  # served name (a LoRA adapter's); None: the sweep's
     endpoint: Literal["chat", "completions"] | None = None  # where its requests go; None: the sweep's
+    # its requests' kinds (toolkit.rates.request_kinds), as the sweep's fields of these names; None: the sweep's
+    response_format: ResponseFormatSpec | None = None
+    tools: ToolsFile | None = None
+    tool_choice: str | None = None
+    images: ImageCount | None = None
+    image_size: ImageSize | None = None
 
     @field_validator("weight", mode="before")
     @classmethod
@@ -62,6 +70,11 @@ class TrafficClass(BaseModel):
 
     def service_level(self, target: float) -> ServiceLevel:
         return ServiceLevel(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms, target)
+
+    def public(self) -> dict[str, Any]:
+        """The class as sweep.json holds it: its request kinds only where it gives its own (a sweep from before
+        them reads back the same, and resumes)."""
+        return {k: v for k, v in self.model_dump(mode="python").items() if k not in KIND_FIELDS or v is not None}
 
 
 def read_classes_file(path: str | Path, where: str = "classes") -> Any:

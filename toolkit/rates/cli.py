@@ -65,9 +65,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--output-tokens", help="as --input-tokens")
     p.add_argument("--classes", metavar="FILE",
                    help="traffic classes: a YAML list (or a mapping with a `classes:` list) of name, weight, "
-                   "input_tokens, output_tokens, slo_ttft_ms/slo_tpot_ms/slo_e2e_ms and an optional priority, model "
-                   "and endpoint (chat or completions); each arrival picks one by weight, each judged against its "
-                   "own SLO")  # fmt: skip
+                   "input_tokens, output_tokens, slo_ttft_ms/slo_tpot_ms/slo_e2e_ms and an optional priority, model, "
+                   "endpoint (chat or completions) and request kinds in place of the sweep's (response_format, "
+                   "tools, tool_choice, images, image_size); each arrival picks one by weight, each judged against "
+                   "its own SLO")  # fmt: skip
     p.add_argument("--dataset", help="JSONL (prompt or messages, optional output_tokens) or ShareGPT JSON file")
     p.add_argument("--response-format", metavar="KIND",
                    help="structured output, carried by every request: json_object, or json_schema:FILE (a JSON "

@@ -11,6 +11,7 @@ from toolkit.loadgen.tools import tool_choice as read_tool_choice
 from toolkit.params import ParamsError
 
 if TYPE_CHECKING:
+    from toolkit.rates.classes import TrafficClass
     from toolkit.rates.params import RateParams
 
 __all__ = ["check_combinations"]
@@ -94,9 +95,6 @@ def _images(p: RateParams) -> None:
         raise ValueError(f"images: chat only; endpoint {p.endpoint} takes none")
     if p.workload == "conversation":
         raise ValueError("images: apply to single requests, not to workload conversation")
-    if plain := next((c.name for c in p.classes or () if c.endpoint == "completions"), None):
-        raise ValueError(f"classes.{plain}: endpoint completions takes no images (chat only); give it endpoint "
-                         "chat, or no images")  # fmt: skip
 
 
 def _conversation(p: RateParams) -> None:
@@ -141,13 +139,33 @@ def _classes(p: RateParams) -> None:
     if other := [k for k in _NOT_WITH_CLASSES if getattr(p, k) is not None]:
         raise ValueError(f"{', '.join(other)}: not with classes (a class sweep builds each class's requests "
                          "from its input_tokens and output_tokens)")  # fmt: skip
-    if p.tools is not None and (plain := next((c.name for c in p.classes if c.endpoint == "completions"),
-                                                  None)):  # fmt: skip
-        raise ValueError(f"classes.{plain}: endpoint completions takes no tools (chat only); give it endpoint "
-                         "chat, or no tools")  # fmt: skip
+    for c in p.classes:
+        _class_kinds(p, c)
     if p.search and (bare := next((c.name for c in p.classes if not c.has_slo()), None)):
         raise ValueError(f"classes.{bare}: no service level; the search needs slo_ttft_ms, slo_tpot_ms or "
                          "slo_e2e_ms in every class")  # fmt: skip
+
+
+def _class_kinds(p: RateParams, c: TrafficClass) -> None:
+    """A class's request kinds (its own, the sweep's where it gives none) under the sweep's rules, named by it."""
+    kinds, where = p.kinds(c), f"classes.{c.name}"
+    if c.tool_choice is not None and kinds.tools is None:
+        raise ValueError(f"{where}.tool_choice: needs tools (a JSON file of function tools: the class's or the "
+                         "sweep's)")  # fmt: skip
+    if c.image_size is not None and not kinds.images:
+        raise ValueError(f"{where}.image_size: needs images (how many each of its requests carries)")
+    for kind, given in (("tools", kinds.tools is not None), ("images", kinds.images > 0)):
+        if given and kinds.endpoint != "chat":
+            raise ValueError(f"{where}: endpoint {kinds.endpoint} takes no {kind} (chat only); give it endpoint "
+                             f"chat, or no {kind}")  # fmt: skip
+    if kinds.tools is not None and kinds.response_format is not None:
+        raise ValueError(f"{where}: tools and response_format: give one of them, not both (a class that gives "
+                         "neither its own takes the sweep's)")  # fmt: skip
+    if c.tools is not None or c.tool_choice is not None:
+        try:
+            kinds.request_tools()
+        except ParamsError as exc:
+            raise ValueError(f"{where}.tool_choice: {exc}") from None
 
 
 def _mix(p: RateParams) -> None:

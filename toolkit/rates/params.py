@@ -11,10 +11,6 @@ from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError,
 
 from toolkit.base.api_keys import DEFAULT_KEY_ENV
 from toolkit.loadgen.arrivals import Arrival
-from toolkit.loadgen.images import DEFAULT_SIZE, MAX_IMAGES, parse_image_size
-from toolkit.loadgen.structured import read_response_format
-from toolkit.loadgen.tools import read_tools
-from toolkit.loadgen.tools import tool_choice as read_tool_choice
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import (
     MAX_LABEL,
@@ -29,6 +25,14 @@ from toolkit.rates.classes import TrafficClass, parse_classes
 from toolkit.rates.model_mix import is_mix, parse_model_mix
 from toolkit.rates.param_rules import check_combinations
 from toolkit.rates.rate_values import MAX_TOKENS, Lengths, checked_lengths, parse_lengths, parse_rates, rate_text
+from toolkit.rates.request_kinds import (
+    ImageCount,
+    ImageSize,
+    RequestKinds,
+    ResponseFormatSpec,
+    ToolsFile,
+    request_kinds,
+)
 from toolkit.rates.traces import MIN_TRACE_BLOCK_TOKENS, TraceWindow
 
 __all__ = [
@@ -93,16 +97,16 @@ class RateParams(BaseModel):
     classes: list[TrafficClass] | None = Field(None, min_length=1)
     # structured output (toolkit.loadgen.structured): "json_object" or "json_schema:FILE", carried by every request;
     # each reply's `schema_valid`, each step's `schema_valid_share`
-    response_format: str | None = None
+    response_format: ResponseFormatSpec | None = None
     # tool calls (toolkit.loadgen.tools; chat only): a JSON file of OpenAI function tools every request carries, and
     # the tool_choice sent ("auto", "required", "none" or a function's name; default "required"); each reply's
     # `tool_called` and `tool_args_valid`, each step's `tool_called_share` and `tool_args_valid_share`
-    tools: str | None = None
+    tools: ToolsFile | None = None
     tool_choice: str | None = None
     # images (toolkit.loadgen.images; chat only): every request carries `images` synthetic PNGs of `image_size`
     # ("WxH", default 224x224), each from its own seed, beside its text; each record's `images`
-    images: int = Field(0, ge=0, le=MAX_IMAGES)
-    image_size: str | None = None
+    images: ImageCount = 0
+    image_size: ImageSize | None = None
     dataset: str | None = None  # JSONL ("prompt" or "messages", optional "output_tokens") or ShareGPT JSON
     replay: str | None = None  # another tool's result file: one step of its arrival times and lengths (rates.replay)
     # shared-prefix: each prompt starts with one of `prefixes` prefixes of `prefix_tokens` tokens (each step its own),
@@ -194,41 +198,21 @@ class RateParams(BaseModel):
             found.append(q)
         return sorted({50.0, 90.0, 99.0, *found})
 
-    @field_validator("response_format")
-    @classmethod
-    def _response_format(cls, value: str | None) -> str | None:
-        if value is not None:
-            read_response_format(value)  # the kind, and the schema file readable, JSON and a JSON Schema
-        return value
-
-    @field_validator("tools")
-    @classmethod
-    def _tools(cls, value: str | None) -> str | None:
-        if value is not None:
-            read_tools(value)  # readable, JSON, a list of function tools whose parameters are JSON Schemas
-        return value
-
-    @field_validator("image_size")
-    @classmethod
-    def _image_size(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_image_size(value)  # WxH, each side from 1 to MAX_SIDE pixels
-        return value
+    def kinds(self, cls: TrafficClass | None = None) -> RequestKinds:
+        """The request kinds of every request (of class `cls`'s: the class's own where it gives one)."""
+        return request_kinds(self, cls)
 
     def image_dimensions(self) -> tuple[int, int]:
         """The width and height of every image a request carries."""
-        return parse_image_size(self.image_size or DEFAULT_SIZE)
+        return self.kinds().image_dimensions()
 
     def request_tools(self) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
         """The `tools` and `tool_choice` every request carries (None, None: no tools)."""
-        if self.tools is None:
-            return None, None
-        tools = read_tools(self.tools)
-        return tools, read_tool_choice(self.tool_choice, tools)
+        return self.kinds().request_tools()
 
     def request_format(self) -> dict[str, Any] | None:
         """The `response_format` every request carries (None: none)."""
-        return None if self.response_format is None else read_response_format(self.response_format)
+        return self.kinds().request_format()
 
     @field_validator("server_metrics", mode="before")
     @classmethod
@@ -281,9 +265,12 @@ class RateParams(BaseModel):
         return ServiceLevel(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms, self.goodput_target)
 
     def public(self) -> dict[str, Any]:
-        """The parameters as written to sweep.json (no secret is a parameter; `inf` as the string "inf")."""
+        """The parameters as written to sweep.json (no secret is a parameter; `inf` as the string "inf"; a class's
+        request kinds only where it gives its own)."""
         data = self.model_dump(mode="python")
         data["rates"] = [rate_text(r) for r in self.rates]
+        if self.classes is not None:
+            data["classes"] = [c.public() for c in self.classes]
         return data
 
 

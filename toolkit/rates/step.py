@@ -183,6 +183,7 @@ def step_row(
     prefilled = frame["error"].isna() if embeddings else frame["output_tokens"] > 0
     shares = server.get("endpoint_generation_tokens")
     classes = None if params.classes is None else step_classes(params, frame)
+    structured, tooled = carrying(params, frame, "response_format"), carrying(params, frame, "tools")
     models = None if MODEL_COLUMN not in frame else step_models(params, frame)
     row = {
         "step": plan.index,
@@ -210,10 +211,10 @@ def step_row(
         "workload": "cold-control" if plan.control_of is not None else params.workload or "cold",
         "control_of": plan.control_of,
         "warmup_requests": int(frame["warmup"].sum()),
-        "schema_valid_share": schema_valid_share(frame) if params.response_format is not None else None,
-        "invalid_reply": first_invalid_reply(frame) if params.response_format is not None else None,
-        "tool_called_share": completed_share(frame, "tool_called") if params.tools is not None else None,
-        "tool_args_valid_share": completed_share(frame, "tool_args_valid") if params.tools is not None else None,
+        "schema_valid_share": None if structured is None else schema_valid_share(structured),
+        "invalid_reply": None if structured is None else first_invalid_reply(structured),
+        "tool_called_share": None if tooled is None else completed_share(tooled, "tool_called"),
+        "tool_args_valid_share": None if tooled is None else completed_share(tooled, "tool_args_valid"),
         **breakdown_row(request_split(frame), server["histograms"], steady_mask(frame, params.steady_trim)),
         **({} if classes is None else {"classes": classes}),
         **({} if models is None else {"models": models}),
@@ -224,11 +225,30 @@ def step_row(
 
 
 def step_classes(params: RateParams, frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """A class sweep's step, class by class: each class's figures against its own service level."""
+    """A class sweep's step, class by class: each class's figures against its own service level, and the shares
+    of its completed replies that kept to its response format or called a tool, as the step's, where its requests
+    carried one (its own or the sweep's)."""
     assert params.classes is not None
     levels = {c.name: c.service_level(params.goodput_target) for c in params.classes}
     weights = {c.name: c.weight for c in params.classes}
-    return class_figures(frame, levels, weights, params.steady_trim, params.percentiles)
+    figures = class_figures(frame, levels, weights, params.steady_trim, params.percentiles)
+    for c in params.classes:
+        kinds, mine = params.kinds(c), frame[frame[CLASS_COLUMN] == c.name]
+        if kinds.response_format is not None:
+            figures[c.name]["schema_valid_share"] = schema_valid_share(mine)
+        if kinds.tools is not None:
+            figures[c.name]["tool_called_share"] = completed_share(mine, "tool_called")
+            figures[c.name]["tool_args_valid_share"] = completed_share(mine, "tool_args_valid")
+    return figures
+
+
+def carrying(params: RateParams, frame: pd.DataFrame, kind: str) -> pd.DataFrame | None:
+    """The step's records of the requests that carried `kind` (response_format or tools): every one when the
+    sweep's requests did, a class sweep's classes' whose requests did (their own or the sweep's); None: none did."""
+    if params.classes is None:
+        return frame if getattr(params, kind) is not None else None
+    names = [c.name for c in params.classes if getattr(params.kinds(c), kind) is not None]
+    return frame[frame[CLASS_COLUMN].isin(names)] if names else None
 
 
 def step_models(params: RateParams, frame: pd.DataFrame) -> dict[str, dict[str, Any]]:

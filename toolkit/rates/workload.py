@@ -9,6 +9,7 @@ and are what the records keep.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from toolkit.rates.classes import class_rng, draw_classes
 from toolkit.rates.dataset import DatasetError, DatasetItem
 from toolkit.rates.model_mix import draw_models, model_rng
 from toolkit.rates.params import Lengths, RateParams
+from toolkit.rates.request_kinds import RequestKinds
 from toolkit.rates.traces import MAX_TRACE_TOKENIZE_CALLS, MIN_UNIQUE_TOKENS, blocks_used
 
 TraceBlocks = tuple[list[tuple[int, ...]], int]  # each request's trace block ids, and the tokens of a block
@@ -112,19 +114,21 @@ class Workload:
         self._heads: dict[tuple[int, ...], tuple[str, int]] = {}  # a prompt's trace blocks -> text, tokens
         self._calls_from = 0  # the server API's /tokenize calls when a trace's prompts began to be built
         self.chat = params.endpoint == "chat"
-        self.response_format = params.request_format()  # structured output: every request carries it
-        self.tools, self.tool_choice = params.request_tools()  # tool calls: every request carries them
+        self.carried = Carried.of(params.kinds())  # structured output, tools, images: every request's
+        self.class_carried = [Carried.of(params.kinds(c)) for c in params.classes or ()]  # a class's: its requests'
         self._fillers: dict[tuple[int, bool], str] = {}  # (prompt tokens, chat) -> the text after the prefix
         self._reply_tokens: dict[str, int] = {}  # a dataset item -> its reference reply's tokens
         if dataset and not self.chat and (item := next((i for i in dataset if i.messages), None)):
             raise DatasetError(f"dataset: {item.where}: chat messages need endpoint: chat")
 
-    def _build(self, text: str, out: int, endpoint: Endpoint | None = None) -> tuple[str, dict[str, Any]]:
+    def _build(self, text: str, out: int, endpoint: Endpoint | None = None,
+               carried: Carried | None = None) -> tuple[str, dict[str, Any]]:  # fmt: skip
         """A request's path and body: the sweep's endpoint (or `endpoint`, a class's) and model, its response format
-        or tools if any."""
+        or tools if any (the sweep's, or `carried`, a class's)."""
+        kinds = carried or self.carried
         return build_request(endpoint or self.params.generation_endpoint, self.model, text, out,
-                             response_format=self.response_format, tools=self.tools,
-                             tool_choice=self.tool_choice)  # fmt: skip
+                             response_format=kinds.response_format, tools=kinds.tools,
+                             tool_choice=kinds.tool_choice)  # fmt: skip
 
     def prefix(self, step: int, request: int) -> str:
         """What starts every prompt: unique per request when prompts are cold, one per run otherwise."""
@@ -141,9 +145,8 @@ class Workload:
         if self.params.endpoint == "embeddings":
             return await self.embedding_requests(step, n)
         if self.params.classes is not None:
-            planned = await self.class_requests(step, n)
-        else:
-            planned = await self._requests(step, n, lengths, blocks)
+            return await self.class_requests(step, n)
+        planned = await self._requests(step, n, lengths, blocks)
         if self.mix is not None:  # each arrival's model drawn by weight, from a generator of its own
             models = draw_models(self.mix, len(planned), model_rng(self.params.seed, step))
             for request, model in zip(planned, models, strict=True):
@@ -152,15 +155,16 @@ class Workload:
         self.add_images(step, planned)
         return planned
 
-    def add_images(self, step: int, planned: list[PlannedRequest]) -> None:
-        """Each request's `images` synthetic PNGs (toolkit.loadgen.images), each from its own seed (the sweep's,
-        the step, the request, the image): made here, before the step is sent, and nothing added without images."""
-        if not self.params.images:
-            return
-        width, height = self.params.image_dimensions()
+    def add_images(self, step: int, planned: list[PlannedRequest], carried: list[Carried] | None = None) -> None:
+        """Each request's synthetic PNGs (toolkit.loadgen.images), as many as the sweep's `images` (or its
+        `carried`'s, a class's), each from its own seed (the sweep's, the step, the request, the image): made here,
+        before the step is sent, and nothing added without images."""
         for i, request in enumerate(planned):
-            add_images(request.body, [image_url(width, height, (self.params.seed, step, i, k))
-                                      for k in range(self.params.images)])  # fmt: skip
+            kinds = carried[i] if carried else self.carried
+            if kinds.images:
+                width, height = kinds.image_size
+                add_images(request.body, [image_url(width, height, (self.params.seed, step, i, k))
+                                          for k in range(kinds.images)])  # fmt: skip
 
     async def _requests(
         self, step: int, n: int, lengths: tuple[list[int], list[int]] | None, blocks: TraceBlocks | None
@@ -179,22 +183,24 @@ class Workload:
         return await self.cold_requests(step, inputs, outputs)
 
     async def cold_requests(self, step: int, inputs: list[int], outputs: list[int],
-                            endpoints: list[Endpoint | None] | None = None) -> list[PlannedRequest]:  # fmt: skip
+                            endpoints: list[Endpoint | None] | None = None,
+                            carried: list[Carried] | None = None) -> list[PlannedRequest]:  # fmt: skip
         """Prompts of exactly these lengths (as the server counts them at the endpoint each goes to: the sweep's, or
-        `endpoints`' where given), each with its own prefix."""
+        `endpoints`' where given), each with its own prefix, carrying the sweep's kinds (or `carried`'s)."""
         planned = []
         for i, (tokens, out) in enumerate(zip(inputs, outputs, strict=True)):
             endpoint = endpoints[i] if endpoints else None
             chat = self.chat if endpoint is None else endpoint == "chat"
             text = self.prefix(step, i) + await self._filler(tokens, chat)
-            path, body = self._build(text, out, endpoint)
+            path, body = self._build(text, out, endpoint, carried[i] if carried else None)
             planned.append(PlannedRequest(path, body, tokens))
         return planned
 
     async def class_requests(self, step: int, n: int) -> list[PlannedRequest]:
         """The `n` requests of a class sweep's step: each arrival's class drawn by weight (`drawn_classes`), its
         lengths drawn from its class's, sent to its class's endpoint (the sweep's when it names none), its body
-        carrying the class's `priority` and `model` if it has them."""
+        carrying the class's `priority` and `model` if it has them, and its class's request kinds (the sweep's
+        where the class gives none)."""
         classes = self.params.classes
         assert classes is not None
         picks = draw_classes(classes, n, class_rng(self.params.seed, step))
@@ -205,7 +211,9 @@ class Workload:
             for i, tokens, out in zip(mine, draw_lengths(cls.input_tokens, len(mine), rng),
                                       draw_lengths(cls.output_tokens, len(mine), rng), strict=True):  # fmt: skip
                 inputs[i], outputs[i] = tokens, out
-        planned = await self.cold_requests(step, inputs, outputs, [classes[pick].endpoint for pick in picks])
+        carried = [self.class_carried[pick] for pick in picks]
+        planned = await self.cold_requests(step, inputs, outputs, [classes[pick].endpoint for pick in picks], carried)
+        self.add_images(step, planned, carried)
         for request, pick in zip(planned, picks, strict=True):
             if (priority := classes[pick].priority) is not None:
                 request.body["priority"] = priority
@@ -364,6 +372,22 @@ class Workload:
         if item.where not in self._reply_tokens:
             self._reply_tokens[item.where] = max(1, await self.api.count_tokens(self.model, item.reply, chat=False))
         return self._reply_tokens[item.where]
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What a request carries beyond its text, read once: its response format, tools and tool choice as sent, and
+    how many images of what size."""
+
+    response_format: dict[str, Any] | None
+    tools: list[dict[str, Any]] | None
+    tool_choice: str | dict[str, Any] | None
+    images: int
+    image_size: tuple[int, int]
+
+    @classmethod
+    def of(cls, kinds: RequestKinds) -> Carried:
+        return cls(kinds.request_format(), *kinds.request_tools(), kinds.images, kinds.image_dimensions())
 
 
 def _with_prefix(messages: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:

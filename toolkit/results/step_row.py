@@ -83,6 +83,9 @@ class ClassFigures(FileModel):
     slo_fraction_deff: Figure | None = None
     slo_verdict: Literal["meets", "fails", "undecided"] | None = None
     limit_fractions: dict[Literal["ttft", "tpot", "e2e"], Fraction | None] | None = None
+    schema_valid_share: Fraction | None = None  # its requests' response format (its own or the sweep's), as a step's
+    tool_called_share: Fraction | None = None  # its requests' tools, as a step's
+    tool_args_valid_share: Fraction | None = None
 
 
 class StepRow(FileModel):
