@@ -40,7 +40,9 @@ what the GPU cache missed in that tier, at most all but its last token, counted 
 
 A stream's text is " tok" a token, unless `server.reply_text` is set (or `FaultServer(reply_text=...)`): then the
 tokens of every reply spell that text, split into as many pieces as the request asked for tokens (structured
-output: a JSON reply, valid or not). The log records each completion request's `response_format` (None: none).
+output: a JSON reply, valid or not). The log records each completion request's body as sent (`body`, its text) and
+`response_format` (None: none), and of a streamed one the text it spelled (`reply_text`, None: " tok"), the tool
+call it streamed (`tool_call`, None: none) and whether it reached `[DONE]` (`done`).
 With `server.tool_call = (NAME, ARGUMENTS)` (or `FaultServer(tool_call=...)`) a chat request that carries `tools`
 streams one tool call as vLLM does: the first token's chunk holds `delta.tool_calls[0]` with its id, type and
 `function.name` and empty arguments, the next tokens ARGUMENTS split into as many pieces. The log records each
@@ -458,6 +460,7 @@ class FaultServer:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         arrived = time.perf_counter()  # the request's queueing starts (its timing's clock: the client's too)
+        _LOG_ENTRY.get()["body"] = await request.text()  # as sent, for the tests
         body = await request.json()
         _LOG_ENTRY.get()["prompt"] = body.get("prompt", body.get("messages"))  # what was asked, for the tests
         _LOG_ENTRY.get()["response_format"] = body.get("response_format")
@@ -543,6 +546,8 @@ class FaultServer:
         pieces = None if spelled is None else [spelled[len(spelled) * i // max_tokens : len(spelled) * (i + 1) //
                                                        max_tokens] for i in range(max_tokens)]  # fmt: skip
         call = self.tool_call if chat and body.get("tools") else None
+        entry = _LOG_ENTRY.get()
+        entry["reply_text"], entry["tool_call"], entry["done"] = spelled, call, False
         if call is not None:  # token 0: the call's header; tokens 1..: its arguments in pieces
             rest = max(1, max_tokens - 1)
             args = [call[1][len(call[1]) * i // rest : len(call[1]) * (i + 1) // rest] for i in range(rest)]
@@ -623,6 +628,7 @@ class FaultServer:
                     final["metrics"] = per_request_metrics(*timing, produced, timing_fault)
             await response.write(b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n")
             await response.write(b"data: [DONE]\n\n")
+            entry["done"] = True
             await response.write_eof()
             return response
         except ConnectionResetError:  # the client went away (a cancelled stream): nothing to answer

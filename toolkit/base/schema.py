@@ -159,6 +159,13 @@ class Measurement:
     e2e_p99_low_ms: float | None = None
     e2e_p99_high_ms: float | None = None
     client_prompt_tokens: int | None = None
+    # A decode cell whose requests carried a response format or tools (RunParams.response_format, .tools): of the
+    # cell's completed requests, the share whose reply kept to the format (parsed as JSON, matched the schema), that
+    # called a tool, and that called it with arguments valid under its parameters (toolkit.loadgen.reply_checks).
+    # None: the requests carried no such thing.
+    schema_valid_share: float | None = None
+    tool_called_share: float | None = None
+    tool_args_valid_share: float | None = None
     error: str | None = None
     run_id: str | None = None
     started_at: str | None = None

@@ -44,7 +44,8 @@ def _matrix(args: argparse.Namespace) -> int:
     from toolkit.params import make_params
 
     values = {**_matrix_values(args), "base_url": args.base_url, "run_label": args.label, "repeats": args.repeats,
-              "server_metrics": args.server_metrics}  # fmt: skip
+              "server_metrics": args.server_metrics, "response_format": args.response_format, "tools": args.tools,
+              "tool_choice": args.tool_choice}  # fmt: skip
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
     api_key = ApiKey.from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.base.folder_lock import hold
@@ -202,6 +203,14 @@ def add_matrix(sub: argparse._SubParsersAction) -> None:
     matrix.add_argument("--base-url", required=True)
     matrix.add_argument("--server-metrics", metavar="URL[,URL...]", help=SERVER_METRICS_HELP)
     _add_matrix_options(matrix, embeddings=True)
+    matrix.add_argument("--response-format", metavar="KIND",
+                        help="structured output, carried by every decode request: json_object, or json_schema:FILE "
+                        "(a JSON Schema); each decode cell reports the share of replies that kept to it")  # fmt: skip
+    matrix.add_argument("--tools", metavar="FILE",
+                        help="tool calls (chat only), carried by every decode request: a JSON file of OpenAI function "
+                        "tools; each decode cell reports the share of replies that called one")  # fmt: skip
+    matrix.add_argument("--tool-choice", metavar="CHOICE",
+                        help="with --tools: auto, required (default), none, or a function's name")  # fmt: skip
     matrix.add_argument("--label", help="run label")
     matrix.add_argument("--repeats", type=int, help="measure the whole matrix this many times, in rounds (default 1)")
     matrix.add_argument("--out", required=True)

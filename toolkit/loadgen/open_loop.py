@@ -22,12 +22,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.base.api_keys import redact_and_cut
 from toolkit.loadgen.client import StreamClient, StreamResult
 from toolkit.loadgen.images import image_count
+from toolkit.loadgen.reply_checks import schema_fields, tool_fields
 from toolkit.loadgen.server_timing import SERVER_FIELDS, ServerTiming
-from toolkit.loadgen.structured import reply_problem
-from toolkit.loadgen.tools import arguments_valid
 
 REQUEST_FIELDS: tuple[str, ...] = ("request", "scheduled_s", "sent_s", "first_token_s", "last_token_s",
                                    "chunk_times_s", "input_tokens", "output_tokens", "error",
@@ -84,34 +82,6 @@ def record(index: int, due: float, result: StreamResult, planned: PlannedRequest
         **tool_fields(planned.body, result, failed),
         "images": image_count(planned.body),
     }
-
-
-def tool_fields(body: dict[str, Any], result: StreamResult, failed: bool) -> dict[str, bool | None]:
-    """`tool_called` (None: the request carried no tools, or failed) and `tool_args_valid` (None: no call): the
-    first call's whole arguments valid under its function's `parameters`; arguments cut to their bound are not."""
-    tools = body.get("tools")
-    if tools is None or failed or result.tool_args is None:
-        return {"tool_called": None, "tool_args_valid": None}
-    if result.tool_name is None:
-        return {"tool_called": False, "tool_args_valid": None}
-    valid = not result.tool_args_cut and arguments_valid(tools, result.tool_name, "".join(result.tool_args))
-    return {"tool_called": True, "tool_args_valid": valid}
-
-
-PROBLEM_EXCERPT = 120  # characters of an invalid reply kept beside why it broke the format
-
-
-def schema_fields(body: dict[str, Any], result: StreamResult, failed: bool) -> dict[str, bool | str | None]:
-    """`schema_valid`: whether the reply keeps to the `response_format` its request carried (None: it carried none,
-    or failed; a reply whose kept text was cut to its byte bound is not whole: invalid); `schema_problem`: why not,
-    with the reply's first characters (redacted, cut to PROBLEM_EXCERPT)."""
-    response_format = body.get("response_format")
-    if response_format is None or result.text is None or failed:
-        return {"schema_valid": None, "schema_problem": None}
-    text = "".join(result.text)
-    why = "cut at its byte bound" if result.text_kept_bytes is not None else reply_problem(response_format, text)
-    problem = None if why is None else f"{why}; the reply began {redact_and_cut(repr(text), PROBLEM_EXCERPT)}"
-    return {"schema_valid": why is None, "schema_problem": problem}
 
 
 def server_fields(timing: ServerTiming | None, ttft_ms: float | None) -> dict[str, float]:

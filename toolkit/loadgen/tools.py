@@ -71,6 +71,34 @@ def tool_choice(choice: str | None, tools: list[dict[str, Any]]) -> str | dict[s
     return {"type": "function", "function": {"name": choice}}
 
 
+def request_tools(
+    path: str | None, choice: str | None
+) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
+    """The `tools` (read from the file at `path`) and `tool_choice` every request carries; (None, None) without a
+    file. ParamsError in one line as `read_tools` and `tool_choice` raise it."""
+    if path is None:
+        return None, None
+    tools = read_tools(path)
+    return tools, tool_choice(choice, tools)
+
+
+def tools_problem(endpoint: str, tools: str | None, choice: str | None, response_format: str | None) -> str | None:
+    """Why a sweep's or a matrix's tool options do not go together, in one line naming them (tools on another
+    endpoint than chat, a `choice` without tools or naming no function of them, tools beside a response format);
+    None when they do."""
+    if tools is None:
+        return None if choice is None else "tool_choice: needs tools (a JSON file of function tools)"
+    if endpoint != "chat":
+        return f"tools: the {endpoint} endpoint has no tools; use endpoint chat"
+    if response_format is not None:
+        return "tools and response_format: give one of them, not both"
+    try:
+        request_tools(tools, choice)
+    except ParamsError as exc:
+        return f"tool_choice: {exc}"
+    return None
+
+
 def arguments_valid(tools: list[dict[str, Any]], name: str | None, arguments: str) -> bool:
     """Whether a call of function `name` with `arguments` (its whole JSON text) keeps to that function's
     `parameters`: JSON, valid under the schema. A function not among `tools` is invalid."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from toolkit.base.schema import Measurement
-from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
+from toolkit.matrix.decode import drain, measure_decode_cell
 from toolkit.matrix.failures import EXPECTED_FAILURES
 from toolkit.method.contexts import format_context
 from toolkit.method.drift import control_summary
@@ -45,14 +45,7 @@ class Control:
         ctx, label, params = self.context_tokens, format_context(self.context_tokens), runner.params
         try:
             prompts = await runner.cell_prompts(ctx, 1)
-            spec = CellSpec(
-                runner.server.model,
-                params.generation_endpoint,
-                prompts,
-                params.max_output,
-                self.window_s,
-                params.readiness_timeout_s,
-            )
+            spec = runner.cell_spec(prompts, self.window_s)
             m, _trace = await measure_decode_cell(
                 runner.client,
                 runner.api,

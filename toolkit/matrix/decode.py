@@ -8,9 +8,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
+from typing import Any
 
 from toolkit.base.schema import Measurement
 from toolkit.loadgen.client import Endpoint, StreamClient, StreamResult, build_request
+from toolkit.loadgen.reply_checks import completed_shares
 from toolkit.matrix.cell_timing import cell_breakdown, cell_speculation
 from toolkit.matrix.prometheus import PREEMPTIONS, PROMPT_TOKENS, MetricsSnapshot, cached_prompt_tokens, delta
 from toolkit.matrix.sampler import Sampler, Samples
@@ -30,14 +32,25 @@ class CellSpec:
     duration_s: float
     readiness_timeout_s: float = 120.0
     drain_timeout_s: float = 120.0
+    # what every request carries besides its prompt (toolkit.loadgen.structured, toolkit.loadgen.tools); None: none
+    response_format: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+
+    def request(self, prompt: str, max_tokens: int) -> tuple[str, dict[str, Any]]:
+        """The path and body of a request of this cell for `prompt`, with what every request carries."""
+        return build_request(self.endpoint, self.model, prompt, max_tokens, response_format=self.response_format,
+                             tools=self.tools, tool_choice=self.tool_choice)  # fmt: skip
 
 
 async def _stream_loop(
     client: StreamClient, path: str, body: dict, results: list[StreamResult], failed: asyncio.Event
 ) -> None:
-    """Send, read to [DONE], send again at once, until cancelled or a request fails."""
+    """Send, read to [DONE], send again at once, until cancelled or a request fails. A reply is kept (its text, or
+    its first tool call) when the body carries a response format (or tools): checked once the cell is over."""
     while not failed.is_set():
-        result = StreamResult()
+        result = StreamResult(text=[] if "response_format" in body else None,
+                              tool_args=[] if "tools" in body else None)  # fmt: skip
         results.append(result)
         await client.stream(path, body, result)
         if result.error:
@@ -191,7 +204,7 @@ async def measure_decode_cell(
     windows (no new ramp); `on_disturbed(reason, attempt)` is told about each one.
     """
     n = len(spec.prompts)
-    bodies = [build_request(spec.endpoint, spec.model, p, spec.max_output) for p in spec.prompts]
+    bodies = [spec.request(p, spec.max_output) for p in spec.prompts]
     streams: list[list[StreamResult]] = [[] for _ in range(n)]
     failed = asyncio.Event()
     wall0 = time.perf_counter()
@@ -233,6 +246,7 @@ async def measure_decode_cell(
         kv_usage_peak=sampler.samples.kv_usage_peak, readiness_queued=gate.queued or None,
         attempts=attempt, **asdict(times), **cell_breakdown(results, edges.start, edges.end, edges.before, edges.after),
         **cell_speculation(results, edges.start, edges.end),
+        **completed_shares(bodies[0][1], (r for s in streams for r in s)),  # every request of the cell
     ), trace  # fmt: skip
 
 

@@ -41,7 +41,8 @@ def open_run(
         raise RunRefused(f"out: {out_dir} already holds a run; pass --resume to continue it or choose another folder")
     theirs = existing.fingerprint.as_dict() if existing.fingerprint is not None else {}
     if theirs != (ours := params.fingerprint()):
-        diff = ", ".join(f"{k}: {theirs.get(k)!r} -> {ours[k]!r}" for k in ours if theirs.get(k) != ours[k])
+        diff = ", ".join(f"{k}: {theirs.get(k)!r} -> {ours.get(k)!r}" for k in {**theirs, **ours}
+                         if theirs.get(k) != ours.get(k))  # fmt: skip
         raise RunRefused(f"resume: parameters differ from the run in {out_dir} ({diff}); use a new --out")
     check_same_server(existing, out_dir, server, command)
     return existing

@@ -21,7 +21,7 @@ from toolkit.base.api_keys import ApiKey, env_secret, redact
 from toolkit.base.errors import CellFailure, RunRefused
 from toolkit.base.folder_lock import hold
 from toolkit.base.schema import Measurement
-from toolkit.loadgen.client import StreamClient, build_request
+from toolkit.loadgen.client import StreamClient
 from toolkit.loadgen.embeddings import EmbeddingClient
 from toolkit.matrix.control import make_control
 from toolkit.matrix.decode import CellSpec, drain, measure_decode_cell
@@ -170,6 +170,9 @@ class _Runner:
         self.warm: set[int] = set()
         self.chat = params.endpoint == "chat"
         self.inputs: dict[int, str] = {}  # an embeddings run's input text per length (its placeholder unfilled)
+        tools, choice = params.request_tools()  # what every decode request carries besides its prompt
+        self.request_options: dict[str, Any] = {"response_format": params.request_format(), "tools": tools,
+                                                "tool_choice": choice}  # fmt: skip
 
     async def prompt(self, ctx: int, stream: int | None = None, *, fresh: bool = False) -> str:
         """The run's prompt of this context (and stream); `fresh`: a new one, cold in the server's cache."""
@@ -213,8 +216,7 @@ class _Runner:
                 return self.stamp(Measurement(phase="decode", context_tokens=ctx, context=label, concurrency=n,
                                               status="Over capacity", kv_budget_tokens=budget))  # fmt: skip
             prompts = await self.cell_prompts(ctx, n)
-            spec = CellSpec(self.server.model, self.params.generation_endpoint, prompts, self.params.max_output,
-                            self.params.duration_s, self.params.readiness_timeout_s)  # fmt: skip
+            spec = self.cell_spec(prompts, self.params.duration_s)
             what = f"decode {label} ×{n}"
 
             def measuring_again(reason: str, attempt: int) -> None:
@@ -267,12 +269,17 @@ class _Runner:
             return tuple([await self.prompt(ctx, i) for i in range(n)])
         text = await self.prompt(ctx)
         if ctx not in self.warm:  # warm the prefix cache once per context (prefill measured elsewhere)
-            path, body = build_request(self.params.generation_endpoint, self.server.model, text, 1)
+            path, body = self.cell_spec((text,), 1.0).request(text, 1)  # carrying what the cells' requests carry
             warm_up = await self.client.stream(path, body)
             if warm_up.error:  # a failed stream makes the cell an Error (docs/method/cells.md), the warm-up's too
                 raise CellFailure(f"warm-up request failed: {warm_up.error}")
             self.warm.add(ctx)
         return (text,) * n
+
+    def cell_spec(self, prompts: tuple[str, ...], duration_s: float) -> CellSpec:
+        """A decode cell of these prompts and window: the run's model, endpoint, output and request options."""
+        return CellSpec(self.server.model, self.params.generation_endpoint, prompts, self.params.max_output,
+                        duration_s, self.params.readiness_timeout_s, **self.request_options)  # fmt: skip
 
     async def embeddings_cell(self, ctx: int, n: int) -> Measurement:
         """One embeddings cell: `n` loops of requests of `batch_size` inputs of `ctx` tokens, each input new."""

@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from toolkit.loadgen.tools import read_tools
-from toolkit.loadgen.tools import tool_choice as read_tool_choice
-from toolkit.params import ParamsError
+from toolkit.base.errors import ParamsError
+from toolkit.loadgen.tools import tools_problem
 
 if TYPE_CHECKING:
     from toolkit.rates.classes import TrafficClass
@@ -70,20 +69,10 @@ def _embeddings(p: RateParams) -> None:
 
 
 def _tools(p: RateParams) -> None:
-    if p.tools is None:
-        if p.tool_choice is not None:
-            raise ValueError("tool_choice: needs tools (a JSON file of function tools)")
-        return
-    if p.endpoint != "chat":
-        raise ValueError("tools: the completions endpoint has no tools; use endpoint chat")
-    if p.response_format is not None:
-        raise ValueError("tools and response_format: give one of them, not both")
-    if p.workload == "conversation":
+    if problem := tools_problem(p.endpoint, p.tools, p.tool_choice, p.response_format):
+        raise ValueError(problem)
+    if p.tools is not None and p.workload == "conversation":
         raise ValueError("tools: apply to single requests, not to workload conversation")
-    try:
-        read_tool_choice(p.tool_choice, read_tools(p.tools))
-    except ParamsError as exc:
-        raise ValueError(f"tool_choice: {exc}") from None
 
 
 def _images(p: RateParams) -> None:

@@ -14,8 +14,7 @@ from pydantic import AfterValidator, Field
 
 from toolkit.loadgen.images import DEFAULT_SIZE, MAX_IMAGES, parse_image_size
 from toolkit.loadgen.structured import read_response_format
-from toolkit.loadgen.tools import read_tools
-from toolkit.loadgen.tools import tool_choice as read_tool_choice
+from toolkit.loadgen.tools import read_tools, request_tools
 
 if TYPE_CHECKING:
     from toolkit.rates.classes import TrafficClass
@@ -62,10 +61,7 @@ class RequestKinds:
 
     def request_tools(self) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
         """The `tools` and `tool_choice` the request carries (None, None: no tools)."""
-        if self.tools is None:
-            return None, None
-        tools = read_tools(self.tools)
-        return tools, read_tool_choice(self.tool_choice, tools)
+        return request_tools(self.tools, self.tool_choice)
 
     def image_dimensions(self) -> tuple[int, int]:
         """The width and height of every image the request carries."""

@@ -115,6 +115,9 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("tokens_per_joule", "Tokens per joule", _digits(2)),
     ("concurrency_held", "Concurrency held", format_percent),
     ("cell_wall_s", "Cell wall time", format_seconds),
+    ("schema_valid_share", "Valid replies", format_percent),  # decode with a response format (as rate_tables)
+    ("tool_called_share", "Tool called", format_percent),  # decode with tools
+    ("tool_args_valid_share", "Tool arguments valid", format_percent),
     ("error", "Error", str),
 )
 

@@ -75,6 +75,14 @@ METRICS_SOURCE_NOTE = (
     "{source}: their token counters and running and waiting requests are summed, the KV cache use is the highest "
     "of them, and the KV cache size (for Over capacity) is the first one's."
 )
+# A decode cell whose requests carried a response format or tools: the share of its completed replies that kept to
+# it, or called a tool (the run's `response_format`, `tools`); absent from a run without them.
+REPLY_SHARE_MARKS = {"schema_valid_share": "valid", "tool_called_share": "called a tool"}
+REPLY_SHARE_NOTE = (
+    "valid, called a tool: every decode request carried the run's response format (or tools); the share of each "
+    "cell's completed requests whose reply parsed as JSON and kept to the format (or called a tool). The server "
+    "constrained its decoding to them, so these cells measure that speed, not plain text's."
+)
 TTFT_NOTE = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
 STATUS_CLASSES = dict(zip(STATUSES, ("status-valid", "status-queued", "status-over", "status-error"), strict=True))
 DISTURBED_CLASS = "status-disturbed"
@@ -128,6 +136,8 @@ def _matrix_cell(row: Row | None) -> str:
         parts.append(NOT_HELD_MARK)
     if _throttled(row):
         parts.append(THROTTLED_MARK)
+    parts += [f"{share:.0%} {mark}" for column, mark in REPLY_SHARE_MARKS.items()
+              if (share := as_number(row.get(column))) is not None]  # fmt: skip
     return " · ".join(parts)
 
 
@@ -215,6 +225,8 @@ def footnotes(df: pd.DataFrame, *, ttft_note: bool = True, run_info: Mapping[str
     server = (run_info or {}).get("server") or {}
     if (source := server.get("metrics_source")) and server.get("metrics_available"):  # server_metrics, read
         notes.append(METRICS_SOURCE_NOTE.format(source=source[:1].upper() + source[1:]))
+    if any(as_number(r.get(column)) is not None for r in decode_rows for column in REPLY_SHARE_MARKS):
+        notes.append(REPLY_SHARE_NOTE)
     notes += spread_notes(decode_rows, run_info)
     if ttft_note and len(df) and (df["phase"] == "decode").any():
         notes.append(TTFT_NOTE)

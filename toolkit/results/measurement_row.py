@@ -39,6 +39,9 @@ OWN_RANGE: dict[str, Any] = {
     "waiting_fraction": Fraction,
     "kv_usage_peak": Fraction,
     "spec_acceptance_rate": Fraction,
+    "schema_valid_share": Fraction,
+    "tool_called_share": Fraction,
+    "tool_args_valid_share": Fraction,
     "spec_acceptance_by_position": Annotated[str, Field(pattern=POSITIONS_PATTERN)],
     "wire_ttft_p50_ms": SignedMs,  # a server timing that breaks the cross-check (toolkit.method.breakdown)
     "wire_ttft_mean_ms": SignedMs,
