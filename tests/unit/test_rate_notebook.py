@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,34 @@ def test_a_bad_rate_sweep_block_is_refused_before_any_load(tmp_path: Path, block
     with pytest.raises(ParamsError) as caught:
         rate_notebook.run_sweep_parameters(make_params({"rate_sweep": block}), tmp_path)
     assert caught.value.line.startswith(message)
+
+
+def test_the_files_a_runs_rate_sweep_names_reach_the_notebook_as_absolute_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel runs in notebooks/: a schema, tools or dataset file named relative to where `toolkit run` ran
+    would be read from there, after the matrix had measured (seen: "cannot read the schema file")."""
+    from toolkit.params import make_params
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "schema.json").write_text('{"type": "object"}')
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    (tmp_path / "files" / "tools.json").write_text(json.dumps([tool]))
+    (tmp_path / "files" / "prompts.jsonl").write_text('{"prompt": "one two three"}\n')
+    classes = [{"name": "a", "weight": 1, "input_tokens": 8, "output_tokens": 4, "tools": "files/tools.json"},
+               {"name": "b", "weight": 1, "input_tokens": 8, "output_tokens": 4}]  # fmt: skip
+    passed = {}
+    for block in ({"rates": [1], "response_format": "json_schema:files/schema.json", "dataset": "files/prompts.jsonl"},
+                  {"rates": [1], "classes": classes}):  # fmt: skip
+        run = make_params({"base_url": "http://127.0.0.1:9", "model": "m", "endpoint": "chat", "rate_sweep": block})
+        passed |= rate_notebook.run_sweep_parameters(run, tmp_path / "out")
+    assert passed["RESPONSE_FORMAT"] == f"json_schema:{tmp_path}/files/schema.json"
+    assert passed["DATASET"] == f"{tmp_path}/files/prompts.jsonl"
+    assert [c.get("tools") for c in passed["CLASSES"]] == [f"{tmp_path}/files/tools.json", None]
+    got = {k: v for k, v in passed.items() if k not in ("CLASSES", "INPUT_TOKENS", "OUTPUT_TOKENS")}
+    monkeypatch.chdir(tmp_path / "files")  # as the kernel, elsewhere: every file still found
+    namespace = {**got, "RESULTS_DIR": str(tmp_path / "out")}
+    from toolkit.rates.params import RateParams
+
+    assert RateParams(**rate_notebook.rate_arguments(namespace, RateParams)).response_format == got["RESPONSE_FORMAT"]

@@ -93,13 +93,15 @@ def run_sweep_parameters(
     sweep there continued).
 
     The block is checked here, before any load (ParamsError naming ``rate_sweep.<field>``), unless it was
-    `checked` where the run entered (`check_rate_sweep`).
+    `checked` where the run entered (`check_rate_sweep`). The files it names are handed on as absolute paths: the
+    kernel runs in notebooks/.
     """
+    from toolkit.rates.file_fields import with_absolute_files
     from toolkit.rates.params import run_sweep_values
 
     if not checked:
         check_rate_sweep(params)
-    values = run_sweep_values(params.model_dump(), params.rate_sweep)
+    values = with_absolute_files(run_sweep_values(params.model_dump(), params.rate_sweep), Path.cwd())
     values.pop("run_label", None)  # names a new folder only; the run's folder is given
     if values.get("classes") is not None:  # each class has its own lengths: not the notebook's default ones
         values |= {"input_tokens": None, "output_tokens": None}
@@ -111,11 +113,12 @@ def run_sweep_parameters(
 
 def sweep_of(params: RunParams, results_dir: Path) -> RateParams | None:
     """The run's `rate_sweep:` block as the sweep it measures into results_dir (None: the run has none)."""
+    from toolkit.rates.file_fields import with_absolute_files
     from toolkit.rates.params import SWEEP_BLOCK, make_rate_params, run_sweep_values
 
     if params.rate_sweep is None:
         return None
-    values = run_sweep_values(params.model_dump(), params.rate_sweep)
+    values = with_absolute_files(run_sweep_values(params.model_dump(), params.rate_sweep), Path.cwd())
     return make_rate_params({**values, "results_dir": str(results_dir)}, prefix=f"{SWEEP_BLOCK}.")
 
 
