@@ -166,9 +166,9 @@ SESSION_SERVERS: dict[str, Callable[[], object]] = {
 
 @pytest.fixture(scope="session")
 def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Any]]]:
-    """Every session server that a collected test uses, started side by side when the first is asked for (before the
-    first engine test: tests/integration/conftest.py): a vLLM start is three Python processes importing torch and
-    vLLM one after another (~21 s, mostly one core). Each is stopped at the session's end, used or not."""
+    """Every session server that a collected test uses, started side by side when the first is asked for: a vLLM
+    start is three Python processes importing torch and vLLM one after another (~21 s, mostly one core). Each is
+    stopped at the session's end, used or not."""
     needed = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
     pool = ThreadPoolExecutor(max_workers=len(SESSION_SERVERS), thread_name_prefix="vllm-start")
     starts = {name: pool.submit(start) for name, start in SESSION_SERVERS.items() if name in needed}
@@ -242,9 +242,9 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def speculative_server(_session_server_starts: dict[str, Future[Any]]) -> Iterator[EmbeddedServer]:
-    """tiny-llama with ngram speculation, no API key. One test uses it: it runs right after the Ray tests
-    (tests/integration/conftest.py) and the server stops after its module, so that no more vLLMs are up at once
-    than before it was started beside the others (about 2.5 GB each)."""
+    """tiny-llama with ngram speculation, no API key. One test uses it: it runs first (tests/integration/conftest.py)
+    and the server stops after its module, so that no more vLLMs are up at once than before it was started beside
+    the others (about 2.5 GB each)."""
     server = _session_server_starts["speculative_server"].result()
     yield server
     server.stop()

@@ -1,24 +1,16 @@
-"""The engine tier's order: the tests that start no vLLM (the Ray cluster's, against fault servers) run first, while
-the session's vLLMs start side by side (tests/conftest.py, `_session_server_starts`).
+"""The engine tier's order: the speculative server's one test first, so that its vLLM (tests/conftest.py,
+`speculative_server`) is stopped after it and no more vLLMs run at once than the five other session servers and one
+that a test launches.
 
-A vLLM start is three processes importing torch and vLLM one after another, and five together left part of the two
-cores idle for their 87 s; the Ray tests' batches use it instead of running after them."""
+Tried and left (2026-12-05): the Ray cluster's tests first, while the session's vLLMs started from before the first
+test. It saved about 60 s, but in one fresh-clone run of four the Ray head timed out during its start beside six
+starting vLLMs ("The current node timed out during startup"), and all four Ray tests failed."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-from typing import Any
-
 import pytest
-
-FIRST = ("ray_cluster", "speculative_server")  # then the one test of the speculative server, which it stops after
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The Ray cluster's tests first, then the speculative server's, the rest in their order."""
-    items.sort(key=lambda item: next((i for i, name in enumerate(FIRST) if name in item.fixturenames), len(FIRST)))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _session_servers_start_first(_session_server_starts: dict[str, Future[Any]]) -> None:
-    """The session's vLLMs begin to start before the first test, whichever it is."""
+    """The speculative server's test first, the rest in their order."""
+    items.sort(key=lambda item: "speculative_server" not in item.fixturenames)
