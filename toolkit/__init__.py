@@ -11,11 +11,13 @@ imports inside functions included, and that no import cycle exists at any depth;
     toolkit.servers                    launched and embedded servers, the machine, GPUs
     toolkit.results                    results on disk
     toolkit.params                     run parameters
+    toolkit.request_options            what every decode request carries besides its prompt (RunParams' base)
     toolkit.method                     the method as pure functions
     toolkit.loadgen                    the HTTP load generator
     toolkit.base                       at its bottom, the error tree (base.errors); above it, independent of each
                                        other: the result record (base.schema), API keys and redaction
-                                       (base.api_keys), the front end's check, the Ray driver
+                                       (base.api_keys), the front end's check, the Ray driver, a file
+                                       parameter made absolute (base.file_paths)
 """
 
 import sys

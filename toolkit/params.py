@@ -21,9 +21,9 @@ from toolkit.base.api_keys import (
     secret_flag,
 )
 from toolkit.base.errors import ParamsError
-from toolkit.loadgen.structured import read_response_format
-from toolkit.loadgen.tools import read_tools, request_tools, tools_problem
+from toolkit.loadgen.tools import tools_problem
 from toolkit.method.contexts import parse_contexts
+from toolkit.request_options import REQUEST_OPTIONS, MatrixRequestOptions
 
 DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64, 128]
 MAX_LABEL = 150  # a run label or a batch variant's label is a folder name
@@ -34,11 +34,7 @@ NUMBER_FIELDS = ("duration_s", "max_output", "max_model_len", "kv_budget_tokens"
 MAX_BATCH_SIZE = 4096  # inputs in one embeddings request
 # What an embeddings matrix cannot take (set, or true): it measures input lengths × simultaneous requests, nothing
 # generated, no KV budget planned (max_output is left unused: the notebooks always pass it).
-_NOT_FOR_EMBEDDINGS = ("prefill_only_contexts", "per_stream_prompts", "kv_budget_tokens", "response_format", "tools",
-                       "tool_choice")  # fmt: skip
-# What the decode requests carry besides their prompts: in the fingerprint when given (a run without them keeps the
-# fingerprint it always had, so an older run resumes).
-_REQUEST_OPTIONS = ("response_format", "tools", "tool_choice")
+_NOT_FOR_EMBEDDINGS = ("prefill_only_contexts", "per_stream_prompts", "kv_budget_tokens", *REQUEST_OPTIONS)
 # Fields whose input is never echoed in an error: it may hold a secret put in the wrong place.
 _UNECHOED = {"api_key_env", "base_url", "server_metrics", "launch_command", "command", "env"}
 _FLAG_HINTS = {
@@ -107,8 +103,9 @@ class CapacityParams(BaseModel):
         return self
 
 
-class RunParams(BaseModel):
-    """Everything a matrix run needs; the API key is not here (read from `api_key_env`)."""
+class RunParams(MatrixRequestOptions):
+    """Everything a matrix run needs; the API key is not here (read from `api_key_env`). What every decode request
+    carries besides its prompt (response_format, tools, tool_choice) is its base's (toolkit.request_options)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -126,13 +123,6 @@ class RunParams(BaseModel):
     # instead of prefill and decode; `batch_size` inputs per request (None: 1)
     endpoint: Literal["chat", "completions", "embeddings"] = "chat"
     batch_size: int | None = Field(None, ge=1, le=MAX_BATCH_SIZE)
-    # What every decode request carries (as a rate sweep's requests: toolkit.loadgen.structured, .tools): structured
-    # output, "json_object" or "json_schema:FILE"; tools (chat only), a JSON file of OpenAI function tools, and the
-    # tool_choice sent ("auto", "required", "none" or a function's name; default "required"). Each decode cell
-    # reports its `schema_valid_share`, or its `tool_called_share` and `tool_args_valid_share`.
-    response_format: str | None = None
-    tools: str | None = None
-    tool_choice: str | None = None
     run_label: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_LABEL)
     api_key_env: str = DEFAULT_KEY_ENV
     max_model_len: int | None = Field(None, gt=0)
@@ -217,27 +207,6 @@ class RunParams(BaseModel):
             )
         return value
 
-    @field_validator("response_format")
-    @classmethod
-    def _response_format(cls, value: str | None) -> str | None:
-        """Checked (the kind; the schema file readable, JSON, a JSON Schema), its file's path made absolute: the
-        notebooks that measure run in another folder."""
-        if value is None:
-            return None
-        read_response_format(value)
-        kind, _sep, where = value.strip().partition(":")
-        return f"{kind}:{Path(where.strip()).resolve()}" if where.strip() else kind
-
-    @field_validator("tools")
-    @classmethod
-    def _tools(cls, value: str | None) -> str | None:
-        """Checked (readable, JSON, a list of function tools whose parameters are JSON Schemas), its path made
-        absolute as the schema file's."""
-        if value is None:
-            return None
-        read_tools(value)
-        return str(Path(value).resolve())
-
     @field_validator("launch_command")
     @classmethod
     def _launch_command(cls, value: str | None, info: Any) -> str | None:
@@ -259,7 +228,8 @@ class RunParams(BaseModel):
     @model_validator(mode="after")
     def _request_options(self) -> RunParams:
         """Tools on chat only, a tool_choice with tools naming one of them, not beside a response format (as a rate
-        sweep's); after `_embeddings`, which refuses either with endpoint embeddings."""
+        sweep's); after `_embeddings`, which refuses either with endpoint embeddings (so here, not in the base
+        model, whose validators pydantic runs first)."""
         if problem := tools_problem(self.endpoint, self.tools, self.tool_choice, self.response_format):
             raise ValueError(problem)
         return self
@@ -275,19 +245,10 @@ class RunParams(BaseModel):
         """The inputs each embeddings request carries."""
         return self.batch_size or 1
 
-    def request_format(self) -> dict[str, Any] | None:
-        """The `response_format` every decode request carries (None: none)."""
-        return None if self.response_format is None else read_response_format(self.response_format)
-
-    def request_tools(self) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
-        """The `tools` and `tool_choice` every decode request carries (None, None: no tools)."""
-        return request_tools(self.tools, self.tool_choice)
-
     def fingerprint(self) -> dict[str, Any]:
         """The parameters that decide what a finished measurement means (resume must match them); the request
         options only when given."""
-        given = {k: getattr(self, k) for k in _REQUEST_OPTIONS if getattr(self, k) is not None}
-        return given | self.model_dump(
+        return self.given_request_options() | self.model_dump(
             include={
                 "model",
                 "contexts",

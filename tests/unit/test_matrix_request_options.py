@@ -4,6 +4,7 @@ without) and the decode table that shows them only when the run used them."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -11,12 +12,14 @@ import pytest
 
 from toolkit.base.errors import ParamsError, ResultsError
 from toolkit.base.schema import Measurement
+from toolkit.cli.entry import build_parser
 from toolkit.loadgen.reply_checks import completed_shares
 from toolkit.loadgen.stream_events import StreamResult
 from toolkit.matrix.decode import CellSpec
 from toolkit.params import make_params
 from toolkit.reports.extras import extras_table
 from toolkit.reports.tables import REPLY_SHARE_NOTE, decode_matrix, footnotes
+from toolkit.request_options import REQUEST_OPTIONS
 from toolkit.results.measurement_row import validated_measurement
 from toolkit.results.store import to_dataframe
 
@@ -147,3 +150,17 @@ def test_the_decode_table_shows_the_shares_only_when_the_run_used_them() -> None
     assert decode_matrix(to_dataframe([tools])).loc["64", 2] == "100.0 · 100% called a tool"
     extras = extras_table(to_dataframe([tools]))
     assert (extras.iloc[0]["Tool called"], extras.iloc[0]["Tool arguments valid"]) == ("100.0%", "50.0%")
+
+
+def test_matrix_and_rates_take_the_options_in_one_wording() -> None:
+    """Declared once (toolkit.rates.cli.add_request_options): the same flags, metavars and help, but for what
+    carries and reports them (a decode request and cell; a sweep's request and step)."""
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    options = {}
+    for command in ("matrix", "rates"):
+        actions = subparsers.choices[command]._actions
+        options[command] = [(a.option_strings, a.metavar, a.help) for a in actions if a.dest in REQUEST_OPTIONS]
+    as_rates = [(flags, metavar, help.replace("decode request", "request").replace("each decode cell", "each step"))
+                for flags, metavar, help in options["matrix"]]  # fmt: skip
+    assert [flags for flags, _m, _h in as_rates] == [["--response-format"], ["--tools"], ["--tool-choice"]]
+    assert as_rates == options["rates"]

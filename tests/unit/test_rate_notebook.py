@@ -163,3 +163,31 @@ def test_the_files_a_runs_rate_sweep_names_reach_the_notebook_as_absolute_paths(
     from toolkit.rates.params import RateParams
 
     assert RateParams(**rate_notebook.rate_arguments(namespace, RateParams)).response_format == got["RESPONSE_FORMAT"]
+
+
+@pytest.mark.parametrize(
+    ("field", "given", "made"),
+    [("response_format", "json_schema:../files/schema.json", "json_schema:{files}/schema.json"),  # through ..
+     ("tools", "linked.json", "{files}/tools.json")],  # through a symlink
+)  # fmt: skip
+def test_the_run_and_its_rate_sweep_make_one_file_the_same_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, given: str, made: str
+) -> None:
+    """RunParams and the rate_sweep block make a file absolute by one rule (toolkit.base.file_paths): a path
+    through `..` or a symlink is the same path in the matrix's parameters and the sweep's (the sweep's used to keep
+    them unresolved)."""
+    from toolkit.params import make_params
+
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "schema.json").write_text('{"type": "object"}')
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    (files / "tools.json").write_text(json.dumps([tool]))
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "linked.json").symlink_to(files / "tools.json")
+    monkeypatch.chdir(tmp_path / "here")
+    run = make_params({"base_url": "http://127.0.0.1:9", "model": "m", field: given,
+                       "rate_sweep": {"rates": [1], field: given}})  # fmt: skip
+    expected = made.format(files=files)
+    sweep = rate_notebook.run_sweep_parameters(run, tmp_path / "out")
+    assert (getattr(run, field), sweep[field.upper()]) == (expected, expected)

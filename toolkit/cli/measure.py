@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from toolkit.base.api_keys import ApiKey, api_key_from_env
 from toolkit.base.errors import ParamsError
 from toolkit.cli.output import error
+from toolkit.rates.cli import add_request_options
 
 if TYPE_CHECKING:
     from toolkit.jupyter.pipeline import RunResult
@@ -203,14 +204,7 @@ def add_matrix(sub: argparse._SubParsersAction) -> None:
     matrix.add_argument("--base-url", required=True)
     matrix.add_argument("--server-metrics", metavar="URL[,URL...]", help=SERVER_METRICS_HELP)
     _add_matrix_options(matrix, embeddings=True)
-    matrix.add_argument("--response-format", metavar="KIND",
-                        help="structured output, carried by every decode request: json_object, or json_schema:FILE "
-                        "(a JSON Schema); each decode cell reports the share of replies that kept to it")  # fmt: skip
-    matrix.add_argument("--tools", metavar="FILE",
-                        help="tool calls (chat only), carried by every decode request: a JSON file of OpenAI function "
-                        "tools; each decode cell reports the share of replies that called one")  # fmt: skip
-    matrix.add_argument("--tool-choice", metavar="CHOICE",
-                        help="with --tools: auto, required (default), none, or a function's name")  # fmt: skip
+    add_request_options(matrix, carried_by="every decode request", reported_by="each decode cell")
     matrix.add_argument("--label", help="run label")
     matrix.add_argument("--repeats", type=int, help="measure the whole matrix this many times, in rounds (default 1)")
     matrix.add_argument("--out", required=True)

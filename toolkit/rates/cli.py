@@ -28,6 +28,21 @@ _FLAGS: dict[str, str] = {
 }  # fmt: skip
 
 
+def add_request_options(parser: argparse.ArgumentParser, *, carried_by: str, reported_by: str) -> None:
+    """`--response-format`, `--tools` and `--tool-choice`, declared once for `rates` and `matrix`
+    (toolkit.cli.measure) in one wording: carried by `carried_by` ("every request"), reported by `reported_by`
+    ("each step")."""
+    parser.add_argument("--response-format", metavar="KIND",
+                        help=f"structured output, carried by {carried_by}: json_object, or json_schema:FILE (a JSON "
+                        f"Schema); {reported_by} reports the share of replies that kept to it")  # fmt: skip
+    parser.add_argument("--tools", metavar="FILE",
+                        help=f"tool calls (chat only), carried by {carried_by}: a JSON file of OpenAI function tools; "
+                        f"{reported_by} reports the share of replies that called one, and with valid "
+                        "arguments")  # fmt: skip
+    parser.add_argument("--tool-choice", metavar="CHOICE",
+                        help="with --tools: auto, required (default), none, or a function's name")  # fmt: skip
+
+
 def add_parser(sub: Any) -> None:
     """Register the `rates` subcommand on the toolkit's subparsers."""
     p = sub.add_parser("rates", help="open-loop request-rate sweep: latency, goodput, the highest rate under an SLO")
@@ -70,14 +85,7 @@ def add_parser(sub: Any) -> None:
                    "tools, tool_choice, images, image_size); each arrival picks one by weight, each judged against "
                    "its own SLO")  # fmt: skip
     p.add_argument("--dataset", help="JSONL (prompt or messages, optional output_tokens) or ShareGPT JSON file")
-    p.add_argument("--response-format", metavar="KIND",
-                   help="structured output, carried by every request: json_object, or json_schema:FILE (a JSON "
-                   "Schema); each step reports the share of replies that kept to it")  # fmt: skip
-    p.add_argument("--tools", metavar="FILE",
-                   help="tool calls (chat only), carried by every request: a JSON file of OpenAI function tools; "
-                   "each step reports the share of replies that called one, and with valid arguments")  # fmt: skip
-    p.add_argument("--tool-choice", metavar="CHOICE",
-                   help="with --tools: auto, required (default), none, or a function's name")  # fmt: skip
+    add_request_options(p, carried_by="every request", reported_by="each step")
     p.add_argument("--images", type=int, metavar="N",
                    help="images (chat only): every request carries N synthetic PNGs beside its text, each from its "
                    "own seed (default 0: none)")  # fmt: skip

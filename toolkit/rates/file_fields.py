@@ -2,7 +2,7 @@
 
 `toolkit run` hands its `rate_sweep:` block to the rate notebook, whose kernel runs in notebooks/: a path the user
 wrote relative to where they ran the command (checked there) would be read from the wrong folder, after the
-matrix had measured. Pure: paths are joined to `base`, nothing is read.
+matrix had measured. Each path is made absolute as the run's own files are (toolkit.base.file_paths).
 """
 
 from __future__ import annotations
@@ -11,13 +11,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from toolkit.base.file_paths import absolute_file as _absolute
+from toolkit.base.file_paths import absolute_format as _absolute_format
+
 __all__ = ["FILE_FIELDS", "with_absolute_files"]
 
 FILE_FIELDS = ("dataset", "replay", "trace", "tools")  # a path each; response_format is "json_schema:PATH"
 
 
 def with_absolute_files(values: Mapping[str, Any], base: Path) -> dict[str, Any]:
-    """`values` with every file they name (the sweep's and each class's) joined to `base` where relative."""
+    """`values` with every file they name (the sweep's and each class's) made absolute against `base`."""
     out = {**values, **{k: _absolute(values[k], base) for k in FILE_FIELDS if isinstance(values.get(k), str)}}
     if isinstance(values.get("response_format"), str):
         out["response_format"] = _absolute_format(values["response_format"], base)
@@ -33,13 +36,3 @@ def _class(spec: Mapping[str, Any], base: Path) -> dict[str, Any]:
     if isinstance(spec.get("response_format"), str):
         out["response_format"] = _absolute_format(spec["response_format"], base)
     return out
-
-
-def _absolute(path: str, base: Path) -> str:
-    return path if Path(path).is_absolute() else str(base / path)
-
-
-def _absolute_format(spec: str, base: Path) -> str:
-    """``json_schema:PATH`` with PATH absolute; ``json_object`` (no file) as given."""
-    kind, sep, where = spec.strip().partition(":")
-    return f"{kind}:{_absolute(where.strip(), base)}" if sep and where.strip() else spec
