@@ -19,6 +19,7 @@ from toolkit.reports.class_compare import (
     class_ttft_comparison,
     run_policies,
     scheduling_policy,
+    sweep_summary,
 )
 from toolkit.results.rate_runs import RateSweep
 
@@ -130,3 +131,22 @@ def test_nothing_without_two_class_sweeps_in_common(tmp_path: Path) -> None:
 )
 def test_the_policy_is_read_from_the_launch_command(command: str | None, policy: str | None) -> None:
     assert scheduling_policy(command) == policy
+
+
+def test_the_summary_says_each_classs_images_where_the_classes_carry_different_ones(tmp_path: Path) -> None:
+    """A class's images are its own where sweep.json holds them, else the sweep's; the line says them per class only
+    where the classes differ."""
+    steps = pd.DataFrame([{"step": 0, "offered_rate": 1.0, "slo_met": True}])
+
+    def summary(**sweep: object) -> str:
+        return sweep_summary(RateSweep(tmp_path, sweep, steps, pd.DataFrame()))
+
+    mixed = [{"name": "chat", "images": 0}, {"name": "vision", "images": 2, "image_size": "448x448"}, {"name": "rest"}]
+    assert summary(images=1, classes=mixed).endswith(
+        " Each request carried, by class: chat none; vision 2 images of 448x448 pixels; rest 1 image of 224x224 "
+        "pixels (synthetic PNGs)."
+    )
+    alike = [{"name": "a"}, {"name": "b", "images": 1, "image_size": "224x224"}]
+    assert summary(images=1, classes=alike).endswith(" Each request carried 1 image of 224x224 pixels (synthetic "
+                                                     "PNGs).")  # fmt: skip
+    assert "image" not in summary(images=0, classes=[{"name": "a"}, {"name": "b", "images": 0}])

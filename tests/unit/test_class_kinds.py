@@ -14,6 +14,7 @@ from toolkit.params import ParamsError
 from toolkit.rates.params import make_rate_params
 from toolkit.rates.request_kinds import RequestKinds
 from toolkit.rates.step import carrying, step_classes
+from toolkit.reports.class_tables import classes_table
 
 A = {"name": "a", "weight": 1, "input_tokens": 16, "output_tokens": 8, "slo_ttft_ms": 500}
 B = {"name": "b", "weight": 1, "input_tokens": 16, "output_tokens": 8, "slo_ttft_ms": 500}
@@ -105,3 +106,28 @@ def test_each_classs_valid_share_is_of_its_own_replies(files: dict[str, str]) ->
     structured = carrying(params, frame, "response_format")
     assert structured is not None and list(structured["request"]) == [0, 2, 4, 6]
     assert carrying(params, frame, "tools") is None
+
+
+def figures(**extra: float) -> dict:
+    """A class's figures in a step's row, as toolkit.method.class_figures writes them."""
+    return {"requests": 4, "completed": 4, "share": 0.5, "share_low": 0.1, "share_high": 0.9, "weight_share": 0.5,
+            "ttft_sched_p90_ms": 120.0, "tpot_p90_ms": 8.0, "goodput": 2.0, "slo_fraction": 1.0,
+            "slo_fraction_low": 0.4, "slo_fraction_high": 1.0, "slo_verdict": "undecided", **extra}  # fmt: skip
+
+
+def test_the_class_table_shows_each_classs_shares_only_where_some_class_has_them() -> None:
+    """The notebooks' and report's table of a class sweep: each class's valid and tool shares beside its figures
+    (— for a class whose requests carried none); a sweep whose classes carried none: the table as before."""
+    plain = pd.DataFrame([{"step": 0, "classes": {"a": figures(), "b": figures()}}])
+    table = classes_table(plain)
+    assert table is not None and list(table.columns) == ["Step", "Class", "Share (weight)", "Completed", "TTFT p90",
+                                                         "TPOT p90", "Goodput req/s", "Meets its SLO",
+                                                         "Verdict"]  # fmt: skip
+    assert list(table.iloc[0]) == ["0", "a", "50.0% [10.0%, 90.0%] (50.0%)", "4/4", "120 ms", "8.0 ms", "2.00",
+                                   "100.0% [40.0%, 100.0%]", "undecided"]  # fmt: skip
+    shaped = {"a": figures(schema_valid_share=0.75), "b": figures(tool_called_share=1.0, tool_args_valid_share=0.5)}
+    shown = classes_table(pd.DataFrame([{"step": 0, "classes": shaped}]))
+    assert shown is not None and list(shown.columns) == [*table.columns, "Valid replies", "Tool called",
+                                                         "Tool arguments valid"]  # fmt: skip
+    assert [list(row[-3:]) for _, row in shown.iterrows()] == [["75.0%", "—", "—"], ["—", "100.0%", "50.0%"]]
+    assert shown.iloc[:, :-3].equals(table)  # the rest as before

@@ -148,7 +148,7 @@ def test_the_files_a_runs_rate_sweep_names_reach_the_notebook_as_absolute_paths(
     (tmp_path / "files" / "tools.json").write_text(json.dumps([tool]))
     (tmp_path / "files" / "prompts.jsonl").write_text('{"prompt": "one two three"}\n')
     classes = [{"name": "a", "weight": 1, "input_tokens": 8, "output_tokens": 4, "tools": "files/tools.json"},
-               {"name": "b", "weight": 1, "input_tokens": 8, "output_tokens": 4}]  # fmt: skip
+               {"name": "b", "weight": 1, "output_tokens": 4, "dataset": "files/prompts.jsonl"}]  # fmt: skip
     passed = {}
     for block in ({"rates": [1], "response_format": "json_schema:files/schema.json", "dataset": "files/prompts.jsonl"},
                   {"rates": [1], "classes": classes}):  # fmt: skip
@@ -157,6 +157,7 @@ def test_the_files_a_runs_rate_sweep_names_reach_the_notebook_as_absolute_paths(
     assert passed["RESPONSE_FORMAT"] == f"json_schema:{tmp_path}/files/schema.json"
     assert passed["DATASET"] == f"{tmp_path}/files/prompts.jsonl"
     assert [c.get("tools") for c in passed["CLASSES"]] == [f"{tmp_path}/files/tools.json", None]
+    assert [c.get("dataset") for c in passed["CLASSES"]] == [None, f"{tmp_path}/files/prompts.jsonl"]
     got = {k: v for k, v in passed.items() if k not in ("CLASSES", "INPUT_TOKENS", "OUTPUT_TOKENS")}
     monkeypatch.chdir(tmp_path / "files")  # as the kernel, elsewhere: every file still found
     namespace = {**got, "RESULTS_DIR": str(tmp_path / "out")}

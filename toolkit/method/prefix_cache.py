@@ -21,13 +21,19 @@ def expected_hit_rate(
     total = sum(input_tokens)
     if not block_size or not total:
         return None
+    return expected_hit_tokens(groups, prefix_tokens, block_size) / total
+
+
+def expected_hit_tokens(groups: Sequence[int], prefix_tokens: int, block_size: int) -> int:
+    """The prompt tokens requests sent in this order find cached, each sharing its group's prefix: the whole blocks
+    of it, from the second request of a group on."""
     seen: set[int] = set()
     hits = 0
     for group in groups:
         if group in seen:
-            hits += (prefix_tokens // block_size) * block_size
+            hits += whole_blocks(prefix_tokens, block_size)
         seen.add(group)
-    return hits / total
+    return hits
 
 
 def measured_hit_rate(hits: float | None, queries: float | None) -> float | None:

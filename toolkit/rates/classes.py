@@ -15,14 +15,24 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from toolkit.base.errors import ParamsError
+from toolkit.base.errors import DatasetError, ParamsError
 from toolkit.base.text import printable
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import _one_line
-from toolkit.rates.rate_values import Lengths, checked_lengths
+from toolkit.rates.dataset import DatasetItem, load_dataset
+from toolkit.rates.prompt_sources import SOURCE_FIELDS
+from toolkit.rates.rate_values import MAX_TOKENS, Lengths, checked_lengths
 from toolkit.rates.request_kinds import KIND_FIELDS, ImageCount, ImageSize, ResponseFormatSpec, ToolsFile
 
-__all__ = ["TrafficClass", "check_class_models", "class_rng", "draw_classes", "parse_classes", "read_classes_file"]
+__all__ = [
+    "TrafficClass",
+    "check_class_models",
+    "class_rng",
+    "draw_classes",
+    "load_class_datasets",
+    "parse_classes",
+    "read_classes_file",
+]
 
 MAX_CLASSES = 100
 _CLASS_STREAM = 4  # the step's generator for its classes: (seed, step, 4), beside lengths (1), Ray (2), thinks (3)
@@ -32,13 +42,14 @@ _PRIORITY = 2**31  # vLLM takes any int; this bound keeps it a 32-bit one
 class TrafficClass(BaseModel):
     """One class of requests: its share of the arrivals (`weight`), shape, service level and vLLM `priority`
     (sent in every request body when given; honoured by a server run with `--scheduling-policy priority`), and
-    optionally its own request kinds (a response format, tools, images) in place of the sweep's."""
+    optionally its own request kinds (a response format, tools, images) and prompt source (a dataset, shared
+    prefixes) in place of the sweep's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)
     weight: float = Field(gt=0)
-    input_tokens: int | Lengths
+    input_tokens: int | Lengths | None = None  # None: its prompts are a dataset's (its own or the sweep's)
     output_tokens: int | Lengths
     slo_ttft_ms: float | None = Field(None, gt=0)
     slo_tpot_ms: float | None = Field(None, gt=0)
@@ -52,6 +63,13 @@ class TrafficClass(BaseModel):
     tool_choice: str | None = None
     images: ImageCount | None = None
     image_size: ImageSize | None = None
+    # where its prompts come from (toolkit.rates.prompt_sources), as the sweep's fields of these names and bounds; a
+    # shared-prefix workload only (a conversation is the sweep's); None: the sweep's
+    dataset: str | None = None
+    workload: Literal["shared-prefix"] | None = None
+    prefixes: int | None = Field(None, ge=1, le=100_000)
+    prefix_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    prefix_choice: Literal["uniform", "zipf"] | None = None
 
     @field_validator("weight", mode="before")
     @classmethod
@@ -62,8 +80,8 @@ class TrafficClass(BaseModel):
 
     @field_validator("input_tokens", "output_tokens", mode="before")
     @classmethod
-    def _lengths(cls, value: Any) -> int | Lengths:
-        return checked_lengths(value)
+    def _lengths(cls, value: Any) -> int | Lengths | None:
+        return None if value is None else checked_lengths(value)
 
     def has_slo(self) -> bool:
         return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms))
@@ -72,9 +90,10 @@ class TrafficClass(BaseModel):
         return ServiceLevel(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms, target)
 
     def public(self) -> dict[str, Any]:
-        """The class as sweep.json holds it: its request kinds only where it gives its own (a sweep from before
-        them reads back the same, and resumes)."""
-        return {k: v for k, v in self.model_dump(mode="python").items() if k not in KIND_FIELDS or v is not None}
+        """The class as sweep.json holds it: its request kinds and prompt source only where it gives its own (a
+        sweep from before them reads back the same, and resumes)."""
+        optional = (*KIND_FIELDS, *SOURCE_FIELDS)
+        return {k: v for k, v in self.model_dump(mode="python").items() if k not in optional or v is not None}
 
 
 def read_classes_file(path: str | Path, where: str = "classes") -> Any:
@@ -133,6 +152,23 @@ def check_class_models(classes: list[TrafficClass], served: list[str], base_url:
         if c.model is not None and c.model not in served:
             raise ParamsError(f"classes.{c.name}.model: {printable(c.model)!r} is not served by {base_url}; served: "
                               f"{', '.join(printable(name) for name in served)}")  # fmt: skip
+
+
+def load_class_datasets(classes: list[TrafficClass]) -> dict[str, list[DatasetItem]]:
+    """Each class's own dataset's requests, by class name (a file two classes name read once); DatasetError in one
+    line naming the class (``classes.chat.dataset: cannot read ...``) when one is unreadable, malformed or empty."""
+    read: dict[str, list[DatasetItem]] = {}
+    found: dict[str, list[DatasetItem]] = {}
+    for c in classes:
+        if c.dataset is None:
+            continue
+        if c.dataset not in read:
+            try:
+                read[c.dataset] = load_dataset(c.dataset)
+            except DatasetError as exc:
+                raise DatasetError(f"classes.{c.name}.{exc}") from None
+        found[c.name] = read[c.dataset]
+    return found
 
 
 def class_rng(seed: int, step: int) -> np.random.Generator:

@@ -81,9 +81,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--classes", metavar="FILE",
                    help="traffic classes: a YAML list (or a mapping with a `classes:` list) of name, weight, "
                    "input_tokens, output_tokens, slo_ttft_ms/slo_tpot_ms/slo_e2e_ms and an optional priority, model, "
-                   "endpoint (chat or completions) and request kinds in place of the sweep's (response_format, "
-                   "tools, tool_choice, images, image_size); each arrival picks one by weight, each judged against "
-                   "its own SLO")  # fmt: skip
+                   "endpoint (chat or completions), request kinds (response_format, tools, tool_choice, images, "
+                   "image_size) and prompt source (a dataset in place of input_tokens, or workload shared-prefix with "
+                   "prefixes, prefix_tokens, prefix_choice) in place of the sweep's; each arrival picks one by "
+                   "weight, each judged against its own SLO")  # fmt: skip
     p.add_argument("--dataset", help="JSONL (prompt or messages, optional output_tokens) or ShareGPT JSON file")
     add_request_options(p, carried_by="every request", reported_by="each step")
     p.add_argument("--images", type=int, metavar="N",

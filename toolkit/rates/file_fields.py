@@ -31,8 +31,9 @@ def with_absolute_files(values: Mapping[str, Any], base: Path) -> dict[str, Any]
 
 def _class(spec: Mapping[str, Any], base: Path) -> dict[str, Any]:
     out = dict(spec)
-    if isinstance(spec.get("tools"), str):
-        out["tools"] = _absolute(spec["tools"], base)
+    for key in ("dataset", "tools"):
+        if isinstance(spec.get(key), str):
+            out[key] = _absolute(spec[key], base)
     if isinstance(spec.get("response_format"), str):
         out["response_format"] = _absolute_format(spec["response_format"], base)
     return out

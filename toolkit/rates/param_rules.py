@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 
 from toolkit.base.errors import ParamsError
 from toolkit.loadgen.tools import tools_problem
+from toolkit.rates.prompt_sources import PromptSource, prompt_source
 
 if TYPE_CHECKING:
     from toolkit.rates.classes import TrafficClass
     from toolkit.rates.params import RateParams
 
-__all__ = ["check_combinations"]
+__all__ = ["check_combinations", "shared_prefix_problem"]
 
 # what an embeddings request has no use for (no tokens are generated, no reply is streamed or parsed), and what an
 # embeddings sweep does not take yet (its inputs are built here, cold, and sent from this process)
@@ -21,7 +22,7 @@ _GENERATION_ONLY = ("output_tokens", "slo_ttft_ms", "slo_tpot_ms", "response_for
 _NOT_FOR_EMBEDDINGS = ("dataset", "replay", "trace", "workload", "ray_address", "classes")
 # what a class sweep takes from each class instead, and what builds its own requests (classes: toolkit.rates.classes)
 _PER_CLASS = ("input_tokens", "output_tokens", "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms")
-_NOT_WITH_CLASSES = ("dataset", "replay", "trace", "workload")
+_NOT_WITH_CLASSES = ("replay", "trace")
 
 
 def check_combinations(p: RateParams) -> None:
@@ -34,13 +35,8 @@ def check_combinations(p: RateParams) -> None:
         raise ValueError(f"burstiness: applies to arrival gamma only (arrival is {p.arrival})")
     if p.clients > 1 and p.ray_address is None:
         raise ValueError("clients: more than one client process needs ray_address (a Ray cluster)")
-    shared = (p.prefixes, p.prefix_tokens, p.prefix_choice)
-    if p.workload is None and any(v is not None for v in shared):
-        raise ValueError("prefixes, prefix_tokens, prefix_choice: apply to workload shared-prefix only")
-    if p.workload == "shared-prefix" and (p.prefixes is None or p.prefix_tokens is None):
-        raise ValueError("workload: shared-prefix needs prefixes (how many) and prefix_tokens (how long)")
-    if p.workload == "shared-prefix" and (p.dataset is not None or p.replay is not None):
-        raise ValueError("workload: shared-prefix builds its own prompts; it takes no dataset and no replay")
+    if problem := shared_prefix_problem(prompt_source(p), p.replay):
+        raise ValueError(problem)
     if p.replay is not None and (p.dataset is not None or p.search):
         raise ValueError("replay: replays one file's schedule and lengths; it takes no dataset and no search")
     _images(p)
@@ -52,6 +48,18 @@ def check_combinations(p: RateParams) -> None:
     _mix(p)
     if p.search and p.classes is None and not p.has_slo():
         raise ValueError("search: needs a service level: slo_ttft_ms, slo_tpot_ms or slo_e2e_ms")
+
+
+def shared_prefix_problem(source: PromptSource, replay: str | None = None) -> str | None:
+    """Why a prompt source's shared-prefix settings do not go together (one line naming them), or None."""
+    if source.workload is None and any(v is not None for v in (source.prefixes, source.prefix_tokens,
+                                                                 source.prefix_choice)):  # fmt: skip
+        return "prefixes, prefix_tokens, prefix_choice: apply to workload shared-prefix only"
+    if source.shared_prefix and (source.prefixes is None or source.prefix_tokens is None):
+        return "workload: shared-prefix needs prefixes (how many) and prefix_tokens (how long)"
+    if source.shared_prefix and (source.dataset is not None or replay is not None):
+        return "workload: shared-prefix builds its own prompts; it takes no dataset and no replay"
+    return None
 
 
 def _embeddings(p: RateParams) -> None:
@@ -125,11 +133,13 @@ def _classes(p: RateParams) -> None:
         return
     if given := [k for k in _PER_CLASS if k in p.model_fields_set and getattr(p, k) is not None]:
         raise ValueError(f"{', '.join(given)}: with classes, each class has its own; give them in each class")
-    if other := [k for k in _NOT_WITH_CLASSES if getattr(p, k) is not None]:
-        raise ValueError(f"{', '.join(other)}: not with classes (a class sweep builds each class's requests "
-                         "from its input_tokens and output_tokens)")  # fmt: skip
+    other = [k for k in _NOT_WITH_CLASSES if getattr(p, k) is not None]
+    if other or p.workload == "conversation":
+        raise ValueError(f"{', '.join(other or ['workload'])}: not with classes (a class sweep builds each class's "
+                         "requests from its lengths, its dataset or its shared prefixes)")  # fmt: skip
     for c in p.classes:
         _class_kinds(p, c)
+        _class_source(p, c)
     if p.search and (bare := next((c.name for c in p.classes if not c.has_slo()), None)):
         raise ValueError(f"classes.{bare}: no service level; the search needs slo_ttft_ms, slo_tpot_ms or "
                          "slo_e2e_ms in every class")  # fmt: skip
@@ -155,6 +165,19 @@ def _class_kinds(p: RateParams, c: TrafficClass) -> None:
             kinds.request_tools()
         except ParamsError as exc:
             raise ValueError(f"{where}.tool_choice: {exc}") from None
+
+
+def _class_source(p: RateParams, c: TrafficClass) -> None:
+    """A class's prompt source (its own fields, the sweep's where it gives none) under the sweep's rules, named by
+    it; its input_tokens when it has no dataset, and none beside one."""
+    source, where = prompt_source(p, c), f"classes.{c.name}"
+    if problem := shared_prefix_problem(source):
+        raise ValueError(f"{where}: {problem}")
+    if source.dataset is None and c.input_tokens is None:
+        raise ValueError(f"{where}.input_tokens: required without a dataset (the class's or the sweep's)")
+    if source.dataset is not None and c.input_tokens is not None:
+        raise ValueError(f"{where}.input_tokens: not with a dataset (its prompts are the dataset's: the class's or "
+                         "the sweep's)")  # fmt: skip
 
 
 def _mix(p: RateParams) -> None:

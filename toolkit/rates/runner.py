@@ -30,7 +30,7 @@ from toolkit.matrix.heap import frozen_heap
 from toolkit.matrix.runner import run_sync
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.params import RunParams
-from toolkit.rates.classes import check_class_models
+from toolkit.rates.classes import TrafficClass, check_class_models, load_class_datasets
 from toolkit.rates.dataset import load_dataset
 from toolkit.rates.files import (
     STEPS_FILE,
@@ -45,6 +45,7 @@ from toolkit.rates.files import (
 )
 from toolkit.rates.model_mix import check_mix_models
 from toolkit.rates.params import Lengths, RateParams, rate_text
+from toolkit.rates.prompt_sources import prompt_source
 from toolkit.rates.ray_clients import ray_senders
 from toolkit.rates.replay import MOONCAKE_BLOCK_TOKENS, Replay, load_replay, load_trace
 from toolkit.rates.search import next_probe, search_result
@@ -135,17 +136,24 @@ def _lengths_text(spec: int | Lengths) -> str:
 
 def _requests_text(params: RateParams) -> str:
     if params.classes is not None:
-        return "classes: " + ", ".join(
-            f"{c.name} (weight {c.weight:g}, {_lengths_text(c.input_tokens)} in / "
-            f"{_lengths_text(c.output_tokens)} out tokens)"
-            for c in params.classes
-        )
+        return "classes: " + ", ".join(f"{c.name} (weight {c.weight:g}, {_class_prompts(params, c)})"
+                                       for c in params.classes)  # fmt: skip
     if params.endpoint == "embeddings":
         return (f"embeddings: {params.inputs_per_request()} input(s) of {_lengths_text(params.input_tokens)} tokens "
                 "per request")  # fmt: skip
     if params.dataset:
         return f"dataset {Path(params.dataset).name}"
     return f"{_lengths_text(params.input_tokens)} in / {_lengths_text(params.output_tokens)} out tokens"
+
+
+def _class_prompts(params: RateParams, c: TrafficClass) -> str:
+    """A class's prompts in run.json's words: its lengths, or its dataset's name; then its shared prefixes."""
+    source = prompt_source(params, c)
+    if c.input_tokens is None:
+        assert source.dataset is not None
+        return f"dataset {Path(source.dataset).name}"
+    shared = f", {source.prefixes} shared prefixes of {source.prefix_tokens:,} tokens" if source.shared_prefix else ""
+    return f"{_lengths_text(c.input_tokens)} in / {_lengths_text(c.output_tokens)} out tokens{shared}"
 
 
 def _mix_text(params: RateParams) -> str | None:
@@ -326,6 +334,7 @@ class _Sweep:
 async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
     api_key = api_key_from_env(params.api_key_env)
     dataset = load_dataset(params.dataset) if params.dataset else None  # a bad file fails before any load
+    class_datasets = load_class_datasets(params.classes or [])  # so does a class's own
     replay = load_replay(params.replay) if params.replay else None
     if params.trace is not None:
         assert params.trace_format is not None
@@ -376,7 +385,7 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
             done = read_steps(out, SweepStep)  # every line as the runner writes it: one line naming a damaged one
             prompts_id = f"{before.run_id}-{random_ids.token_hex(2)}"  # still cold prompts
             say(f"resuming the sweep in {out}; finished steps kept: {len(done)}")
-        workload = Workload(params, api, server.model, prompts_id, dataset, server.block_size)
+        workload = Workload(params, api, server.model, prompts_id, dataset, server.block_size, class_datasets)
         senders = ray_senders(params.ray_address, params.clients) if params.ray_address else contextlib.nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with senders as ray, protected_from_autogroups(params.base_url, say), frozen_heap():

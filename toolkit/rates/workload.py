@@ -22,12 +22,13 @@ from toolkit.loadgen.open_loop import PlannedRequest
 from toolkit.loadgen.stream_events import Endpoint
 from toolkit.matrix.prompts import build_prompt
 from toolkit.matrix.server_api import ServerAPI
-from toolkit.method.prefix_cache import expected_hit_rate, expected_trace_hit_rate
+from toolkit.method.prefix_cache import expected_hit_rate, expected_hit_tokens, expected_trace_hit_rate
 from toolkit.params import ParamsError
 from toolkit.rates.classes import class_rng, draw_classes
 from toolkit.rates.dataset import DatasetError, DatasetItem
 from toolkit.rates.model_mix import draw_models, model_rng
 from toolkit.rates.params import Lengths, RateParams
+from toolkit.rates.prompt_sources import prompt_source
 from toolkit.rates.request_kinds import RequestKinds
 from toolkit.rates.traces import MAX_TRACE_TOKENIZE_CALLS, MIN_UNIQUE_TOKENS, blocks_used
 
@@ -58,9 +59,13 @@ def check_lengths(params: RateParams, max_model_len: int) -> None:
     """ParamsError when the longest planned request (an embeddings input) would not fit the server's context
     (synthetic prompts), or a shared prefix would leave no room for a prompt's unique rest."""
     for c in params.classes or ():
+        if c.input_tokens is None:  # a dataset's prompts
+            continue
         if (total := longest(c.input_tokens) + longest(c.output_tokens)) > max_model_len:
             raise ParamsError(f"classes.{c.name}: input_tokens + output_tokens: up to {total:,} tokens, over the "
                               f"server's max_model_len {max_model_len:,}")  # fmt: skip
+        if problem := _prefix_room(c.input_tokens, prompt_source(params, c).prefix_tokens):
+            raise ParamsError(f"classes.{c.name}: {problem}")
     if params.classes is not None:
         return  # the sweep's own lengths are not used
     if params.endpoint == "embeddings":  # each input on its own, nothing generated
@@ -73,12 +78,17 @@ def check_lengths(params: RateParams, max_model_len: int) -> None:
         raise ParamsError(
             f"input_tokens + output_tokens: up to {total:,} tokens, over the server's max_model_len {max_model_len:,}"
         )
-    shortest = params.input_tokens if isinstance(params.input_tokens, int) else params.input_tokens.min
-    if params.prefix_tokens is not None and shortest < params.prefix_tokens + MIN_UNIQUE_TOKENS:
-        raise ParamsError(
-            f"input_tokens: from {shortest:,}; a shared prefix of {params.prefix_tokens:,} tokens needs at least "
-            f"{MIN_UNIQUE_TOKENS} more for each prompt's unique rest"
-        )
+    if problem := _prefix_room(params.input_tokens, params.prefix_tokens):
+        raise ParamsError(problem)
+
+
+def _prefix_room(spec: int | Lengths, prefix_tokens: int | None) -> str | None:
+    """Why a shared prefix of `prefix_tokens` leaves too little of the shortest prompt for its unique rest, or None."""
+    shortest = spec if isinstance(spec, int) else spec.min
+    if prefix_tokens is None or shortest >= prefix_tokens + MIN_UNIQUE_TOKENS:
+        return None
+    return (f"input_tokens: from {shortest:,}; a shared prefix of {prefix_tokens:,} tokens needs at least "
+            f"{MIN_UNIQUE_TOKENS} more for each prompt's unique rest")  # fmt: skip
 
 
 def prefix_groups(rng: np.random.Generator, n: int, prefixes: int, choice: str | None) -> list[int]:
@@ -100,15 +110,17 @@ class Workload:
         run_id: str,
         dataset: list[DatasetItem] | None = None,
         block_size: int | None = None,
+        class_datasets: dict[str, list[DatasetItem]] | None = None,
     ) -> None:
+        """`dataset`: the sweep's requests (its `dataset`, read); `class_datasets`: each class's own, by name."""
         self.params, self.api, self.model, self.run_id, self.dataset = params, api, model, run_id, dataset
         self.block_size = block_size  # the server's KV block, for the hit rate a step should see
         self.expected_hit_rates: dict[int, float | None] = {}  # step -> the hit rate its construction implies
         self.drawn_classes: dict[int, list[str]] = {}  # a class sweep's step -> each request's class
         self.drawn_models: dict[int, list[str]] = {}  # a model mix's step -> each request's model
         self.mix = params.model_mix()  # the model mix's weights (None: one model)
-        self._shared: dict[tuple[int, int], str] = {}  # (step, prefix) -> its text
-        self._overhead: int | None = None  # what the server counts for an empty prompt (BOS, a chat template)
+        self._shared: dict[tuple[str | None, int, int], str] = {}  # (class, step, prefix) -> its text
+        self._overhead: dict[bool, int] = {}  # chat -> what the server counts for an empty prompt (BOS, a template)
         self._bare: int | None = None  # the same for an empty text without a chat template
         self._blocks: dict[tuple[int, ...], str] = {}  # a trace block (its id and those before it) -> its text
         self._heads: dict[tuple[int, ...], tuple[str, int]] = {}  # a prompt's trace blocks -> text, tokens
@@ -116,9 +128,16 @@ class Workload:
         self.chat = params.endpoint == "chat"
         self.carried = Carried.of(params.kinds())  # structured output, tools, images: every request's
         self.class_carried = [Carried.of(params.kinds(c)) for c in params.classes or ()]  # a class's: its requests'
+        self.class_sources = [prompt_source(params, c) for c in params.classes or ()]  # its prompts': own or sweep's
+        own = class_datasets or {}
+        self.class_items = [own.get(c.name, dataset) if source.dataset is not None else None
+                            for c, source in zip(params.classes or (), self.class_sources, strict=True)]  # fmt: skip
         self._fillers: dict[tuple[int, bool], str] = {}  # (prompt tokens, chat) -> the text after the prefix
         self._reply_tokens: dict[str, int] = {}  # a dataset item -> its reference reply's tokens
-        if dataset and not self.chat and (item := next((i for i in dataset if i.messages), None)):
+        for c, items in zip(params.classes or (), self.class_items, strict=True):
+            if items and (c.endpoint or params.endpoint) != "chat" and (item := _chat_item(items)):
+                raise DatasetError(f"classes.{c.name}.dataset: {item.where}: chat messages need endpoint: chat")
+        if params.classes is None and dataset and not self.chat and (item := _chat_item(dataset)):
             raise DatasetError(f"dataset: {item.where}: chat messages need endpoint: chat")
 
     def _build(self, text: str, out: int, endpoint: Endpoint | None = None,
@@ -182,37 +201,44 @@ class Workload:
             return await self._trace_requests(step, inputs, outputs, blocks)
         return await self.cold_requests(step, inputs, outputs)
 
-    async def cold_requests(self, step: int, inputs: list[int], outputs: list[int],
-                            endpoints: list[Endpoint | None] | None = None,
-                            carried: list[Carried] | None = None) -> list[PlannedRequest]:  # fmt: skip
-        """Prompts of exactly these lengths (as the server counts them at the endpoint each goes to: the sweep's, or
-        `endpoints`' where given), each with its own prefix, carrying the sweep's kinds (or `carried`'s)."""
-        planned = []
-        for i, (tokens, out) in enumerate(zip(inputs, outputs, strict=True)):
-            endpoint = endpoints[i] if endpoints else None
-            chat = self.chat if endpoint is None else endpoint == "chat"
-            text = self.prefix(step, i) + await self._filler(tokens, chat)
-            path, body = self._build(text, out, endpoint, carried[i] if carried else None)
-            planned.append(PlannedRequest(path, body, tokens))
-        return planned
+    async def cold_requests(self, step: int, inputs: list[int], outputs: list[int]) -> list[PlannedRequest]:
+        """Prompts of exactly these lengths (as the server counts them at the sweep's endpoint), each with its own
+        prefix, carrying the sweep's kinds."""
+        return [await self._cold_request(step, i, tokens, out)
+                for i, (tokens, out) in enumerate(zip(inputs, outputs, strict=True))]  # fmt: skip
+
+    async def _cold_request(self, step: int, i: int, tokens: int, out: int, endpoint: Endpoint | None = None,
+                            carried: Carried | None = None) -> PlannedRequest:  # fmt: skip
+        """Request `i`: its own prefix, then a filler up to `tokens` as the server counts them at its endpoint."""
+        chat = self.chat if endpoint is None else endpoint == "chat"
+        text = self.prefix(step, i) + await self._filler(tokens, chat)
+        path, body = self._build(text, out, endpoint, carried)
+        return PlannedRequest(path, body, tokens)
 
     async def class_requests(self, step: int, n: int) -> list[PlannedRequest]:
         """The `n` requests of a class sweep's step: each arrival's class drawn by weight (`drawn_classes`), its
-        lengths drawn from its class's, sent to its class's endpoint (the sweep's when it names none), its body
-        carrying the class's `priority` and `model` if it has them, and its class's request kinds (the sweep's
-        where the class gives none)."""
+        lengths drawn from its class's, its prompt from its class's source (`_class_part`), sent to its class's
+        endpoint (the sweep's when it names none), its body carrying the class's `priority` and `model` if it has
+        them, and its class's request kinds (each the sweep's where the class gives none). With shared prefixes,
+        the step's expected hit rate over every class's prompts (unknown beside a dataset's)."""
         classes = self.params.classes
         assert classes is not None
         picks = draw_classes(classes, n, class_rng(self.params.seed, step))
-        inputs, outputs = [0] * n, [0] * n
-        for c, cls in enumerate(classes):  # a generator per class: its lengths do not depend on another's draws
+        by_arrival: dict[int, PlannedRequest] = {}
+        hits: list[int | None] = []  # each class's expected cached tokens (None: unknown)
+        for c, cls in enumerate(classes):  # a generator per class: its draws do not depend on another's
             rng = np.random.default_rng((self.params.seed, step, 1, c))
             mine = [i for i, pick in enumerate(picks) if pick == c]
-            for i, tokens, out in zip(mine, draw_lengths(cls.input_tokens, len(mine), rng),
-                                      draw_lengths(cls.output_tokens, len(mine), rng), strict=True):  # fmt: skip
-                inputs[i], outputs[i] = tokens, out
+            inputs = None if cls.input_tokens is None else draw_lengths(cls.input_tokens, len(mine), rng)
+            outputs = draw_lengths(cls.output_tokens, len(mine), rng)
+            part, found = await self._class_part(step, c, mine, inputs, outputs, rng)
+            by_arrival |= dict(zip(mine, part, strict=True))
+            hits.append(found if mine else 0)
+        planned = [by_arrival[i] for i in range(n)]
+        if any(source.shared_prefix for source in self.class_sources):
+            total = sum(r.input_tokens or 0 for r in planned)
+            self.expected_hit_rates[step] = None if None in hits or not total else sum(h or 0 for h in hits) / total
         carried = [self.class_carried[pick] for pick in picks]
-        planned = await self.cold_requests(step, inputs, outputs, [classes[pick].endpoint for pick in picks], carried)
         self.add_images(step, planned, carried)
         for request, pick in zip(planned, picks, strict=True):
             if (priority := classes[pick].priority) is not None:
@@ -221,6 +247,29 @@ class Workload:
                 request.body["model"] = model
         self.drawn_classes[step] = [classes[pick].name for pick in picks]
         return planned
+
+    async def _class_part(self, step: int, c: int, mine: list[int], inputs: list[int] | None, outputs: list[int],
+                          rng: np.random.Generator) -> tuple[list[PlannedRequest], int | None]:  # fmt: skip
+        """Class `c`'s requests of the step (arrivals `mine`, with their drawn lengths): its dataset's items in an
+        order of its own, its own shared prefixes (none shared with another class) before each rest, or cold; and
+        the prompt tokens they should find cached (None: unknown, a dataset's or without the server's block)."""
+        assert self.params.classes is not None
+        cls, source, carried = self.params.classes[c], self.class_sources[c], self.class_carried[c]
+        if (items := self.class_items[c]) is not None:
+            order = rng.permutation(len(items))
+            return [await self._from_item(step, i, items[order[k % len(order)]], outputs[k], cls.endpoint, carried)
+                    for k, i in enumerate(mine)], None  # fmt: skip
+        assert inputs is not None
+        if not source.shared_prefix:
+            return [await self._cold_request(step, i, tokens, out, cls.endpoint, carried)
+                    for i, tokens, out in zip(mine, inputs, outputs, strict=True)], 0  # fmt: skip
+        assert source.prefixes is not None and source.prefix_tokens is not None
+        groups = prefix_groups(rng, len(mine), source.prefixes, source.prefix_choice)
+        planned = [await self._shared_prefix_request(step, i, group, tokens, out, source.prefix_tokens, cls.endpoint,
+                                                     carried, cls.name)
+                   for i, group, tokens, out in zip(mine, groups, inputs, outputs, strict=True)]  # fmt: skip
+        hits = expected_hit_tokens(groups, source.prefix_tokens, self.block_size) if self.block_size else None
+        return planned, hits
 
     async def embedding_requests(self, step: int, n: int) -> list[PlannedRequest]:
         """The `n` embeddings requests of step `step`: `batch_size` inputs each, each input `input_tokens` long (as
@@ -329,25 +378,33 @@ class Workload:
         params = self.params
         assert params.prefixes is not None and params.prefix_tokens is not None
         groups = prefix_groups(rng, len(inputs), params.prefixes, params.prefix_choice)
-        if self._overhead is None:
-            self._overhead = await self.api.count_tokens(self.model, "", chat=self.chat)
-        planned = []
-        for i, (group, tokens, out) in enumerate(zip(groups, inputs, outputs, strict=True)):
-            rest = await self._filler(tokens - params.prefix_tokens + self._overhead)
-            text = await self._shared_prefix(step, group) + self.prefix(step, i) + rest
-            path, body = self._build(text, out)
-            planned.append(PlannedRequest(path, body, tokens))
+        planned = [await self._shared_prefix_request(step, i, group, tokens, out, params.prefix_tokens)
+                   for i, (group, tokens, out) in enumerate(zip(groups, inputs, outputs, strict=True))]  # fmt: skip
         self.expected_hit_rates[step] = expected_hit_rate(groups, inputs, params.prefix_tokens, self.block_size)
         return planned
 
-    async def _shared_prefix(self, step: int, group: int) -> str:
-        """Prefix `group` of step `step`: `prefix_tokens` tokens as the server counts them (a chat template too)."""
-        assert self.params.prefix_tokens is not None
-        if (step, group) not in self._shared:
-            head = f"[shared prefix {group:05d} of step {step:03d}, run {self.run_id}] "
-            built = await build_prompt(self.api, self.model, self.params.prefix_tokens, head, chat=self.chat)
-            self._shared[(step, group)] = built.text
-        return self._shared[(step, group)]
+    async def _shared_prefix_request(self, step: int, i: int, group: int, tokens: int, out: int, prefix_tokens: int,
+                                     endpoint: Endpoint | None = None, carried: Carried | None = None,
+                                     owner: str | None = None) -> PlannedRequest:  # fmt: skip
+        """Request `i`: its group's shared prefix (the sweep's, or class `owner`'s), its own marker, then a filler
+        up to `tokens` as the server counts them at its endpoint (the sweep's, or `endpoint`)."""
+        chat = self.chat if endpoint is None else endpoint == "chat"
+        if chat not in self._overhead:
+            self._overhead[chat] = await self.api.count_tokens(self.model, "", chat=chat)
+        rest = await self._filler(tokens - prefix_tokens + self._overhead[chat], chat)
+        text = await self._shared_prefix(step, group, prefix_tokens, chat, owner) + self.prefix(step, i) + rest
+        path, body = self._build(text, out, endpoint, carried)
+        return PlannedRequest(path, body, tokens)
+
+    async def _shared_prefix(self, step: int, group: int, tokens: int, chat: bool, owner: str | None = None) -> str:
+        """Prefix `group` of step `step` (the sweep's, or class `owner`'s own): `tokens` tokens as the server counts
+        them (with the chat template when `chat`)."""
+        if (owner, step, group) not in self._shared:
+            of = f"step {step:03d}" if owner is None else f"class {owner} step {step:03d}"
+            head = f"[shared prefix {group:05d} of {of}, run {self.run_id}] "
+            built = await build_prompt(self.api, self.model, tokens, head, chat=chat)
+            self._shared[(owner, step, group)] = built.text
+        return self._shared[(owner, step, group)]
 
     async def _filler(self, tokens: int, chat: bool | None = None) -> str:
         """The text after a prefix that makes a prompt of `tokens` as the server counts it (with the chat template
@@ -359,10 +416,13 @@ class Workload:
             self._fillers[(tokens, chat)] = built.text.removeprefix(like)
         return self._fillers[(tokens, chat)]
 
-    async def _from_item(self, step: int, i: int, item: DatasetItem, drawn: int) -> PlannedRequest:
+    async def _from_item(self, step: int, i: int, item: DatasetItem, drawn: int, endpoint: Endpoint | None = None,
+                         carried: Carried | None = None) -> PlannedRequest:  # fmt: skip
+        """Request `i` from a dataset's item: its own prefix, then the item's prompt or chat; its output length the
+        item's, its reference reply's, else the one `drawn`."""
         out = item.output_tokens or (await self._reply_length(item) if item.reply is not None else drawn)
         text = item.prompt if item.prompt is not None else ""
-        path, body = self._build(self.prefix(step, i) + text, out)
+        path, body = self._build(self.prefix(step, i) + text, out, endpoint, carried)
         if item.messages is not None:
             body["messages"] = _with_prefix(list(item.messages), self.prefix(step, i))
         return PlannedRequest(path, body, None)
@@ -388,6 +448,11 @@ class Carried:
     @classmethod
     def of(cls, kinds: RequestKinds) -> Carried:
         return cls(kinds.request_format(), *kinds.request_tools(), kinds.images, kinds.image_dimensions())
+
+
+def _chat_item(items: list[DatasetItem]) -> DatasetItem | None:
+    """The first item holding chat messages (None: none does)."""
+    return next((i for i in items if i.messages), None)
 
 
 def _with_prefix(messages: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:

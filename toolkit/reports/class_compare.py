@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -125,11 +126,29 @@ def sweep_summary(sweep: RateSweep) -> str:
 
 
 def _images_line(sweep: SweepDocument) -> str:
-    """`` Each request carried 2 images of 224x224 pixels (synthetic PNGs).``; "" without images."""
-    if not sweep.images:
-        return ""
-    size = inert(sweep.image_size or DEFAULT_SIZE)
-    return f" Each request carried {sweep.images} image{'s' * (sweep.images > 1)} of {size} pixels (synthetic PNGs)."
+    """`` Each request carried 2 images of 224x224 pixels (synthetic PNGs).``; a class sweep whose classes carried
+    different ones, each class's: `` Each request carried, by class: chat none; vision 1 image of 448x448 pixels
+    (synthetic PNGs).``; "" without images."""
+    own = (sweep.images or 0, sweep.image_size)
+    each = {str(c.get("name")): _images(c, own) for c in sweep.classes or []}
+    if len(set(each.values())) > 1:
+        parts = [f"{inert(name)} {_images_text(*images)}" for name, images in each.items()]
+        return f" Each request carried, by class: {'; '.join(parts)} (synthetic PNGs)."
+    count, size = next(iter(each.values()), own)
+    return f" Each request carried {_images_text(count, size)} (synthetic PNGs)." if count else ""
+
+
+def _images(cls: Mapping[str, Any], sweep: tuple[int, str | None]) -> tuple[int, str | None]:
+    """A class's images per request and their size: its own where sweep.json holds them, else the sweep's."""
+    count = cls.get("images")
+    count = sweep[0] if not isinstance(count, int) else count
+    size = cls.get("image_size")
+    return (count, size if isinstance(size, str) else sweep[1] or DEFAULT_SIZE) if count else (0, None)
+
+
+def _images_text(count: int, size: str | None) -> str:
+    """``2 images of 224x224 pixels``; ``none``."""
+    return f"{count} image{'s' * (count > 1)} of {inert(size or DEFAULT_SIZE)} pixels" if count else "none"
 
 
 def rates_markdown(sweeps: Mapping[str, RateSweep]) -> str:

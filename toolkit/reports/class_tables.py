@@ -9,10 +9,18 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.method.number_format import format_count, format_ms, format_percent, format_rate, format_tbt_ms
+from toolkit.method.number_format import (
+    MISSING,
+    as_number,
+    format_count,
+    format_ms,
+    format_percent,
+    format_rate,
+    format_tbt_ms,
+)
 from toolkit.reports.markdown_text import inert
 
-__all__ = ["CLASSES_CAPTION", "MODELS_CAPTION", "classes_table", "models_table"]
+__all__ = ["CLASSES_CAPTION", "MODELS_CAPTION", "SHARE_COLUMNS", "classes_table", "models_table"]
 
 CLASSES_CAPTION = (
     "A class sweep's steps, class by class · share: of the step's arrivals, with its 95 % interval, beside its "
@@ -27,27 +35,39 @@ MODELS_CAPTION = (
 _MODEL_COLUMNS = ("Step", "Model", "Share (weight)", "Completed", "Achieved req/s", "TTFT p50", "TTFT p90", "TTFT p99",
                  "TPOT p90")  # fmt: skip
 _MODEL_SLO_COLUMNS = ("Goodput req/s", "Meets the SLO", "Verdict")
+# Shares of a step's (or a class's) completed replies, shown only when some step (class) has them: a response
+# format, tools
+SHARE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("schema_valid_share", "Valid replies"),  # kept to the response format (JSON, or valid under the schema)
+    ("tool_called_share", "Tool called"),  # called a tool
+    ("tool_args_valid_share", "Tool arguments valid"),  # the first call's arguments valid under its parameters
+)
 _CLASS_COLUMNS = ("Step", "Class", "Share (weight)", "Completed", "TTFT p90", "TPOT p90", "Goodput req/s",
                  "Meets its SLO", "Verdict")  # fmt: skip
 
 
 def classes_table(steps: pd.DataFrame) -> pd.DataFrame | None:
-    """Display strings of a class sweep's steps, one row per step and class; None for another sweep."""
+    """Display strings of a class sweep's steps, one row per step and class; with the shares of its completed
+    replies that kept to its response format or called its tools (`SHARE_COLUMNS`) where some class's requests
+    carried them (— for a class whose did not); None for another sweep."""
     if "classes" not in steps:
         return None
+    found = [(row["step"], name, c) for row in steps.sort_values("step").to_dict("records")
+             for name, c in (row["classes"] if isinstance(row["classes"], dict) else {}).items()]  # fmt: skip
+    shares = [(key, column) for key, column in SHARE_COLUMNS if any(c.get(key) is not None for _, _, c in found)]
     rows = []
-    for row in steps.sort_values("step").to_dict("records"):
-        for name, c in (row["classes"] if isinstance(row["classes"], dict) else {}).items():
-            low, high = format_percent(c["share_low"]), format_percent(c["share_high"])
-            share = f"{format_percent(c['share'])} [{low}, {high}]"
-            meets = format_percent(c["slo_fraction"])
-            if c.get("slo_fraction_low") is not None and c.get("slo_fraction_high") is not None:
-                meets += f" [{format_percent(c['slo_fraction_low'])}, {format_percent(c['slo_fraction_high'])}]"
-            rows.append([str(row["step"]), inert(name), f"{share} ({format_percent(c['weight_share'])})",
-                         f"{format_count(c['completed'])}/{format_count(c['requests'])}",
-                         format_ms(c.get("ttft_sched_p90_ms")), format_tbt_ms(c.get("tpot_p90_ms")),
-                         format_rate(c.get("goodput")), meets, str(c["slo_verdict"])])  # fmt: skip
-    return pd.DataFrame(rows, columns=list(_CLASS_COLUMNS), dtype=object) if rows else None
+    for step, name, c in found:
+        rows.append([str(step), inert(name), _share(c), f"{format_count(c['completed'])}/{format_count(c['requests'])}",
+                     format_ms(c.get("ttft_sched_p90_ms")), format_tbt_ms(c.get("tpot_p90_ms")),
+                     format_rate(c.get("goodput")), _meets(c), str(c["slo_verdict"]),
+                     *(_percent(c.get(key)) for key, _ in shares)])  # fmt: skip
+    columns = [*_CLASS_COLUMNS, *(column for _, column in shares)]
+    return pd.DataFrame(rows, columns=columns, dtype=object) if rows else None
+
+
+def _percent(value: Any) -> str:
+    share = as_number(value)
+    return MISSING if share is None else format_percent(share)
 
 
 def _share(figures: Mapping[str, Any]) -> str:

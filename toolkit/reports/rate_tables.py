@@ -25,7 +25,7 @@ from toolkit.method.number_format import (
     format_tbt_ms,
     format_tok_s,
 )
-from toolkit.reports.class_tables import CLASSES_CAPTION, MODELS_CAPTION, classes_table, models_table
+from toolkit.reports.class_tables import CLASSES_CAPTION, MODELS_CAPTION, SHARE_COLUMNS, classes_table, models_table
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 
@@ -73,12 +73,6 @@ STEP_COLUMNS: tuple[str, ...] = (
 _GENERATION_COLUMNS: tuple[str, ...] = ("Output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99")
 _EMBEDDING_COLUMNS: tuple[str, ...] = ("Items/s", "Input tok/s", "E2E p50", "E2E p90")
 HITS_COLUMN = "Prefix-cache hits (expected)"
-# Shares of a step's completed replies, shown only when some step has them (a response format, tools)
-SHARE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("schema_valid_share", "Valid replies"),  # kept to the response format (JSON, or valid under the schema)
-    ("tool_called_share", "Tool called"),  # called a tool
-    ("tool_args_valid_share", "Tool arguments valid"),  # the first call's arguments valid under its parameters
-)
 SEARCHED_MARK = "searched"
 LAG_MARK = "lag flagged"
 LAG_NOTE = (
