@@ -29,24 +29,24 @@ from typing import TYPE_CHECKING
 from toolkit.base.api_keys import ApiKey, redact
 
 if TYPE_CHECKING:
+    from toolkit.jupyter.run_sweep import RunSweep
     from toolkit.matrix.discovery import ServerInfo
     from toolkit.matrix.plan import Plan
     from toolkit.params import RunParams, ServerSpec
-    from toolkit.rates.params import RateParams
     from toolkit.servers.managed import ManagedServer
 
 
 @dataclass(frozen=True)
 class PreparedRun:
-    """A run validated once, where it enters: its parameters, its rate sweep (the `rate_sweep:` block checked;
-    None: none), its `server:` block (the program found), its key (read from the environment, never printed), and
-    the server's facts and the plan when it was preflighted already (a running server). The steps below trust
-    it."""
+    """A run validated once, where it enters: its parameters, its rate sweep (the `rate_sweep:` block checked,
+    as the notebook is given it; None: none), its `server:` block (the program found), its key (read from the
+    environment, never printed), and the server's facts and the plan when it was preflighted already (a running
+    server). The steps below trust it."""
 
     params: RunParams
     server: ServerSpec | None
     api_key: ApiKey
-    sweep: RateParams | None = None
+    sweep: RunSweep | None = None
     found: ServerInfo | None = None
     plan: Plan | None = None
 
@@ -54,12 +54,12 @@ class PreparedRun:
 def prepare_run(params: RunParams, server: ServerSpec | None = None, *, preflight: bool = False) -> PreparedRun:
     """Every check a run makes before anything is written, launched or sent; ParamsError or SecretError in one
     line. `preflight`: a running server (no `server` block) is asked for its facts now."""
-    from toolkit.jupyter.rate_notebook import check_rate_sweep
+    from toolkit.jupyter.run_sweep import run_sweep
     from toolkit.matrix import runner  # looked up at call time: tests stand in for its preflight
     from toolkit.servers.launch import check_command
 
     api_key = ApiKey.from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
-    sweep = check_rate_sweep(params)  # a bad `rate_sweep:` block fails before any launch or load
+    sweep = run_sweep(params)  # a bad `rate_sweep:` block fails before any launch or load
     if server is not None:
         check_command(server, api_key.value)
     found, plan = runner.preflight(params, api_key.value) if preflight and server is None else (None, None)
@@ -120,20 +120,19 @@ def run_notebooks(
     when the run has a rate sweep (`resume`: the sweep there continued); then the reports. Each cell within its
     bound, from `plan` (the matrix's cells) and the sweep's steps (toolkit.jupyter.watchdog)."""
     from toolkit.jupyter.execute import execute, notebook_parameters, parameters_for  # papermill: a second to load
-    from toolkit.jupyter.rate_notebook import run_sweep_parameters
     from toolkit.jupyter.reports import write_reports
+    from toolkit.jupyter.run_sweep import sweep_parameters
     from toolkit.jupyter.watchdog import run_bounds
     from toolkit.results.documents.run_blocks import CapacityBlock
     from toolkit.results.run_document import RunDocument
 
     params, key = run.params, run.api_key
     parameters = notebook_parameters(params, out_dir)
-    bounds = run_bounds(params, plan, run.sweep)
+    bounds = run_bounds(params, plan, None if run.sweep is None else run.sweep.params)
     for notebook in ("prefill", "decode_matrix"):
         execute(notebook, out_dir, parameters_for(notebook, parameters), bounds, key)
     if run.sweep is not None:
-        sweep = run_sweep_parameters(params, out_dir, resume=resume, checked=True)
-        execute("rate_sweep", out_dir, sweep, bounds, key)
+        execute("rate_sweep", out_dir, sweep_parameters(run.sweep.values, out_dir, resume=resume), bounds, key)
     if params.capacity is not None:  # the report's capacity plan reads its target from run.json
         document = RunDocument.load(out_dir)
         document.capacity = CapacityBlock.model_validate(params.capacity.model_dump())

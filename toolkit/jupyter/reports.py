@@ -34,26 +34,26 @@ def markdown_report(
     the HTML. `loaded`: the folder's run as read already (runs.load_run); None: read here."""
     frame, run_info = loaded if loaded is not None else runs.load_run(results_dir)
     drawn = drawn_images(executed)
-    images = first_drawn(drawn, frame, {"prefill": "prefill", "decode": "decode", "scaling": "decode"})
-    report = report_tables.report_markdown(frame, run_info, images=save_images(images, results_dir))
-    if not rate_runs.has_rates(results_dir):
+    matrix = first_drawn(drawn, frame, {"prefill": "prefill", "decode": "decode", "scaling": "decode"})
+    rates = rate_runs.has_rates(results_dir)
+    swept = {key: pngs[0] for key, pngs in drawn.items() if rates and key.startswith("rate-") and pngs}
+    saved = save_images(matrix | swept, results_dir)  # every figure of the report, written once
+    report = report_tables.report_markdown(frame, run_info, images={key: saved[key] for key in matrix})
+    if not rates:
         return report
     sweep = rate_runs.load_rate_sweep(results_dir)
-    figures = {key: pngs[0] for key, pngs in drawn.items() if key.startswith("rate-") and pngs}
-    turns = {key: figures.pop(key) for key in WORKLOAD_FIGURES if key in figures}
-    split = {key: figures.pop(key) for key in BREAKDOWN_FIGURES if key in figures}
+    turns = {key: saved[key] for key in WORKLOAD_FIGURES if key in swept}
+    split = {key: saved[key] for key in BREAKDOWN_FIGURES if key in swept}
     section = rate_tables.rate_markdown(
         sweep.steps,
         sweep.level,
         sweep.search,
         sweep.sweep.search_precision,
-        images=save_images(figures, results_dir),
+        images={key: saved[key] for key in swept if key not in turns and key not in split},
         classes=sweep.sweep.classes,
     )
-    breakdown = breakdown_views.breakdown_markdown(sweep.steps, save_images(split, results_dir))
-    workload = workload_views.workload_markdown(
-        sweep.steps, sweep.records, sweep.controls, save_images(turns, results_dir)
-    )
+    breakdown = breakdown_views.breakdown_markdown(sweep.steps, split)
+    workload = workload_views.workload_markdown(sweep.steps, sweep.records, sweep.controls, turns)
     for part in (breakdown, workload):
         section = section.rstrip("\n") + ("\n\n" + part if part else "")
     target = capacity_views.target_from(run_info)
