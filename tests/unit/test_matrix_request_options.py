@@ -154,7 +154,7 @@ def test_the_decode_table_shows_the_shares_only_when_the_run_used_them() -> None
 
 def test_matrix_and_rates_take_the_options_in_one_wording() -> None:
     """Declared once (toolkit.rates.cli.add_request_options): the same flags, metavars and help, but for what
-    carries and reports them (a decode request and cell; a sweep's request and step)."""
+    carries and reports them (a decode request and cell; a sweep's request and step); `interleave` as `matrix`."""
     subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     options = {}
     for command in ("matrix", "rates"):
@@ -164,3 +164,5 @@ def test_matrix_and_rates_take_the_options_in_one_wording() -> None:
                 for flags, metavar, help in options["matrix"]]  # fmt: skip
     assert [flags for flags, _m, _h in as_rates] == [["--response-format"], ["--tools"], ["--tool-choice"]]
     assert as_rates == options["rates"]
+    interleave = subparsers.choices["interleave"]._actions  # every round's matrix, on both sides
+    assert [(a.option_strings, a.metavar, a.help) for a in interleave if a.dest in REQUEST_OPTIONS] == options["matrix"]

@@ -1,4 +1,5 @@
-"""Interleaved comparison: the alternating order, paired ratios, the paired table of two sides' rounds."""
+"""Interleaved comparison: the alternating order, paired ratios, the paired table of two sides' rounds, and each
+side's reply shares in it where the rounds' decode requests carried a response format or tools."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import math
 import pandas as pd
 import pytest
 
+from toolkit.base.schema import Measurement
 from toolkit.method.paired import alternating_order, paired_ratio
 from toolkit.reports.interleaved import interleaved_markdown, overall, paired_table
+from toolkit.reports.tables import REPLY_SHARE_NOTE
+from toolkit.results.store import to_dataframe
 
 
 def test_rounds_alternate_which_side_goes_first() -> None:
@@ -51,3 +55,46 @@ def test_the_paired_table_and_its_report() -> None:
     assert text.startswith("# Interleaved comparison: B / A") and "Total tok/s 1.20× ±0.00 (2 cells)" in text
     assert "| 64 | 1 | 1.20× ±0.00 |" in text
     assert "No decode cell" in interleaved_markdown(paired_table({}, {}), ["A", "B"], 0, {})
+
+
+def measured(total: float, **shares: float | None) -> pd.DataFrame:
+    """A round's results frame as a run folder gives it (every column, the reply shares None unless given)."""
+    return to_dataframe([Measurement("decode", 64, "64", n, "Valid", total_tok_s=total * n, per_request_tok_s=total,
+                                     ttft_ms=80.0, **shares) for n in (1, 2)])  # fmt: skip
+
+
+def report(a: dict[int, pd.DataFrame], b: dict[int, pd.DataFrame]) -> tuple[pd.DataFrame, str]:
+    table = paired_table(a, b)
+    return table, interleaved_markdown(table, ["A", "B"], len(a), overall(a, b))
+
+
+def test_each_sides_reply_shares_stand_beside_the_ratios_with_the_decode_matrix_note() -> None:
+    a = {1: measured(100, schema_valid_share=1.0), 2: measured(90, schema_valid_share=0.5)}
+    b = {1: measured(80, schema_valid_share=0.5), 2: measured(70, schema_valid_share=0.0)}
+    table, text = report(a, b)
+    assert list(table["schema_valid_share_a"]) == [0.75, 0.75] and list(table["schema_valid_share_b"]) == [0.25] * 2
+    assert not any(c.startswith("tool_") for c in table.columns)
+    assert "| Context | Requests at once | Total tok/s | Per request tok/s | TTFT | A valid | B valid |" in text
+    assert text.count(" | 75% | 25% |\n") == 2 and text.endswith(f" |\n\n{REPLY_SHARE_NOTE}\n")
+    tools = {"tool_called_share": 1.0, "tool_args_valid_share": 0.5}
+    table, text = report({1: measured(100, **tools), 2: measured(90, **tools)},
+                         {1: measured(80, tool_called_share=0.0), 2: measured(70, tool_called_share=0.5)})  # fmt: skip
+    assert list(table["tool_called_share_b"]) == [0.25, 0.25] and list(table["tool_args_valid_share_a"]) == [0.5] * 2
+    assert "tool_args_valid_share_b" not in table.columns  # B's replies carried no call to check
+    assert (
+        "| TTFT | A called a tool | B called a tool |" in text and " | 100% | 25% |" in text and "valid |" not in text
+    )
+
+
+def test_a_comparison_without_a_response_format_or_tools_is_unchanged() -> None:
+    """A plain run's frame holds the share columns, all empty: its table and report are those of a frame without
+    them, as an older run folder gives it, and the report ends with its ratios' table as before."""
+    a, b = {1: measured(100), 2: measured(90)}, {1: measured(120), 2: measured(110)}
+    table, text = report(a, b)
+    shares = ["schema_valid_share", "tool_called_share", "tool_args_valid_share"]
+    older, older_text = report(*({r: f.drop(columns=shares) for r, f in side.items()} for side in (a, b)))
+    assert text == older_text and list(table.columns) == list(older.columns)
+    assert not any("share" in c for c in table.columns)
+    assert text.endswith("\n\n| Context | Requests at once | Total tok/s | Per request tok/s | TTFT |\n"
+                         "|---|---|---|---|---|\n| 64 | 1 | 1.21× ±0.15 | 1.21× ±0.15 | 1.00× ±0.00 n.s. |\n"
+                         "| 64 | 2 | 1.21× ±0.15 | 1.21× ±0.15 | 1.00× ±0.00 n.s. |\n")  # fmt: skip

@@ -37,16 +37,16 @@ def _matrix_values(args: argparse.Namespace) -> dict[str, object]:
     return {"model": args.model, "contexts": args.contexts, "concurrency": args.concurrency,
             "duration_s": args.duration, "max_output": args.max_output, "endpoint": args.endpoint,
             "api_key_env": args.api_key_env, "control_window_s": args.control_window,
-            "read_timeout_s": args.read_timeout,
-            "batch_size": getattr(args, "batch_size", None)}  # fmt: skip
+            "read_timeout_s": args.read_timeout, "batch_size": getattr(args, "batch_size", None),
+            "response_format": args.response_format, "tools": args.tools,
+            "tool_choice": args.tool_choice}  # fmt: skip
 
 
 def _matrix(args: argparse.Namespace) -> int:
     from toolkit.params import make_params
 
     values = {**_matrix_values(args), "base_url": args.base_url, "run_label": args.label, "repeats": args.repeats,
-              "server_metrics": args.server_metrics, "response_format": args.response_format, "tools": args.tools,
-              "tool_choice": args.tool_choice}  # fmt: skip
+              "server_metrics": args.server_metrics}  # fmt: skip
     params = make_params({k: v for k, v in values.items() if v is not None})  # bad input fails before pandas loads
     api_key = ApiKey.from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.base.folder_lock import hold
@@ -83,7 +83,7 @@ def _interleave(args: argparse.Namespace) -> int:
     labels = [args.label_a, args.label_b]
     if labels[0] == labels[1]:
         raise ParamsError(f"label-b: {labels[1]!r} is also label-a; the two sides need their own labels")
-    values = _matrix_values(args)
+    values = _matrix_values(args)  # the request options too: both sides' decode requests carry the same
     params = {
         label: make_params({**{k: v for k, v in values.items() if v is not None}, "base_url": url, "run_label": label})
         for label, url in zip(labels, (args.a_url, args.b_url), strict=True)
@@ -191,6 +191,7 @@ def _add_matrix_options(parser: argparse.ArgumentParser, *, embeddings: bool = F
     parser.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
     parser.add_argument("--control-window", type=float, help="drift control cell's window in s (default 5; 0: off)")
     parser.add_argument("--read-timeout", type=float, help="s a reply may send nothing before it fails (default 300)")
+    add_request_options(parser, carried_by="every decode request", reported_by="each decode cell")
 
 
 SERVER_METRICS_HELP = (
@@ -204,7 +205,6 @@ def add_matrix(sub: argparse._SubParsersAction) -> None:
     matrix.add_argument("--base-url", required=True)
     matrix.add_argument("--server-metrics", metavar="URL[,URL...]", help=SERVER_METRICS_HELP)
     _add_matrix_options(matrix, embeddings=True)
-    add_request_options(matrix, carried_by="every decode request", reported_by="each decode cell")
     matrix.add_argument("--label", help="run label")
     matrix.add_argument("--repeats", type=int, help="measure the whole matrix this many times, in rounds (default 1)")
     matrix.add_argument("--out", required=True)

@@ -3,7 +3,8 @@
 The runs of `toolkit interleave` (toolkit.batch.interleave) measured A and B in alternating rounds; here each
 decode cell's per-round values become paired ratios (toolkit.method.paired), every test of the table is adjusted
 together (toolkit.method.multiplicity), and one overall ratio per quantity sums them up, beside it the same ratio
-adjusted for the rounds' order and the smallest difference the rounds' own spread could have detected.
+adjusted for the rounds' order and the smallest difference the rounds' own spread could have detected. Where the
+rounds' decode requests carried a response format or tools, each side's reply shares beside each cell's ratios.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from toolkit.base.schema import RAN_STATUSES
+from toolkit.loadgen.reply_checks import SHARE_OF
 from toolkit.method.disturbed import disturbed_mask
 from toolkit.method.multiplicity import family_adjusted
 from toolkit.method.number_format import as_number
@@ -31,25 +33,29 @@ from toolkit.method.paired import (
 )
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, cells_text, format_ratio
 from toolkit.reports.markdown_text import inert
-from toolkit.reports.tables import markdown_table
+from toolkit.reports.tables import REPLY_SHARE_MARKS, REPLY_SHARE_NOTE, markdown_table
 
 Rounds = Mapping[int, pd.DataFrame]  # round -> that round's results frame (load_run)
 CELL = ("context_tokens", "context", "concurrency")
+Cells = dict[tuple[int, str, int], dict[str, float]]  # a round's side: decode cell -> quantity -> value (_values)
+SIDES = ("a", "b")  # a reply share's column: `<share>_a`, `<share>_b` (toolkit.loadgen.reply_checks.SHARE_OF)
 
 
-def _values(frame: pd.DataFrame) -> dict[tuple[int, str, int], dict[str, float]]:
-    """The decode cells that ran undisturbed: (context tokens, context, concurrency) -> quantity -> value."""
+def _values(frame: pd.DataFrame) -> Cells:
+    """The decode cells that ran undisturbed: (context tokens, context, concurrency) -> quantity (and reply share,
+    where the cell has one) -> value."""
     usable = frame[(frame["phase"] == "decode") & frame["status"].isin(RAN_STATUSES) & ~disturbed_mask(frame)]
-    out: dict[tuple[int, str, int], dict[str, float]] = {}
+    out: Cells = {}
     for row in usable.to_dict("records"):
         key = (int(row["context_tokens"]), str(row["context"]), int(row["concurrency"]))
-        out[key] = {q: v for q in RATIO_QUANTITIES if (v := as_number(row.get(q))) is not None}
+        out[key] = {q: v for q in (*RATIO_QUANTITIES, *SHARE_OF) if (v := as_number(row.get(q))) is not None}
     return out
 
 
 def paired_table(a: Rounds, b: Rounds) -> pd.DataFrame:
     """One row per decode cell measured in every round on both sides: per quantity the geometric-mean ratio B / A
-    (`<q>_ratio`), its 95 % half-width, p-value, adjusted p-value and whether it is marked significant."""
+    (`<q>_ratio`), its 95 % half-width, p-value, adjusted p-value and whether it is marked significant; where the
+    cell's requests carried a response format or tools, each side's reply shares (`_shares`)."""
     rounds = sorted(set(a) & set(b))
     sides = [(_values(a[r]), _values(b[r])) for r in rounds]
     cells = sorted(set.intersection(*(set(x) & set(y) for x, y in sides))) if sides else []
@@ -63,11 +69,23 @@ def paired_table(a: Rounds, b: Rounds) -> pd.DataFrame:
                     f"{q}_ratio_hw": test.interval.half_width if test else math.nan,
                     f"{q}_ratio_dof": test.interval.dof if test else math.nan,
                     f"{q}_p": test.p_value if test else None}  # fmt: skip
-        rows.append(row)
+        rows.append(row | _shares(cell, sides))
     table = pd.DataFrame(rows)
     if table.empty:
         return table
     return family_adjusted(table, list(RATIO_QUANTITIES))
+
+
+def _shares(cell: tuple[int, str, int], sides: Sequence[tuple[Cells, Cells]]) -> dict[str, float]:
+    """Each side's reply shares of `cell`, the mean over the rounds that have one (`<share>_a`, `<share>_b`; none
+    when its requests carried no response format or tools: a plain comparison's table keeps its columns)."""
+    out = {}
+    for share in SHARE_OF:
+        for side, index in zip(SIDES, (0, 1), strict=True):
+            found = [values[index][cell][share] for values in sides if share in values[index][cell]]
+            if found:
+                out[f"{share}_{side}"] = statistics.fmean(found)
+    return out
 
 
 def _round_means(a: Rounds, b: Rounds) -> dict[str, tuple[list[int], list[float], list[float], int]]:
@@ -161,6 +179,17 @@ def _cell_text(row: Mapping[Any, Any], q: str) -> str:
     return f"{format_ratio(ratio)} ±{hw:.2f}" + ("" if row.get(f"{q}_significant") else " n.s.")
 
 
+def _share_columns(table: pd.DataFrame, labels: Sequence[str]) -> dict[str, str]:
+    """The reply shares the table holds, as the decode matrix marks them: column -> title (``A valid``)."""
+    return {f"{share}_{side}": f"{label} {mark}" for share, mark in REPLY_SHARE_MARKS.items()
+            for side, label in zip(SIDES, labels, strict=True) if f"{share}_{side}" in table.columns}  # fmt: skip
+
+
+def _share_text(value: Any) -> str:
+    share = as_number(value)
+    return "—" if share is None else f"{share:.0%}"
+
+
 def interleaved_markdown(
     table: pd.DataFrame,
     labels: Sequence[str],
@@ -169,7 +198,8 @@ def interleaved_markdown(
     design: Mapping[str, Design] | None = None,
 ) -> str:
     """interleaved.md: what was measured in which order, the overall ratios (`overall`), what their rounds say
-    beyond them (`overall_design`) and the paired table."""
+    beyond them (`overall_design`) and the paired table, with each side's reply shares and the decode matrix's note
+    on them where the rounds' requests carried a response format or tools."""
     a, b = (inert(label) for label in labels)
     out = [
         f"# Interleaved comparison: {b} / {a}",
@@ -189,10 +219,13 @@ def interleaved_markdown(
     if table.empty:
         out.append("No decode cell ran undisturbed in every round on both sides.")
     else:
+        shares = _share_columns(table, [a, b])
         shown = pd.DataFrame(
-            [[row["context"], f"{int(row['concurrency']):,}", *(_cell_text(row, q) for q in RATIO_QUANTITIES)]
-             for row in table.to_dict("records")],
-            columns=["Context", "Requests at once", *RATIO_QUANTITIES.values()],
+            [[row["context"], f"{int(row['concurrency']):,}", *(_cell_text(row, q) for q in RATIO_QUANTITIES),
+              *(_share_text(row[c]) for c in shares)] for row in table.to_dict("records")],
+            columns=["Context", "Requests at once", *RATIO_QUANTITIES.values(), *shares.values()],
         )  # fmt: skip
         out.append(markdown_table(shown))
+        if shares:
+            out.append(REPLY_SHARE_NOTE)
     return "\n\n".join(out) + "\n"
