@@ -19,10 +19,11 @@ from toolkit.method.spread import LEGACY_BATCHES, WINDOW_DOF, Interval, ratio_te
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, cells_text, format_ratio
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
-from toolkit.results.documents.batch import BatchDocument
+from toolkit.results.documents.batch import BatchDocument, CompareBlock
 from toolkit.results.runs import load_run
 from toolkit.results.store import RUN_FILE
 
+Compared = CompareBlock | Mapping[str, Any] | None  # batch.json's `compare`; None: nothing compared
 INDEX_TITLE = "Speed test matrix batch"
 COLUMNS = ("Variant", "State", "Prefill tok/s", "Best measured total tok/s", "Statuses", "Note")
 HEADLINE_CAPTION = ("Prefill tok/s: at the largest context measured. Best measured total tok/s: the highest of the "
@@ -136,7 +137,7 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
     return [state, prefill, best, statuses or MISSING, row["error"] or ""]
 
 
-def index_markdown(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any] | None, title: str) -> str:
+def index_markdown(rows: Sequence[Mapping[str, Any]], compare: Compared, title: str) -> str:
     """index.md: the variants' table (reports linked) and the comparison."""
     data = []
     for row in rows:
@@ -144,40 +145,45 @@ def index_markdown(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any]
         data.append([link, *_cells(row)])
     frame = pd.DataFrame(data, columns=list(COLUMNS), dtype=object)
     out = [f"# {INDEX_TITLE}: {inert(title)}", HEADLINE_CAPTION, markdown_table(frame), "## Comparison",
-           inert(_compare_md(compare))]  # fmt: skip
+           inert(_compare_md(_block(compare)))]  # fmt: skip
     return "\n\n".join(out) + "\n"
 
 
-def paired_lines(compare: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+def _block(compare: Compared) -> CompareBlock | None:
+    """batch.json's `compare` (a mapping given is read as batch.json would be)."""
+    return compare if compare is None or isinstance(compare, CompareBlock) else CompareBlock.model_validate(compare)
+
+
+def paired_lines(compare: Compared) -> list[tuple[str, str]]:
     """An interleaved batch's comparisons: (the paired report's path in the batch folder, a line that sums it up:
     `b / a over R interleaved rounds, paired: Total tok/s 1.05× ±0.03 (2 cells, detects ±1.2 %); …`, the smallest
     change its rounds detect at 80 % power where batch.json has it); none for another batch."""
-    lines = []
-    for pair in (compare or {}).get("interleaved") or []:
-        detectable = pair.get("detectable") or {}
+    block, lines = _block(compare), []
+    for pair in (block.interleaved if block is not None else None) or []:
+        detectable = pair.detectable or {}
         sums = "; ".join(
             f"{RATIO_QUANTITIES.get(q, q)} {format_ratio(v)} ±{hw:.2f} ({cells_text(int(n))}"
-            + (f", detects ±{detectable[q]:.1f} %)" if isinstance(detectable.get(q), int | float) else ")")
-            for q, (v, hw, n) in (pair.get("overall") or {}).items()
+            + (f", detects ±{detectable[q]:.1f} %)" if q in detectable else ")")
+            for q, (v, hw, n) in (pair.overall or {}).items()
         )
-        head = f"{pair['label']} / {pair['baseline']} over {pair['rounds']} interleaved rounds, paired"
-        lines.append((str(pair["report"]), f"{head}: {sums or 'no decode cell in every round'}"))
+        head = f"{pair.label} / {pair.baseline} over {pair.rounds} interleaved rounds, paired"
+        lines.append((pair.report, f"{head}: {sums or 'no decode cell in every round'}"))
     return lines
 
 
-def _compare_md(compare: Mapping[str, Any] | None) -> str:
+def _compare_md(compare: CompareBlock | None) -> str:
     if paired := paired_lines(compare):
         return "\n".join(f"- [{Path(path).name}]({path}): {line}" for path, line in paired)
-    if compare and compare.get("state") == "done":
-        shown = ", ".join(compare["labels"])
+    if compare is not None and compare.state == "done":
+        shown = ", ".join(compare.labels or [])
         return f"[compare.md](compare/compare.md) · [compare.html](compare/compare.html): {shown}"
     return _compare_note(compare)
 
 
-def _compare_note(compare: Mapping[str, Any] | None) -> str:
+def _compare_note(compare: CompareBlock | None) -> str:
     if compare is None:
         return "No comparison: fewer than two variants have results."
-    return f"No comparison: {compare.get('error') or 'fewer than two variants have results'}."
+    return f"No comparison: {compare.error or 'fewer than two variants have results'}."
 
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}
@@ -185,9 +191,9 @@ th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}t
 .failed{color:#a00}.caption{color:#555;max-width:60em}"""
 
 
-def index_html(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any] | None, title: str) -> str:
+def index_html(rows: Sequence[Mapping[str, Any]], compare: Compared, title: str) -> str:
     """index.html: a self-contained page (no external assets) with the same content as index.md."""
-    esc = html.escape
+    esc, compare = html.escape, _block(compare)
     head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
     body = []
     for row in rows:
@@ -200,8 +206,8 @@ def index_html(rows: Sequence[Mapping[str, Any]], compare: Mapping[str, Any] | N
             f'<li><a href="{quote(path)}">{esc(Path(path).name)}</a>: {esc(line)}</li>' for path, line in paired
         )
         comparison = f"<ul>{items}</ul>"
-    elif compare and compare.get("state") == "done":
-        shown = esc(", ".join(compare["labels"]))
+    elif compare is not None and compare.state == "done":
+        shown = esc(", ".join(compare.labels or []))
         comparison = (
             f'<p><a href="compare/compare.html">compare.html</a> · '
             f'<a href="compare/compare.md">compare.md</a>: {shown}</p>'

@@ -23,6 +23,7 @@ from toolkit.batch.progress import BatchProgress
 from toolkit.batch.state import DONE, FAILED, INTERRUPTED, RUNNING, STATE_FILE, BatchState, now
 from toolkit.batch.sweep import Variant
 from toolkit.batch.variant import ERROR_FILE, one_line_error, run_variant
+from toolkit.results.documents.batch import CompareBlock, PairedComparison
 from toolkit.results.store import RUN_FILE, check_writable
 
 if TYPE_CHECKING:
@@ -150,8 +151,8 @@ def _run_with(variants: Sequence[Variant], out: Path, *, sweep: str, resume: boo
     for name, path in paths.items():
         print(f"{name}: {path}")
     states = [state.variant(v.label)["state"] for v in variants]
-    compared = state.document.compare or {}
-    return 0 if all(s == DONE for s in states) and compared.get("state") != FAILED else 1
+    compared = state.document.compare
+    return 0 if all(s == DONE for s in states) and (compared is None or compared.state != FAILED) else 1
 
 
 def compare_variants(out: Path, variants: Sequence[Variant], state: BatchState) -> None:
@@ -195,8 +196,9 @@ def compare_rounds(out: Path, ready: Sequence[Variant], state: BatchState) -> No
                 continue
             report, sums, detectable = paired_report({base: rounds[base], other: rounds[other]},
                                                      out / COMPARE_DIR, f"{other}-vs-{base}")  # fmt: skip
-            pairs.append({"label": other, "baseline": base, "rounds": shared, "report": f"{COMPARE_DIR}/{report.name}",
-                          "overall": sums, "detectable": detectable})  # fmt: skip
+            overall = {q: list(v) for q, v in sums.items()}  # [ratio, half-width, cells], as batch.json holds it
+            pairs.append(PairedComparison(label=other, baseline=base, rounds=shared, report=f"{COMPARE_DIR}/"
+                                          f"{report.name}", overall=overall, detectable=detectable))  # fmt: skip
             print(f"interleaved: {report}")
     except Exception as exc:  # the variants' own reports stand; the index says why there is no comparison
         state.set(compare={"state": FAILED, "error": f"the paired report failed: {one_line_error(exc)}"})
@@ -204,7 +206,7 @@ def compare_rounds(out: Path, ready: Sequence[Variant], state: BatchState) -> No
     if not pairs:
         state.set(compare={"state": FAILED, "error": "fewer than two rounds of a variant and the first have results"})
         return
-    state.set(compare={"state": DONE, "labels": configurations, "interleaved": pairs})
+    state.set(compare=CompareBlock(state=DONE, labels=configurations, interleaved=pairs).as_dict())
 
 
 def _has_results(folder: Path) -> bool:

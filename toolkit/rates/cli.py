@@ -161,7 +161,7 @@ def main(args: argparse.Namespace) -> int:
     from toolkit.rates.runner import run_rates
 
     out = run_rates(params, say=lambda line: print(line, file=sys.stderr, flush=True), resume=args.resume)
-    print(summary_table(read_steps(out)))
+    print(summary_table([step.as_dict() for step in read_steps(out)]))
     print(f"results: {out / 'rates'} (sweep.json, steps.jsonl, step-NNN.parquet), {out / 'run.json'}")
     return 0
 

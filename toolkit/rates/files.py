@@ -12,25 +12,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from toolkit.base.api_keys import scrub, scrub_tree
-from toolkit.base.errors import RateSweepError
+from toolkit.base.api_keys import scrub
 from toolkit.method.embeddings import complete_embedding_records
 from toolkit.method.goodput import RECORD_COLUMNS
+from toolkit.results.documents.step import STEPS_FILE, RateStep
+from toolkit.results.documents.step import json_safe as json_safe  # its home before steps had a model
+from toolkit.results.documents.step import read_steps as read_step_lines
 from toolkit.results.documents.sweep import SweepDocument
-from toolkit.results.rate_runs import RATES_DIR, STEPS_FILE, SWEEP_FILE
+from toolkit.results.rate_runs import RATES_DIR, SWEEP_FILE
 from toolkit.results.rate_runs import step_file as step_name
-from toolkit.results.step_row import StepRow, validated_step
-from toolkit.results.store import StoreError, append_line, read_jsonl_lines
-from toolkit.results.validation import line_where
-
-RATE_FIELDS = ("offered_rate",)  # where "inf" is written for an infinite rate
+from toolkit.results.step_row import StepRow
+from toolkit.results.store import StoreError
 
 
 def rates_dir(out: Path) -> Path:
@@ -41,23 +39,9 @@ def step_file(out: Path, step: int) -> Path:
     return rates_dir(out) / step_name(step)
 
 
-def json_safe(value: Any) -> Any:
-    """NaN and infinity as null (JSON has neither); numpy scalars as Python numbers; within mappings too (a class
-    sweep's `classes`)."""
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if hasattr(value, "item") and not isinstance(value, list | dict | str):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def step_line(row: dict[str, Any]) -> bytes:
-    """One steps.jsonl line: an infinite rate as "inf", other non-finite numbers as null."""
-    clean = {k: "inf" if k in RATE_FIELDS and v == math.inf else json_safe(v) for k, v in row.items()}
-    clean = scrub_tree(clean)  # no secret reaches disk
-    return (json.dumps(clean, allow_nan=False) + "\n").encode("utf-8")
+def step_line(row: RateStep | dict[str, Any]) -> bytes:
+    """One steps.jsonl line (RateStep.line): an infinite rate as "inf", other non-finite numbers as null."""
+    return RateStep.of(row).line()
 
 
 def write_sweep(out: Path, sweep: dict[str, Any]) -> None:
@@ -98,15 +82,15 @@ def scrubbed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(**{c: frame[c].map(lambda v: scrub(v) if isinstance(v, str) else v) for c in text})
 
 
-def write_step(out: Path, step: int, frame: pd.DataFrame, row: dict[str, Any]) -> None:
+def write_step(out: Path, step: int, frame: pd.DataFrame, row: RateStep | dict[str, Any]) -> None:
     """The step's records (atomically), then its line in steps.jsonl: a line always has its records."""
-    path = step_file(out, step)
+    path, line = step_file(out, step), RateStep.of(row)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         scrubbed(frame).to_parquet(tmp, index=False)
         os.replace(tmp, path)
-        append_line(rates_dir(out) / STEPS_FILE, step_line(row))
+        line.append(rates_dir(out) / STEPS_FILE)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -115,19 +99,10 @@ def write_step(out: Path, step: int, frame: pd.DataFrame, row: dict[str, Any]) -
         ) from None
 
 
-def read_steps(out: Path, model: type[StepRow] = StepRow) -> list[dict[str, Any]]:
-    """The finished steps' rows, in order ("inf" rates back as infinity), each validated as `model` (SweepStep:
-    every field a resumed sweep reads back); RateSweepError naming the file, line and field of the first that is
-    not one."""
-    path = rates_dir(out) / STEPS_FILE
-    rows: list[dict[str, Any]] = []
-    for number, row in read_jsonl_lines(path, RateSweepError):
-        validated_step(row, line_where(path, number), model)
-        rows.append(row)
-        for key in RATE_FIELDS:
-            if row.get(key) == "inf":
-                row[key] = math.inf
-    return rows
+def read_steps(out: Path, model: type[StepRow] = StepRow) -> list[RateStep]:
+    """The finished steps, in order ("inf" rates back as infinity), each validated as `model` (SweepStep: every
+    field a resumed sweep reads back); RateSweepError naming the file, line and field of the first that is not one."""
+    return read_step_lines(rates_dir(out) / STEPS_FILE, model)
 
 
 def read_step_records(out: Path, step: int) -> pd.DataFrame:
@@ -137,5 +112,5 @@ def read_step_records(out: Path, step: int) -> pd.DataFrame:
 
 def read_records(out: Path) -> pd.DataFrame:
     """Every finished step's records, one frame (a step's line is written after its file: the lines decide)."""
-    frames = [read_step_records(out, row["step"]) for row in read_steps(out)]
+    frames = [read_step_records(out, row.step) for row in read_steps(out)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(RECORD_COLUMNS))

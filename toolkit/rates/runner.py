@@ -280,8 +280,9 @@ class _Sweep:
             await self._run(await self._cold_control(plan, frame))
 
     async def _run(self, plan: StepPlan) -> pd.DataFrame:
-        frame, row = await run_step(self.tools, plan)
-        write_step(self.out, plan.index, frame, row)
+        frame, step = await run_step(self.tools, plan)
+        write_step(self.out, plan.index, frame, step)
+        row = step.as_dict()
         self.rows.append(row)
         self.say(progress_text(row, self.slo))
         if (failed := failure_text(row, frame)) is not None:
@@ -382,7 +383,8 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
             done, prompts_id = [], sweep["run_id"]
         else:
             _check_same_sweep(out, before.as_dict(), as_written(sweep))
-            done = read_steps(out, SweepStep)  # every line as the runner writes it: one line naming a damaged one
+            # every line as the runner writes it: one line naming a damaged one
+            done = [step.as_dict() for step in read_steps(out, SweepStep)]
             prompts_id = f"{before.run_id}-{random_ids.token_hex(2)}"  # still cold prompts
             say(f"resuming the sweep in {out}; finished steps kept: {len(done)}")
         workload = Workload(params, api, server.model, prompts_id, dataset, server.block_size, class_datasets)

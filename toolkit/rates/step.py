@@ -46,6 +46,7 @@ from toolkit.method.prefix_cache import expected_conversation_hit_rate, measured
 from toolkit.rates.files import records_frame
 from toolkit.rates.params import RateParams
 from toolkit.rates.ray_clients import LEAD_S, RaySenders, send_on_ray
+from toolkit.results.documents.step import RateStep
 
 SAMPLE_INTERVAL_S = 0.5  # server gauges at 2 Hz: each scrape costs the sending loop a little
 
@@ -81,8 +82,8 @@ class StepTools:
     embedder: EmbeddingClient | None = None  # endpoint embeddings: what sends the step's requests
 
 
-async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Run one step: its records (`RECORD_COLUMNS`) and its steps.jsonl row."""
+async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, RateStep]:
+    """Run one step: its records (`RECORD_COLUMNS`) and its steps.jsonl line."""
     params, api = tools.params, tools.api
     if params.drain:
         await drain(api, params.drain_timeout_s, tools.metrics)
@@ -168,8 +169,8 @@ def server_figures(
 
 def step_row(
     plan: StepPlan, params: RateParams, summary: StepSummary, frame: pd.DataFrame, server: dict[str, Any]
-) -> dict[str, Any]:
-    """The step's steps.jsonl row, keys in the documented order (`endpoint_generation_tokens` only when several
+) -> RateStep:
+    """The step's steps.jsonl line, keys in the documented order (`endpoint_generation_tokens` only when several
     `/metrics` endpoints were scraped: each one's generated tokens, in the order of `server_metrics`;
     `lora_adapters` only from a server exporting vllm:lora_requests_info: the adapters it ran and queued during the
     step, toolkit.matrix.lora_info; `items`,
@@ -221,7 +222,7 @@ def step_row(
     }
     if classes is not None:  # the step meets its level when each class meets its own
         row.update(mix_total(classes))
-    return row
+    return RateStep.of(row)
 
 
 def step_classes(params: RateParams, frame: pd.DataFrame) -> dict[str, dict[str, Any]]:

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from toolkit.method.goodput import (
     REQUIRED_RECORD_COLUMNS,
     ServiceLevel,
 )
+from toolkit.results.documents.step import STEPS_FILE, read_steps
 from toolkit.results.documents.sweep import SWEEP_FILE, SweepDocument
 from toolkit.results.runs import default_label, unique_labels
 from toolkit.results.store import RUN_FILE, read_json
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 RATES_DIR = "rates"
-STEPS_FILE = "steps.jsonl"
 DEFAULT_TARGET = 0.99  # the fraction of requests that must meet the limits when the sweep names none
 # Per-step columns a reader can count on (NaN where a line lacks one: an older sweep's percentile bounds, or an
 # unbounded end); booleans are False where missing.
@@ -114,19 +113,7 @@ def has_rates(folder: str | Path) -> bool:
 def _read_steps(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise RateSweepError(f"{path}: missing; the sweep recorded no step")
-    rows: list[dict[str, Any]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            raise RateSweepError(f"{path}:{number}: not a JSON record") from None
-        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
-            raise RateSweepError(f"{path}:{number}: a step line needs an integer 'step'")
-        if row.get("offered_rate") is None:
-            raise RateSweepError(f"{path}:{number}: step {row['step']} has no 'offered_rate'")
-        rows.append(row)
+    rows = [step.as_dict() for step in read_steps(path, rated=True)]
     if not rows:
         raise RateSweepError(f"{path}: no step recorded")
     steps = pd.DataFrame(rows)

@@ -1,8 +1,10 @@
 """The JSON documents of a run folder besides run.json, each one typed model with one reader and one writer.
 
     sweep.json     a rate sweep's parameters as run and its search's result (SweepDocument, `rates/` of a run)
+    steps.jsonl    one line per finished step of that sweep (RateStep; no schema_version: sweep.json's covers it)
     server.json    the server the toolkit launched for a run, and how it ended (ServerRecord)
-    batch.json     a batch's variants in order and each one's state (BatchDocument)
+    batch.json     a batch's variants in order and each one's state, and the comparison's outcome (BatchDocument;
+                   an interleaved batch's paired comparisons: CompareBlock, PairedComparison)
 
 and run.json's blocks (run_blocks: launch, server, environment, params, fingerprint, overhead, control, capacity),
 which toolkit.results.run_document's RunDocument holds.

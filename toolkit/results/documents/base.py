@@ -4,7 +4,7 @@ what every block of one shares: its keys written back in the order read, unknown
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import ItemsView, KeysView, Mapping
 from pathlib import Path
 from typing import ClassVar, Self
 
@@ -30,7 +30,8 @@ Number = int | float  # as the file holds it: 4 stays 4, 0.5 stays 0.5
 class Block(BaseModel):
     """A JSON object of a run-folder document: its named fields typed, every other key kept (`extra="allow"`), and
     the keys it was read with written back in that order, the fields it was not given left out (`exclude_unset`).
-    Read as the mapping it was before it had a model: by key, with `get`, and equal to a mapping of its keys."""
+    Read as the mapping it was before it had a model: by key, with `get`, `keys` and `items`, and equal to a mapping
+    of its keys."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -64,6 +65,14 @@ class Block(BaseModel):
 
     def __contains__(self, key: object) -> bool:
         return key in self.as_dict()
+
+    def keys(self) -> KeysView[str]:
+        """The keys it holds, in its order (so `dict(block)` and `{**block}` read it as the file holds it)."""
+        return self.as_dict().keys()
+
+    def items(self) -> ItemsView[str, JsonValue]:
+        """(key, value) as the file holds them, in its order."""
+        return self.as_dict().items()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
