@@ -4,7 +4,7 @@ what every block of one shares: its keys written back in the order read, unknown
 from __future__ import annotations
 
 import json
-from collections.abc import ItemsView, KeysView, Mapping
+from collections.abc import ItemsView, KeysView, Mapping, ValuesView
 from pathlib import Path
 from typing import ClassVar, Self
 
@@ -73,6 +73,10 @@ class Block(BaseModel):
     def items(self) -> ItemsView[str, JsonValue]:
         """(key, value) as the file holds them, in its order."""
         return self.as_dict().items()
+
+    def values(self) -> ValuesView[JsonValue]:
+        """The values as the file holds them, in its order."""
+        return self.as_dict().values()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
