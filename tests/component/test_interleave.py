@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pandas as pd
 import pytest
 
+from tests.component.test_matrix_requests import INVALID, SCHEMA, VALID, matched
 from tests.faultserver import FaultServer
 from tests.tiny_params import tiny_params
 from toolkit.batch.interleave import REPORT, TABLE, round_folder, run_interleaved
@@ -24,8 +24,6 @@ from toolkit.matrix import runner as matrix_runner
 from toolkit.params import make_params
 from toolkit.reports.tables import REPLY_SHARE_NOTE
 
-SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-VALID, INVALID = '{"a": 3}', '{"a": "three"}'
 KEY_ENV = "INTERLEAVE_TEST_KEY"  # unset: the fault servers need no key
 
 
@@ -65,15 +63,6 @@ def test_two_servers_in_alternating_rounds_give_a_paired_ratio(tmp_path: Path, m
     assert found is not None, text
     true_difference = 100 * (0.020 / 0.012 - 1)
     assert float(found[1]) < true_difference and float(found[3]) < true_difference, found[0]
-
-
-def matched(text: str | None) -> bool:
-    """Whether a reply's text is JSON valid under SCHEMA (the test's own check, not the toolkit's)."""
-    try:
-        jsonschema.validate(json.loads(text or ""), SCHEMA)
-    except (ValueError, jsonschema.ValidationError):
-        return False
-    return True
 
 
 def interleave(base: Path, a: FaultServer, b: FaultServer, *extra: str) -> int:
