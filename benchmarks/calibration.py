@@ -38,13 +38,14 @@ Per level: 3 × `--trials` windows (the quantities are judged on all, `repeat` o
 holds the truth (binomial standard error about 0.005 at 2,000); width the median half-width as a % of the value.
 
     .venv/bin/python benchmarks/calibration.py [--trials 400] [--truth-trials 1000] [--seeds 1,2,3] [--ar 0.25,0.5]
-        [--ar-sweep] [--sweep-trials 500] [--kinds independent,ar1,drift] [--coverage-only | --slo-only]
-        [--json PATH]
+        [--ar-sweep] [--sweep-trials 500] [--kinds independent,ar1,drift] [--coverage-only | --slo-only |
+        --windows-only] [--json PATH]
     .venv/bin/python benchmarks/calibration.py --gate-only [--gate-trials 200]
 
 Last line per seed: `calibration: seed=S trials=N levels=… <kind>=<coverage per level> … outside=<kind/level:cov,…>
 [outside@0.7=…]`, outside meaning out of 0.93–0.97. Without `--coverage-only` the compare family, the interleaved
-machine compares and the gate (`gate: …`) are printed before it.
+machine compares and the gate (`gate: …`) are printed before it. `--windows-only` measures the window, repeat,
+compare and drift kinds alone (no interleaved compares or SLO steps, most of a level's time).
 """
 
 from __future__ import annotations
@@ -262,7 +263,8 @@ def drift_coverage(noise: Noise, cell: Cell, trials: int, machine_drift: float, 
     tally.table("drift_plain", ratio_table(runs_frame(plain), "A", "B", ["total_tok_s"]), "total_tok_s")
 
 
-ROUND_COLUMNS = ("phase", "context_tokens", "context", "concurrency", "status", "disturbed", *RATIOS.values())
+CARRIED = ("phase", "context_tokens", "context", "concurrency", "status", "disturbed", "sub_windows")
+ROUND_COLUMNS = (*CARRIED, *RATIOS.values(), *(f"{q}_ci" for q in RATIOS.values()))  # a round's own intervals too
 
 
 def interleaved_rounds(
@@ -459,12 +461,14 @@ def run_level(name: str, trials: int, args: argparse.Namespace, maps: dict[str, 
               rng: random.Random, nprng: np.random.Generator) -> dict[str, Any]:  # fmt: skip
     """Every kind's coverage at one noise level."""
     kind, target = level_target(name)
-    phi = invert(maps["phi"], target) if target is not None else 0.0
+    phi = invert(maps["phi"], target) if target is not None and maps["phi"] else 0.0
     tally = Tally()
     windows = {} if args.slo_only else window_level(name, trials, args, maps, rng, tally)
-    slo_measured = slo_coverage(nprng, trials, args.slo_requests, phi, SLO_DRIFT if kind == "drift" else 0.0, tally)
+    slo_measured = math.nan
+    if not args.windows_only:
+        slo_measured = slo_coverage(nprng, trials, args.slo_requests, phi, SLO_DRIFT if kind == "drift" else 0.0, tally)
+        print(f"{name}: SLO phi={phi:.4f}, between-batch r={slo_measured:.3f}", flush=True)
     rows = tally.rows()
-    print(f"{name}: SLO phi={phi:.4f}, between-batch r={slo_measured:.3f}", flush=True)
     return {**windows, "slo_phi": phi, "slo_between_batch_r": slo_measured, "trials": trials,
             "kinds": {k: dict(zip(("coverage", "width", "n"), v, strict=True)) for k, v in rows.items()}}  # fmt: skip
 
@@ -484,7 +488,8 @@ def window_level(name: str, trials: int, args: argparse.Namespace, maps: dict[st
     true = truth(noise, cell, args.truth_trials, rng)
     measured = window_coverage(noise, cell, trials, true, rng, tally)
     drift_coverage(noise, cell, trials, args.machine_drift, rng, tally)
-    interleaved_coverage(noise, trials, args.machine_drift, rng, tally)
+    if not args.windows_only:
+        interleaved_coverage(noise, trials, args.machine_drift, rng, tally)
     print(f"{name}: generator rho={rho:.3f} per tenth, between-batch r={measured:.3f}; truth "
           + ", ".join(f"{q}={v:.4g}" for q, v in true.items()), flush=True)  # fmt: skip
     return {"rho_per_tenth": rho, "between_batch_r": measured, "truth": true}
@@ -594,6 +599,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gate-only", action="store_true", help="only the regression gate's error rates")
     ap.add_argument("--coverage-only", action="store_true", help="no compare family, machine compares or gate")
     ap.add_argument("--slo-only", action="store_true", help="only slo_fraction (implies --coverage-only)")
+    ap.add_argument("--windows-only", action="store_true",
+                    help="only the window, repeat, compare and drift kinds (implies --coverage-only)")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else [int(s) for s in args.seeds.split(",")]
@@ -603,11 +610,14 @@ def main(argv: list[str] | None = None) -> None:
         print(gate_line(gate_rates(gate_kinds, args.gate_trials, args.machine_drift, rng), args.gate_trials,
                         args.machine_drift))  # fmt: skip
         return
-    args.coverage_only |= args.slo_only
-    maps = {"rho": [] if args.slo_only else rho_map(), "phi": phi_map(args.slo_requests)}
+    if args.slo_only and args.windows_only:
+        ap.error("--slo-only and --windows-only exclude each other")
+    args.coverage_only |= args.slo_only or args.windows_only
+    maps = {"rho": [] if args.slo_only else rho_map(), "phi": [] if args.windows_only else phi_map(args.slo_requests)}
     if maps["rho"]:
         print("map: generator rho per tenth -> between-batch r " + ", ".join(f"{p:g}:{c:.3f}" for p, c in maps["rho"]))
-    print("map: SLO requests' phi -> between-batch r " + ", ".join(f"{p:g}:{c:.3f}" for p, c in maps["phi"]))
+    if maps["phi"]:
+        print("map: SLO requests' phi -> between-batch r " + ", ".join(f"{p:g}:{c:.3f}" for p, c in maps["phi"]))
     started, results = time.monotonic(), {}
     for seed in seeds:
         results[str(seed)] = run_seed(seed, args, maps)

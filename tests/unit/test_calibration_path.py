@@ -3,6 +3,7 @@ kind it checks is computed by the function a report, table or step row shows it 
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
 import statistics
@@ -109,6 +110,34 @@ def test_the_drift_ratio_is_divided_by_the_machines_change_along_the_control_lin
     assert corrected["total_tok_s_ratio_hw"][0] != pytest.approx(plain["total_tok_s_ratio_hw"][0], rel=1e-6)
 
 
+def test_two_windows_ratio_reads_ratio_dof_and_the_drift_ratio_adds_the_lines_change_by_welch() -> None:
+    a, b = _records(11, 2)
+    readings = [calibration._control(Noise("lockstep"), 1.0, 150.0 * k, k, random.Random(k)) for k in range(4)]
+    line = control_fit(readings)
+    places = [cell_drift(line, "1970-01-01T00:01:40+00:00"), cell_drift(line, "1970-01-01T00:06:40+00:00")]
+    plain = calibration.compare_table([a], [b])
+    corrected = compare.ratio_table(calibration.runs_frame({"A": [(a, places[0])], "B": [(b, places[1])]}), "A", "B")
+    pooled = 2 * 0.95 - 0.25  # two windows' halves at 0.95 each, pooled, less the ratio's discount
+    assert plain["total_tok_s_ratio_dof"][0] == pytest.approx(pooled)
+    assert plain["total_tok_s_ratio_hw"][0] == pytest.approx(ratio_test(
+        Interval(a.total_tok_s, a.total_tok_s_ci, 0.95), Interval(b.total_tok_s, b.total_tok_s_ci, 0.95)
+    ).interval.half_width)  # fmt: skip
+    cells = sum((m.total_tok_s_ci / m.total_tok_s / t_quantile(0.95)) ** 2 for m in (a, b))
+    change, change_dof = corrected["machine_change_se"][0] ** 2, corrected["machine_change_dof"][0]
+    welch = (cells + change) ** 2 / (cells**2 / pooled + change**2 / change_dof)
+    assert corrected["total_tok_s_ratio_dof"][0] == pytest.approx(welch)
+
+
+def test_windows_only_measures_the_window_compare_and_drift_kinds_alone() -> None:
+    args = argparse.Namespace(windows_only=True, slo_only=False, truth_trials=4, machine_drift=0.05,
+                              slo_requests=50)  # fmt: skip
+    level = calibration.run_level("independent", 2, args, {"rho": [], "phi": []}, random.Random(1),
+                                  np.random.default_rng(1))  # fmt: skip
+    counts = {k: v["n"] for k, v in level["kinds"].items()}
+    assert counts["ratio"] == 3 and counts["drift_ratio"] == 2 and counts["total_tok_s"] == 6
+    assert counts["interleaved"] == counts["interleaved_overall"] == counts["slo_fraction"] == 0
+
+
 def test_interleaved_coverage_counts_paired_table_and_overall() -> None:
     tally = calibration.Tally()
     calibration.interleaved_coverage(Noise("lockstep"), 2, 0.05, random.Random(4), tally)
@@ -172,3 +201,12 @@ def test_slo_only_reports_just_the_kinds_it_measured() -> None:
     line = calibration.calibration_line(1, 100, levels, {})
     assert "slo_fraction=0.990,0.950 min=0.950 max=0.990" in line and "total_tok_s" not in line
     assert calibration._table(levels).splitlines()[2].startswith("slo_fraction")
+
+
+def test_the_machine_compares_plain_side_reads_each_rounds_own_intervals() -> None:
+    a, b = calibration.interleaved_rounds(Noise("lockstep"), random.Random(6), 1.0, 2, 2, 0.0, Cell(window_s=2.0))
+    records = [calibration.Measurement.from_dict(row) for row in b[1].to_dict("records")]
+    assert all(m.total_tok_s_ci is not None and m.sub_windows == BATCHES for m in records)
+    plain = calibration.compare_table([calibration.Measurement.from_dict(r) for r in a[1].to_dict("records")],
+                                      records)  # fmt: skip
+    assert plain["total_tok_s_ratio_hw"].notna().all()  # without them compare had no interval and marked nothing

@@ -212,7 +212,7 @@ def test_compares_overall_line_marks_a_ratio_off_1_between_runs_measured_apart()
     text = overall_text(pd.DataFrame([row])) or ""
     assert "Total tok/s 1.55× ±0.51 (1 cell)†;" in text and "Per request tok/s 1.02× ±0.11 (1 cell);" in text
     assert text.endswith("† The interval leaves out 1, but the runs were measured apart: not a verdict. On a "
-                         "machine whose speed drifts 5 % from one run to the next, 60% of compares of a server with "
+                         "machine whose speed drifts 5 % from one run to the next, 55% of compares of a server with "
                          "itself left out 1 this way, and 2.5% measured interleaved (benchmarks/calibration.py): "
                          "`toolkit interleave` separates the change from the machine; `vllm-speedtest gate` calls this "
                          "inconclusive unless given a between-run allowance (`--between-runs`).")  # fmt: skip

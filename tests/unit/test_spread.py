@@ -8,6 +8,7 @@ import random
 import statistics
 
 import pytest
+from scipy.special import stdtr
 
 from benchmarks.token_truth import Cell, Noise, window_streams
 from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio
@@ -154,6 +155,22 @@ def test_twenty_percent_apart_with_tight_intervals_is_significant() -> None:
     assert significant(test.interval) and test.p_value < 0.001
     assert 9 < test.interval.dof < 18  # Welch–Satterthwaite between the two cells' 9
     assert not significant(ratio_interval(Interval(300.0, 40.0, 2), Interval(330.0, 45.0, 2)))
+
+
+def test_two_windows_ratio_reads_the_pooled_dof_less_its_discount_not_welch() -> None:
+    # one window's half-width ten times the other's: Welch–Satterthwaite from the two estimates would give
+    # 0.95 x (1 + 100)^2 / (1 + 100^2) = 0.969 degrees of freedom, so t = 13.2; pooled, 0.95 + 0.95 - 0.25
+    base, other = Interval(400.0, 4.0, 0.95), Interval(380.0, 38.0, 0.95)
+    test = ratio_test(base, other)
+    assert test.interval.dof == pytest.approx(1.65)
+    se = math.hypot(0.01, 0.1) / t_quantile(0.95)
+    spread = t_quantile(1.65) * se  # 5.3 standard errors, not 13
+    assert test.interval.half_width == pytest.approx(0.95 * math.expm1(spread))
+    assert test.p_value == pytest.approx(2 * stdtr(1.65, -abs(math.log(0.95)) / se))
+    # any other pair keeps Welch–Satterthwaite: a window beside a repeated cell's rounds (2 dof)
+    mixed = ratio_test(base, Interval(380.0, 38.0, 2.0))
+    a, b = (0.01 / t_quantile(0.95)) ** 2, (0.1 / t_quantile(2.0)) ** 2
+    assert mixed.interval.dof == pytest.approx((a + b) ** 2 / (a * a / 0.95 + b * b / 2.0))
 
 
 def test_family_correction_and_overall_ratio() -> None:

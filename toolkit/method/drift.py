@@ -34,6 +34,7 @@ from toolkit.method.spread import (
     LEGACY_BATCHES,
     Interval,
     Ratio,
+    ratio_dof,
     ratio_test,
     t_p_value,
     t_quantile,
@@ -198,10 +199,12 @@ def pair_correction(a: CellDrift | None, b: CellDrift | None) -> Correction | No
 
 def corrected_ratio(base: Interval, other: Interval, correction: Correction | None) -> Ratio:
     """other / base divided by the machine's change between the two measurements, its interval and p-value with
-    the change's uncertainty added (Welch–Satterthwaite dof); the plain ratio_test without a correction."""
+    the change's uncertainty added (Welch–Satterthwaite dof of the cells' `ratio_dof` and the change's); the
+    plain ratio_test without a correction."""
     if correction is None or other.value <= 0 or base.value <= 0:
         return ratio_test(base, other)
-    parts = [(base.relative_se**2, base.dof), (other.relative_se**2, other.dof), (correction.variance, correction.dof)]
+    cells = base.relative_se**2 + other.relative_se**2
+    parts = [(cells, ratio_dof(base, other)), (correction.variance, correction.dof)]
     se, dof = math.sqrt(math.fsum(v for v, _ in parts)), welch_dof(parts)
     log_ratio = math.log(other.value / base.value) - correction.change
     ratio = math.exp(log_ratio)

@@ -16,8 +16,9 @@ half-width.
 
 A cell's TTFT is a median over few requests: its interval is distribution-free, from order statistics
 (Hettmansperger–Sheather interpolation), and needs at least 6 requests. A ratio of two such numbers gets an
-interval from both standard errors with Welch–Satterthwaite degrees of freedom, and a p-value for "no
-difference" that compare corrects for the number of tests it makes (toolkit.method.multiplicity).
+interval from both standard errors at `ratio_dof` degrees of freedom (two windows: pooled, less a measured
+discount; otherwise Welch–Satterthwaite), and a p-value for "no difference" that compare corrects for the number
+of tests it makes (toolkit.method.multiplicity).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 BATCHES = 2  # a decode window's interval: its halves (see the module's docstring)
 WINDOW_DOF_DISCOUNT = 0.05  # degrees of freedom taken off the halves' k - 1 = 1 (measured, see the docstring)
 WINDOW_DOF = BATCHES - 1 - WINDOW_DOF_DISCOUNT
+RATIO_DOF_DISCOUNT = 0.25  # taken off the pooled dof of a ratio of two windows (measured, see `ratio_dof`)
+RATIO_WINDOW_DOF = 2 * WINDOW_DOF - RATIO_DOF_DISCOUNT
 LEGACY_BATCHES = 3  # records made before the halves: 3 parts at 1.5 degrees of freedom (`window_dof`)
 DOF_DISCOUNT = 0.5  # degrees of freedom taken off other batch means' k - 1 (the SLO fraction's, reconcile's)
 LEVEL = 0.95
@@ -144,13 +147,26 @@ def welch_dof(parts: Sequence[tuple[float, float]]) -> float:
     return total**2 / uncertain if uncertain > 0 else math.inf
 
 
+def ratio_dof(base: Interval, other: Interval) -> float:
+    """Degrees of freedom of other / base's log-scale variance (the sum of both relative ones). Two decode windows
+    (both at `WINDOW_DOF`): `RATIO_WINDOW_DOF`, the pooled 2 × 0.95 less `RATIO_DOF_DISCOUNT`. The same cell in two
+    runs has alike relative variances, and Welch–Satterthwaite from two 1-dof estimates of them mostly comes out
+    near 1 (the larger estimate dominates by chance), which covered 0.976-0.988; the pooled 1.9 covers about 0.91
+    at 0.5 correlation between batches; 1.65 covers 0.939-0.968 from independent gaps to 0.5, 0.971-0.976 under a
+    drift inside the window (`benchmarks/calibration.py --windows-only`, docs/method/spread.md). Any other pair:
+    Welch–Satterthwaite."""
+    if base.dof == other.dof == WINDOW_DOF:
+        return RATIO_WINDOW_DOF
+    return welch_dof([(base.relative_se**2, base.dof), (other.relative_se**2, other.dof)])
+
+
 def ratio_test(base: Interval, other: Interval) -> Ratio:
-    """other / base: the log ratio's standard error from both relative standard errors, Welch–Satterthwaite
-    degrees of freedom, the interval back on the ratio's scale as a half-width (the larger side)."""
+    """other / base: the log ratio's standard error from both relative standard errors, `ratio_dof` degrees of
+    freedom, the interval back on the ratio's scale as a half-width (the larger side)."""
     ratio = other.value / base.value
     a, b = base.relative_se**2, other.relative_se**2
     se = math.sqrt(a + b)
-    dof = welch_dof([(a, base.dof), (b, other.dof)])
+    dof = ratio_dof(base, other)
     if se == 0:
         return Ratio(Interval(ratio, 0.0, dof), 0.0 if ratio != 1 else 1.0)
     spread = t_quantile(dof) * se

@@ -20,7 +20,7 @@ import pandas as pd
 
 from toolkit.method.goodput import inter_token_ms, request_latencies, steady_mask
 from toolkit.method.multiplicity import adjusted_p_values, marked
-from toolkit.method.spread import Interval, batch_means, median_interval, ratio_test, t_quantile, welch_dof
+from toolkit.method.spread import Interval, batch_means, median_interval, ratio_dof, ratio_test, t_quantile
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 from toolkit.results.rate_runs import RateSweep
@@ -127,7 +127,7 @@ def _log_bounds(base: Interval, other: Interval) -> tuple[float, float]:
     """other / base's 95 % interval, on the log scale where `ratio_test` computes it (not symmetric)."""
     ratio = other.value / base.value
     se = math.sqrt(base.relative_se**2 + other.relative_se**2)
-    spread = t_quantile(welch_dof([(base.relative_se**2, base.dof), (other.relative_se**2, other.dof)])) * se
+    spread = t_quantile(ratio_dof(base, other)) * se
     return ratio * math.exp(-spread), ratio * math.exp(spread)
 
 
