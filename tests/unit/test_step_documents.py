@@ -9,12 +9,14 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.rate_folders import write_rate_sweep
 from toolkit.base.errors import RateSweepError
 from toolkit.batch.index import paired_lines
 from toolkit.batch.state import BatchState
+from toolkit.reports.rate_tables import endpoint_share_line
 from toolkit.results.documents.batch import BATCH_FILE, BatchDocument, CompareBlock, PairedComparison
 from toolkit.results.documents.step import STEPS_FILE, RateStep, read_steps
 from toolkit.results.rate_runs import load_rate_sweep
@@ -45,6 +47,18 @@ def test_a_produced_step_is_written_as_json_and_reads_back_as_it_was_written(tmp
                        '"goodput": 2.5, "classes": {"chat": {"requests": 3, "slo_fraction": 1.0}}}\n')  # fmt: skip
     (again,) = read_steps(tmp_path / STEPS_FILE)
     assert again.offered_rate == math.inf and again.line().decode() == written
+
+
+def test_a_table_of_read_steps_has_a_column_per_key(tmp_path: Path) -> None:
+    """`pd.DataFrame([step])` is one row with the step's keys as columns, as it was from the dict a step was (the
+    gateway test's replica line read None when pandas took a step's keys as its values)."""
+    line = '{"step": 0, "offered_rate": 4.0, "endpoint_generation_tokens": [150, 50], "searched": false}\n'
+    (tmp_path / STEPS_FILE).write_text(line)
+    table = pd.DataFrame(read_steps(tmp_path / STEPS_FILE))
+    assert list(table.columns) == ["step", "offered_rate", "endpoint_generation_tokens", "searched"]
+    assert table.to_dict("records") == [json.loads(line)]
+    assert endpoint_share_line(table) == ("Generated tokens by /metrics endpoint (server_metrics, in order), over the "
+                                          "steps: #0 75.0%, #1 25.0%.")  # fmt: skip
 
 
 def test_a_field_of_a_newer_producer_is_kept_in_its_place(tmp_path: Path) -> None:

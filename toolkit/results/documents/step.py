@@ -91,6 +91,12 @@ class RateStep(Block):
         append_line(Path(path), self.line())
 
 
+# A step reads as the dict it was written from (its keys, `[]`, `get`): registered as a Mapping, so that tables
+# built from steps take it as one (`pd.DataFrame([step])`: one row, a column per key; unregistered, pandas read its
+# keys as the row's values).
+Mapping.register(RateStep)
+
+
 def plain(value: object) -> object:
     """Numpy scalars as Python numbers (NaN kept), within mappings too (a class sweep's `classes`)."""
     if isinstance(value, dict):
