@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from toolkit.params import ParamsError
+from toolkit.rates.lengths import check_lengths
 from toolkit.rates.params import make_rate_params
 from toolkit.rates.prompt_sources import PromptSource, prompt_source
-from toolkit.rates.workload import check_lengths
 
 A = {"name": "a", "weight": 1, "input_tokens": 64, "output_tokens": 8, "slo_ttft_ms": 500}
 B = {"name": "b", "weight": 1, "input_tokens": 64, "output_tokens": 8, "slo_ttft_ms": 500}

@@ -18,9 +18,9 @@ from toolkit.method.embeddings import embedding_figures, embedding_latencies, su
 from toolkit.method.goodput import BOUND_COLUMNS, ServiceLevel
 from toolkit.rates.cli import params_from_args, summary_table
 from toolkit.rates.files import records_frame
+from toolkit.rates.lengths import check_lengths
 from toolkit.rates.params import make_rate_params
 from toolkit.rates.step import progress_text
-from toolkit.rates.workload import check_lengths
 from toolkit.reports.rate_plots import knee_figure
 from toolkit.reports.rate_tables import rejudge, steps_table
 from toolkit.servers.embedded.server import POOLING_FLAGS, STRUCTURED_FLAGS, ServerConfig, launch_command

@@ -8,8 +8,8 @@ import pytest
 
 from toolkit.base.errors import ParamsError
 from toolkit.method.prefix_cache import expected_hit_rate, measured_hit_rate
+from toolkit.rates.lengths import check_lengths, prefix_groups
 from toolkit.rates.params import make_rate_params
-from toolkit.rates.workload import check_lengths, prefix_groups
 from toolkit.reports.rate_tables import HITS_COLUMN, steps_table
 
 

@@ -18,9 +18,9 @@ from toolkit.params import ParamsError, make_params
 from toolkit.rates.classes import TrafficClass, class_rng, draw_classes, parse_classes
 from toolkit.rates.cli import params_from_args, summary_table
 from toolkit.rates.files import step_line
+from toolkit.rates.lengths import check_lengths
 from toolkit.rates.params import Lengths, RateParams, load_rate_params, make_rate_params
 from toolkit.rates.search import binding_class, next_probe, rate_verdicts, search_result
-from toolkit.rates.workload import check_lengths
 from toolkit.reports.rate_tables import binding_text, search_line
 from toolkit.results.step_row import StepRow, validated_step
 from toolkit.servers.embedded.server import ServerConfig, launch_command

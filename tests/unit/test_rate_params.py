@@ -11,8 +11,8 @@ import pytest
 
 from toolkit.params import ParamsError
 from toolkit.rates.dataset import DatasetError, load_dataset
+from toolkit.rates.lengths import draw_lengths
 from toolkit.rates.params import Lengths, load_rate_params, make_rate_params
-from toolkit.rates.workload import draw_lengths
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "rates"
 

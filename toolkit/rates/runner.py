@@ -43,6 +43,7 @@ from toolkit.rates.files import (
     write_step,
     write_sweep,
 )
+from toolkit.rates.lengths import check_lengths
 from toolkit.rates.model_mix import check_mix_models
 from toolkit.rates.params import Lengths, RateParams, rate_text
 from toolkit.rates.prompt_sources import prompt_source
@@ -61,7 +62,7 @@ from toolkit.rates.step import (
     run_step,
     timing_text,
 )
-from toolkit.rates.workload import Workload, check_lengths
+from toolkit.rates.workload import Workload
 from toolkit.reports.rate_tables import binding_text, too_few_text
 from toolkit.results.rate_runs import has_rates
 from toolkit.results.run_document import RunDocument
