@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import psutil
 import pytest
 
 from toolkit.jupyter.execute import execute_path
-from toolkit.jupyter.kernels import SameSessionKernelManager
+from toolkit.jupyter.kernels import SameSessionKernelManager, toolkit_kernel_command
 
 pytestmark = pytest.mark.process
 
@@ -63,3 +64,38 @@ def test_a_busy_kernel_is_still_interrupted_and_ends(interrupts: list[float]) ->
     pid = asyncio.run(scenario())
     assert len(interrupts) == 1
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_kernel_runs_its_exit_handlers_within_their_bound_and_ends(tmp_path: Path, interrupts: list[float]) -> None:
+    """toolkit.jupyter.kernel_launcher: the kernel's exit handlers run (a notebook's own included), one that never
+    returns is left after the bound (1 s here, set by the cell), and the idle kernel ends without an interrupt."""
+    ran = tmp_path / "ran.txt"
+    cell = (
+        "import __main__, atexit, os, sys, time\n"
+        "__main__.EXIT_HANDLERS_S = 1.0\n"
+        "atexit.register(time.sleep, 3600)\n"  # runs last: never returns
+        f"atexit.register(lambda: open({str(ran)!r}, 'w').write('ran'))\n"
+        "print(os.getpid(), ' '.join(sys.orig_argv[1:3]))"
+    )
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("X = 0", metadata={"tags": ["parameters"]}),
+                      nbformat.v4.new_code_cell(cell)]  # fmt: skip
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, tmp_path / "in.ipynb")
+    started = time.monotonic()
+    execute_path(tmp_path / "in.ipynb", tmp_path / "out.ipynb", {"X": 1})
+    took = time.monotonic() - started
+    pid, launcher = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[-1].outputs[0]["text"].split(" ", 1)
+    assert launcher.strip() == "-m toolkit.jupyter.kernel_launcher"
+    assert ran.read_text() == "ran"
+    assert not psutil.pid_exists(int(pid)) or psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
+    assert interrupts == [] and took < SameSessionKernelManager.idle_exit_s.default_value / 2, took
+
+
+def test_only_this_pythons_ipykernel_launcher_is_replaced() -> None:
+    ours = [sys.executable, "-m", "ipykernel_launcher", "-f", "c.json"]
+    assert toolkit_kernel_command(ours) == [sys.executable, "-m", "toolkit.jupyter.kernel_launcher", "-f", "c.json"]
+    other_python = ["/opt/other/bin/python", "-m", "ipykernel_launcher", "-f", "c.json"]
+    other_kernel = [sys.executable, "-m", "other_kernel", "-f", "c.json"]
+    for command in (other_python, other_kernel, [sys.executable]):
+        assert toolkit_kernel_command(command) == command

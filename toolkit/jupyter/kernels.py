@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 import tempfile
 import uuid
 from typing import Any
@@ -21,11 +22,24 @@ from jupyter_client.manager import AsyncKernelManager, in_pending_state
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Float, default
 
+IPYKERNEL_LAUNCHER = ["-m", "ipykernel_launcher"]
+TOOLKIT_LAUNCHER = ["-m", "toolkit.jupyter.kernel_launcher"]
+
+
+def toolkit_kernel_command(cmd: list[str]) -> list[str]:
+    """The kernel spec's command with toolkit.jupyter.kernel_launcher in place of ipykernel_launcher, where the
+    spec runs this Python's (the toolkit is importable there); any other spec's command unchanged."""
+    if len(cmd) < 3 or cmd[1:3] != IPYKERNEL_LAUNCHER or os.path.realpath(cmd[0]) != os.path.realpath(sys.executable):
+        return cmd
+    return [cmd[0], *TOOLKIT_LAUNCHER, *cmd[3:]]
+
 
 class SameSessionProvisioner(LocalProvisioner):  # type: ignore[misc]
-    """The local provisioner, launching the kernel in its own process group but not in a new session."""
+    """The local provisioner, launching the kernel in its own process group but not in a new session, and as
+    toolkit.jupyter.kernel_launcher (ipykernel's kernel, without the interpreter's teardown at its end)."""
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
+        cmd = toolkit_kernel_command(cmd)
         popen_kwargs = self._scrub_kwargs(kwargs)
         popen_kwargs.pop("independent", None)
         env = dict(popen_kwargs.pop("env", None) or os.environ)
