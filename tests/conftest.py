@@ -11,6 +11,8 @@ command: the inner loop (`make test-fast`, `-m "unit or component"`) stays free 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -25,6 +27,7 @@ import httpx
 import psutil
 import pytest
 
+from tests.budget import GATE_WAIT_KEY
 from tests.processes import assert_stop_leaves_no_vllm_process
 from toolkit.servers.embedded.server import (
     EMBEDDING_MODEL_NAME,
@@ -86,9 +89,14 @@ def _tier_starts_no_python(request: pytest.FixtureRequest, monkeypatch: pytest.M
     monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
 
 
+ENGINE_GATE_ENV = "TOOLKIT_ENGINE_GATE"  # make test: a file that appears when the offline tier has finished
+# A session server's start bound: beside the offline tier (in its idle CPU) a start takes minutes, not 21 s.
+START_TIMEOUT_S = 1200.0 if os.environ.get(ENGINE_GATE_ENV) else ServerConfig.startup_timeout_s
+
+
 def start_server(config: ServerConfig, api_key: str | None = None) -> EmbeddedServer:
     """Start a real vLLM or fail the test with the server's log tail (never skip)."""
-    server = EmbeddedServer(config, api_key=api_key)
+    server = EmbeddedServer(dataclasses.replace(config, startup_timeout_s=START_TIMEOUT_S), api_key=api_key)
     try:
         return server.start()
     except ServerError as exc:
@@ -138,7 +146,7 @@ def start_server_in_own_session() -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "VLLM_API_KEY": TEST_API_KEY})  # fmt: skip
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + max(START_TIMEOUT_S, 300.0)
     while not any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
                   for c in psutil.net_connections("tcp")):  # fmt: skip
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -164,21 +172,26 @@ SESSION_SERVERS: dict[str, Callable[[], object]] = {
 }
 
 
-@pytest.fixture(scope="session")
-def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Any]]]:
-    """Every session server that a collected test uses, started side by side when the first is asked for: a vLLM
-    start is three Python processes importing torch and vLLM one after another (~21 s, mostly one core). Each is
-    stopped at the session's end, used or not."""
-    needed = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
-    pool = ThreadPoolExecutor(max_workers=len(SESSION_SERVERS), thread_name_prefix="vllm-start")
-    starts = {name: pool.submit(start) for name, start in SESSION_SERVERS.items() if name in needed}
-    try:
-        yield starts
-    finally:
-        # Stopped before the pool's threads end: a launching thread's end sends its server SIGTERM (PDEATHSIG), which
-        # raced the constrained server's check below (its group had already lost its engine, 2026-12-05).
-        wait(starts.values())
-        started: dict[str, Any] = {name: f.result() for name, f in starts.items() if f.exception() is None}
+class SessionServers:
+    """Every session server that a collected test uses, started side by side: a vLLM start is three Python processes
+    importing torch and vLLM one after another (~21 s, mostly one core)."""
+
+    def __init__(self, items: list[pytest.Item]) -> None:
+        self.needed = {name for item in items for name in getattr(item, "fixturenames", ())} & set(SESSION_SERVERS)
+        self.pool = ThreadPoolExecutor(max_workers=len(SESSION_SERVERS), thread_name_prefix="vllm-start")
+        self.starts: dict[str, Future[Any]] = {}
+
+    def start(self, names: set[str]) -> dict[str, Future[Any]]:
+        """Begin the starts of those of `names` that a test uses and that have not begun; every start so far."""
+        for name in sorted((names & self.needed) - set(self.starts)):
+            self.starts[name] = self.pool.submit(SESSION_SERVERS[name])
+        return self.starts
+
+    def stop(self) -> None:
+        """Stop each, used or not, before the pool's threads end: a launching thread's end sends its server SIGTERM
+        (PDEATHSIG), which raced the constrained server's check below (its group had already lost its engine)."""
+        wait(self.starts.values())
+        started: dict[str, Any] = {name: f.result() for name, f in self.starts.items() if f.exception() is None}
         if "server_in_own_session" in started:
             proc, _ = started["server_in_own_session"]
             proc.terminate()
@@ -188,7 +201,70 @@ def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str,
                 started[name].stop()
         if "constrained_server" in started:
             assert_stop_leaves_no_vllm_process(started["constrained_server"])  # API server and engine all end
-        pool.shutdown(wait=True)
+        self.pool.shutdown(wait=True)
+
+
+SESSION_SERVERS_KEY = pytest.StashKey[SessionServers]()
+GATE_TIMEOUT_S = 3600.0
+
+
+def session_servers(session: pytest.Session) -> SessionServers:
+    """The session's servers (none started yet on the first call)."""
+    if SESSION_SERVERS_KEY not in session.config.stash:
+        session.config.stash[SESSION_SERVERS_KEY] = SessionServers(session.items)
+    return session.config.stash[SESSION_SERVERS_KEY]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """With TOOLKIT_ENGINE_GATE set (`make test` starts the engine tier beside the offline tier, as SCHED_IDLE):
+    start the session's servers now, then wait for the gate file before the first test, so that they start in the
+    offline tier's idle CPU instead of after it. The server in a session of its own starts at the gate: its own
+    scheduler autogroup would take a full share beside the offline tier whatever its policy. The wait is kept apart
+    from the tier's time (tests/budget.py)."""
+    gate = os.environ.get(ENGINE_GATE_ENV)
+    if not gate or not session.items or session.config.option.collectonly:
+        return
+    started = time.monotonic()
+    servers = session_servers(session)
+    servers.start(set(SESSION_SERVERS) - {"server_in_own_session"})
+    try:
+        while not Path(gate).exists():
+            if time.monotonic() - started > GATE_TIMEOUT_S:
+                raise pytest.UsageError(f"{ENGINE_GATE_ENV}: {gate} did not appear within {GATE_TIMEOUT_S:g} s")
+            time.sleep(0.2)
+    except BaseException:
+        servers.stop()
+        raise
+    session.config.stash[GATE_WAIT_KEY] = time.monotonic() - started
+    leave_idle_class(os.getpid())
+    servers.start(set(SESSION_SERVERS))
+
+
+def leave_idle_class(root: int) -> None:
+    """Every thread of `root` and its descendants back to the normal class (SCHED_OTHER): a SCHED_IDLE thread never
+    preempts another on its wake-up, so a measuring client would wait for the scheduler's tick. Threads and processes
+    started later inherit it from their parent. Not permitted (not root): said once, the tests run in the idle class."""
+    try:
+        processes = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
+        for process in processes:
+            for thread in process.threads():
+                with contextlib.suppress(ProcessLookupError):
+                    if os.sched_getscheduler(thread.id) == os.SCHED_IDLE:
+                        os.sched_setscheduler(thread.id, os.SCHED_OTHER, os.sched_param(0))
+    except PermissionError as exc:
+        print(f"warning: the engine tier stays SCHED_IDLE ({exc}): its timings may wait for the tick", file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Any]]]:
+    """The session servers' starts (SessionServers), begun when the first is asked for unless the gate began them;
+    each is stopped at the session's end, used or not."""
+    servers = session_servers(request.session)
+    try:
+        yield servers.start(set(SESSION_SERVERS))
+    finally:
+        servers.stop()
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.budget import BUDGET_FILE, Budget, BudgetPlugin
+from tests.budget import BUDGET_FILE, GATE_WAIT_KEY, Budget, BudgetPlugin
 
-BUDGET = Budget(tiers={"fast": 60.0}, ceilings={"unit": 5.0, "process": 30.0}, exceptions={"t.py::slow": 100.0})
+BUDGET = Budget(
+    tiers={"fast": 60.0, "engine": 540.0}, ceilings={"unit": 5.0, "process": 30.0}, exceptions={"t.py::slow": 100.0}
+)
 
 
 def item(nodeid: str, tier: str) -> Any:
@@ -49,9 +51,24 @@ def test_the_summary_sets_the_tier_against_its_budget(capsys: pytest.CaptureFixt
     plugin.ledger.started -= 75  # the run began 75 s ago
     lines: list[str] = []
     reporter = types.SimpleNamespace(section=lambda title: lines.append(f"== {title}"), write_line=lines.append)
-    plugin.pytest_terminal_summary(reporter, types.SimpleNamespace())  # type: ignore[arg-type]
+    plugin.pytest_terminal_summary(reporter, types.SimpleNamespace(stash=pytest.Stash()))  # type: ignore[arg-type]
     assert lines[1] == "fast tier: 75 s of its 60 s budget (OVER it), 2 tests"
     assert lines[2:5] == ["slowest calls:", "      7.2 s  b", "      1.5 s  a"]
+
+
+def test_the_engine_tiers_wait_for_the_offline_tier_is_kept_apart_from_its_time() -> None:
+    """make test starts the engine tier beside the offline tier (tests/conftest.py's gate): its wait is not its time."""
+    plugin = BudgetPlugin(BUDGET, "engine")
+    plugin.ledger.started -= 900  # began 900 s ago, 400 of them waiting at the gate
+    stash = pytest.Stash()
+    stash[GATE_WAIT_KEY] = 400.0
+    lines: list[str] = []
+    reporter = types.SimpleNamespace(section=lambda title: lines.append(f"== {title}"), write_line=lines.append)
+    plugin.pytest_terminal_summary(reporter, types.SimpleNamespace(stash=stash))  # type: ignore[arg-type]
+    assert lines[1:3] == [
+        f"engine tier: 500 s of its {BUDGET.tiers['engine']:g} s budget (within it), 0 tests",
+        "(after 400 s waiting for the offline tier, its servers starting meanwhile)",
+    ]
 
 
 def test_the_budget_file_names_every_tier_and_real_tests(request: pytest.FixtureRequest) -> None:
