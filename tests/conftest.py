@@ -248,10 +248,11 @@ def leave_idle_class(root: int) -> None:
     try:
         processes = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
         for process in processes:
-            for thread in process.threads():
-                with contextlib.suppress(ProcessLookupError):
-                    if os.sched_getscheduler(thread.id) == os.SCHED_IDLE:
-                        os.sched_setscheduler(thread.id, os.SCHED_OTHER, os.sched_param(0))
+            with contextlib.suppress(psutil.NoSuchProcess):  # a process that ended meanwhile
+                for thread in process.threads():
+                    with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+                        if os.sched_getscheduler(thread.id) == os.SCHED_IDLE:
+                            os.sched_setscheduler(thread.id, os.SCHED_OTHER, os.sched_param(0))
     except PermissionError as exc:
         print(f"warning: the engine tier stays SCHED_IDLE ({exc}): its timings may wait for the tick", file=sys.stderr)
 

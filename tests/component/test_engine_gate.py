@@ -1,0 +1,45 @@
+"""make test's engine tier waits beside the offline tier as SCHED_IDLE (tests/conftest.py): at the gate, every thread
+of it and of what it started goes back to the normal class, so a measuring client is not left waiting for the tick."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from tests.conftest import leave_idle_class
+
+pytestmark = pytest.mark.process
+THREADED = "import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()\nprint('up', flush=True)\n"
+CHILD = (  # up once its own child (and that child's thread) is up
+    f"import subprocess, sys\nchild = subprocess.Popen([sys.executable, '-c', {THREADED!r}], stdout=subprocess.PIPE)\n"
+    f"child.stdout.readline()\n{THREADED}"
+)
+
+
+def policies(root: int) -> list[int]:
+    processes = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
+    return [os.sched_getscheduler(thread.id) for process in processes for thread in process.threads()]
+
+
+def test_the_gate_puts_every_thread_of_the_tree_back_in_the_normal_class(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = subprocess.Popen(["chrt", "--idle", "0", sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "up\n"  # both processes and their threads are up
+        before = policies(proc.pid)
+        assert len(before) >= 4 and set(before) == {os.SCHED_IDLE}  # two processes, each with a second thread
+        leave_idle_class(proc.pid)
+        if os.geteuid() == 0:
+            assert set(policies(proc.pid)) == {os.SCHED_OTHER} and capsys.readouterr().err == ""
+        else:  # leaving SCHED_IDLE takes CAP_SYS_NICE: said in one line, the tier goes on in the idle class
+            assert set(policies(proc.pid)) == {os.SCHED_IDLE}
+            assert capsys.readouterr().err.startswith("warning: the engine tier stays SCHED_IDLE")
+    finally:
+        for process in [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(proc.pid)]:
+            process.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
