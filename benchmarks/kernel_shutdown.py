@@ -1,5 +1,6 @@
 """How long a notebook kernel takes to shut down after a notebook that ran fine, beside busy processes, and how often
-the idle kernel's exit wait (`SameSessionKernelManager.idle_exit_s`, 60 s) runs out and the kernel is interrupted.
+the idle kernel's exit wait (`SameSessionKernelManager.idle_exit_s`: 30 s, 60 s until 2026-12-05) runs out and the
+kernel is interrupted.
 
 Executes a small notebook `--executions` times through the toolkit's own path (toolkit.jupyter.execute.execute_path:
 papermill with `SameSessionKernelManager`), `--busy` processes spinning beside it (`while True: pass`, killed at the

@@ -66,8 +66,10 @@ class SameSessionKernelManager(AsyncKernelManager):  # type: ignore[misc]
     # Whether a kernel is idle is asked, not guessed from how long it takes to exit: an idle kernel answers a
     # kernel_info request at once, one still running a cell (an interrupted run) does not. Under load (CI's three test
     # workers on two cores) an idle kernel once took over 5 s to exit after a fixed 5 s wait, and was interrupted.
+    # An idle kernel's exit: 0.2 s through toolkit.jupyter.kernel_launcher (its exit handlers bounded at 10 s), up to
+    # 15.5 s through ipykernel_launcher beside busy processes (benchmarks/kernel_shutdown.py); twice that at most.
     polite_shutdown_s = Float(5.0, help="how long a kernel has to answer kernel_info before it counts as busy")
-    idle_exit_s = Float(60.0, help="how long an idle kernel asked to shut down may take before it is interrupted")
+    idle_exit_s = Float(30.0, help="how long an idle kernel asked to shut down may take before it is interrupted")
 
     @default("transport")
     def _transport_default(self) -> str:
