@@ -20,7 +20,7 @@ from toolkit.rates.cli import params_from_args, summary_table
 from toolkit.rates.files import records_frame
 from toolkit.rates.lengths import check_lengths
 from toolkit.rates.params import make_rate_params
-from toolkit.rates.step import progress_text
+from toolkit.rates.step_lines import progress_text
 from toolkit.reports.rate_plots import knee_figure
 from toolkit.reports.rate_tables import rejudge, steps_table
 from toolkit.servers.embedded.server import POOLING_FLAGS, STRUCTURED_FLAGS, ServerConfig, launch_command

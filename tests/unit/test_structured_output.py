@@ -16,7 +16,8 @@ from toolkit.method.goodput import RECORD_DEFAULTS
 from toolkit.rates.cli import summary_table
 from toolkit.rates.files import records_frame
 from toolkit.rates.params import make_rate_params
-from toolkit.rates.step import first_invalid_reply, progress_text, schema_valid_share
+from toolkit.rates.step import first_invalid_reply, schema_valid_share
+from toolkit.rates.step_lines import progress_text
 from toolkit.results.step_row import validated_step
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}

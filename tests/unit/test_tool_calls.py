@@ -17,7 +17,8 @@ from toolkit.loadgen.stream_events import StreamAccount, StreamResult, apply_chu
 from toolkit.loadgen.tools import arguments_valid, read_tools, tool_choice
 from toolkit.method.goodput import RECORD_DEFAULTS
 from toolkit.rates.params import make_rate_params
-from toolkit.rates.step import completed_share, progress_text
+from toolkit.rates.step import completed_share
+from toolkit.rates.step_lines import progress_text
 from toolkit.results.step_row import validated_step
 
 PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

@@ -50,18 +50,8 @@ from toolkit.rates.prompt_sources import prompt_source
 from toolkit.rates.ray_clients import ray_senders
 from toolkit.rates.replay import MOONCAKE_BLOCK_TOKENS, Replay, load_replay, load_trace
 from toolkit.rates.search import next_probe, search_result
-from toolkit.rates.step import (
-    StepPlan,
-    StepTools,
-    classes_text,
-    cut_text,
-    failure_text,
-    invalid_text,
-    models_text,
-    progress_text,
-    run_step,
-    timing_text,
-)
+from toolkit.rates.step import StepPlan, StepTools, run_step
+from toolkit.rates.step_lines import step_lines
 from toolkit.rates.workload import Workload
 from toolkit.reports.rate_tables import binding_text, too_few_text
 from toolkit.results.rate_runs import has_rates
@@ -285,19 +275,8 @@ class _Sweep:
         write_step(self.out, plan.index, frame, step)
         row = step.as_dict()
         self.rows.append(row)
-        self.say(progress_text(row, self.slo))
-        if (failed := failure_text(row, frame)) is not None:
-            self.say(failed)
-        if (cut := cut_text(row, frame)) is not None:
-            self.say(cut)
-        if (invalid := invalid_text(row)) is not None:
-            self.say(invalid)
-        if (timing := timing_text(row, frame)) is not None:
-            self.say(timing)
-        if row.get("classes"):
-            self.say(classes_text(row))
-        if row.get("models"):
-            self.say(models_text(row, self.slo))
+        for line in step_lines(row, frame, self.slo):
+            self.say(line)
         return frame
 
     async def _cold_control(self, measured: StepPlan, frame: pd.DataFrame) -> StepPlan:
