@@ -17,10 +17,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -94,9 +96,20 @@ ENGINE_GATE_ENV = "TOOLKIT_ENGINE_GATE"  # make test: a file that appears when t
 START_TIMEOUT_S = 1200.0 if os.environ.get(ENGINE_GATE_ENV) else ServerConfig.startup_timeout_s
 
 
+_STARTING = threading.local()  # a SessionServers start's thread: `record`, where it says what it launches
+
+
+def starting(what: Any) -> None:
+    """Tell the SessionServers start running in this thread what it launches: an object whose `process` is the
+    server's Popen once launched (SessionServers.promote); nothing outside such a start."""
+    if (record := getattr(_STARTING, "record", None)) is not None:
+        record(what)
+
+
 def start_server(config: ServerConfig, api_key: str | None = None) -> EmbeddedServer:
     """Start a real vLLM or fail the test with the server's log tail (never skip)."""
     server = EmbeddedServer(dataclasses.replace(config, startup_timeout_s=START_TIMEOUT_S), api_key=api_key)
+    starting(server)
     try:
         return server.start()
     except ServerError as exc:
@@ -146,6 +159,7 @@ def start_server_in_own_session() -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "VLLM_API_KEY": TEST_API_KEY})  # fmt: skip
+    starting(SimpleNamespace(process=proc))
     deadline = time.monotonic() + max(START_TIMEOUT_S, 300.0)
     while not any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
                   for c in psutil.net_connections("tcp")):  # fmt: skip
@@ -180,12 +194,44 @@ class SessionServers:
         self.needed = {name for item in items for name in getattr(item, "fixturenames", ())} & set(SESSION_SERVERS)
         self.pool = ThreadPoolExecutor(max_workers=len(SESSION_SERVERS), thread_name_prefix="vllm-start")
         self.starts: dict[str, Future[Any]] = {}
+        self.threads: dict[str, int] = {}  # each start's thread (native id), once it runs
+        self.launched: dict[str, Any] = {}  # what each start launches (`starting`)
+        self.gate_passed = False  # a start begun after the gate runs in the normal class
 
     def start(self, names: set[str]) -> dict[str, Future[Any]]:
         """Begin the starts of those of `names` that a test uses and that have not begun; every start so far."""
         for name in sorted((names & self.needed) - set(self.starts)):
-            self.starts[name] = self.pool.submit(SESSION_SERVERS[name])
+            self.starts[name] = self.pool.submit(self._start, name)
         return self.starts
+
+    def _start(self, name: str) -> object:
+        self.threads[name] = threading.get_native_id()
+        _STARTING.record = lambda what: self.launched.__setitem__(name, what)
+        if self.gate_passed:  # a pool thread made before the gate may be SCHED_IDLE still
+            self.promote(name)
+        return SESSION_SERVERS[name]()
+
+    def promote(self, name: str) -> None:
+        """`name`'s start thread and its server's processes back to the normal class (leave_idle_class), when a test
+        asks for it: at the gate the servers no test has asked for yet stay SCHED_IDLE, starting in the CPU that the
+        tests leave idle. A no-op outside the gate (nothing is SCHED_IDLE)."""
+        thread = self.threads.get(name)
+        if thread is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # ended; not permitted (said at the gate)
+            if os.sched_getscheduler(thread) == os.SCHED_IDLE:
+                os.sched_setscheduler(thread, os.SCHED_OTHER, os.sched_param(0))
+        process = getattr(self.launched.get(name), "process", None)
+        if process is not None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                leave_idle_class(process.pid)
+
+    def result(self, name: str) -> Any:
+        """The started server (waiting for its start, begun here if it was not), in the normal class."""
+        self.promote(name)
+        started = self.start({name})[name].result()
+        self.promote(name)  # its processes, whatever class they were launched in
+        return started
 
     def stop(self) -> None:
         """Stop each, used or not, before the pool's threads end: a launching thread's end sends its server SIGTERM
@@ -219,9 +265,12 @@ def session_servers(session: pytest.Session) -> SessionServers:
 def pytest_runtestloop(session: pytest.Session) -> None:
     """With TOOLKIT_ENGINE_GATE set (`make test` starts the engine tier beside the offline tier, as SCHED_IDLE):
     start the session's servers now, then wait for the gate file before the first test, so that they start in the
-    offline tier's idle CPU instead of after it. The server in a session of its own starts at the gate: its own
-    scheduler autogroup would take a full share beside the offline tier whatever its policy. The wait is kept apart
-    from the tier's time (tests/budget.py)."""
+    offline tier's idle CPU instead of after it. At the gate this process leaves the idle class, and each server
+    when a test first asks for it (SessionServers.promote): the others go on starting in the CPU the tests leave
+    idle (six vLLM starts at once took 111 s here, beside nothing; the first test waited 124 s for them). The server
+    in a session of its own starts when a test asks for it: its own scheduler autogroup would take a full share
+    beside the offline tier or a test whatever its policy. The wait is kept apart from the tier's time
+    (tests/budget.py)."""
     gate = os.environ.get(ENGINE_GATE_ENV)
     if not gate or not session.items or session.config.option.collectonly:
         return
@@ -237,68 +286,71 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         servers.stop()
         raise
     session.config.stash[GATE_WAIT_KEY] = time.monotonic() - started
-    leave_idle_class(os.getpid())
-    servers.start(set(SESSION_SERVERS))
+    servers.gate_passed = True
+    leave_idle_class(os.getpid(), descend=False, keep=set(servers.threads.values()))
 
 
-def leave_idle_class(root: int) -> None:
-    """Every thread of `root` and its descendants back to the normal class (SCHED_OTHER): a SCHED_IDLE thread never
-    preempts another on its wake-up, so a measuring client would wait for the scheduler's tick. Threads and processes
-    started later inherit it from their parent. Not permitted (not root): said once, the tests run in the idle class."""
+def leave_idle_class(root: int, *, descend: bool = True, keep: set[int] | None = None) -> None:
+    """Every thread of `root` and (`descend`) its descendants back to the normal class (SCHED_OTHER), but the
+    threads in `keep`: a SCHED_IDLE thread never preempts another on its wake-up, so a measuring client would wait
+    for the scheduler's tick. Threads and processes started later inherit it from their parent. Not permitted (not
+    root): said once, the tests run in the idle class."""
     try:
-        processes = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
+        processes = [psutil.Process(root), *(psutil.Process(root).children(recursive=True) if descend else [])]
         for process in processes:
             with contextlib.suppress(psutil.NoSuchProcess):  # a process that ended meanwhile
                 for thread in process.threads():
                     with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
-                        if os.sched_getscheduler(thread.id) == os.SCHED_IDLE:
+                        if thread.id not in (keep or set()) and os.sched_getscheduler(thread.id) == os.SCHED_IDLE:
                             os.sched_setscheduler(thread.id, os.SCHED_OTHER, os.sched_param(0))
     except PermissionError as exc:
         print(f"warning: the engine tier stays SCHED_IDLE ({exc}): its timings may wait for the tick", file=sys.stderr)
 
 
 @pytest.fixture(scope="session")
-def _session_server_starts(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Any]]]:
-    """The session servers' starts (SessionServers), begun when the first is asked for unless the gate began them;
-    each is stopped at the session's end, used or not."""
+def _session_servers(request: pytest.FixtureRequest) -> Iterator[SessionServers]:
+    """The session servers (SessionServers), their starts begun when the first is asked for unless the gate began
+    them (then the server in its own session starts when a test asks for it, the loop's doc); each is stopped at the
+    session's end, used or not."""
     servers = session_servers(request.session)
+    servers.start(set(SESSION_SERVERS) - ({"server_in_own_session"} if servers.gate_passed else set()))
     try:
-        yield servers.start(set(SESSION_SERVERS))
+        yield servers
     finally:
         servers.stop()
 
 
 @pytest.fixture(scope="session")
-def vllm_server(_session_server_starts: dict[str, Future[Any]]) -> EmbeddedServer:
+def vllm_server(_session_servers: SessionServers) -> EmbeddedServer:
     """The main server: max_model_len 4096, a 1 GiB KV cache, API key required."""
-    return _session_server_starts["vllm_server"].result()
+    return _session_servers.result("vllm_server")
 
 
 @pytest.fixture(scope="session")
-def constrained_server(_session_server_starts: dict[str, Future[Any]]) -> EmbeddedServer:
+def constrained_server(_session_servers: SessionServers) -> EmbeddedServer:
     """A server with a small KV cache (104 blocks = 13,312 tokens) and room for 2 running requests."""
-    return _session_server_starts["constrained_server"].result()
+    return _session_servers.result("constrained_server")
 
 
 @pytest.fixture(scope="session")
-def server_in_own_session(_session_server_starts: dict[str, Future[Any]]) -> str:
+def server_in_own_session(_session_servers: SessionServers) -> str:
     """The embedded vLLM in a session of its own with --stream-interval 4 and the test key; its base URL. One launch
     serves two tests that each need a server apart from the main one: plain papermill against a server in another
     session (tests/integration/test_sessions.py) and chunks of 4 tokens (test_matrix_engine.py's stream-interval
     test)."""
-    return str(_session_server_starts["server_in_own_session"].result()[1])
+    return str(_session_servers.result("server_in_own_session")[1])
 
 
 @pytest.fixture(scope="session")
-def embedding_server(_session_server_starts: dict[str, Future[Any]]) -> EmbeddedServer:
+def embedding_server(_session_servers: SessionServers) -> EmbeddedServer:
     """The tiny model served as an embedding model: /v1/embeddings only (no chat or completions), no API key."""
-    return _session_server_starts["embedding_server"].result()
+    return _session_servers.result("embedding_server")
 
 
 @pytest.fixture(scope="session")
-def lora_server(_session_server_starts: dict[str, Future[Any]]) -> EmbeddedServer:
+def lora_server(_session_servers: SessionServers) -> EmbeddedServer:
     """tiny-llama and its random-weight LoRA adapter `tiny-lora` on one server, no API key."""
-    return _session_server_starts["lora_server"].result()
+    return _session_servers.result("lora_server")
 
 
 @pytest.fixture
@@ -318,10 +370,10 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def speculative_server(_session_server_starts: dict[str, Future[Any]]) -> Iterator[EmbeddedServer]:
+def speculative_server(_session_servers: SessionServers) -> Iterator[EmbeddedServer]:
     """tiny-llama with ngram speculation, no API key. One test uses it: it runs first (tests/integration/conftest.py)
     and the server stops after its module, so that no more vLLMs are up at once than before it was started beside
     the others (about 2.5 GB each)."""
-    server = _session_server_starts["speculative_server"].result()
+    server = _session_servers.result("speculative_server")
     yield server
     server.stop()

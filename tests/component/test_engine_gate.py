@@ -43,3 +43,28 @@ def test_the_gate_puts_every_thread_of_the_tree_back_in_the_normal_class(capsys:
         proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_at_the_gate_the_servers_starts_stay_idle_until_a_test_asks() -> None:
+    """The gate's call: this process's threads leave the idle class but the kept ones (the server starts' threads),
+    and its children (the starting servers) stay, until each is asked for (SessionServers.promote walks its tree)."""
+    if os.geteuid() != 0:
+        pytest.skip("leaving SCHED_IDLE takes CAP_SYS_NICE: the first test checks the one-line warning")
+    proc = subprocess.Popen(["chrt", "--idle", "0", sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+        root = psutil.Process(proc.pid)
+        kept = root.threads()[-1].id  # the parent's second thread
+        (child,) = root.children()
+        leave_idle_class(proc.pid, descend=False, keep={kept})
+        assert {t.id: os.sched_getscheduler(t.id) for t in root.threads()} == {
+            t.id: os.SCHED_IDLE if t.id == kept else os.SCHED_OTHER for t in root.threads()}  # fmt: skip
+        assert set(policies(child.pid)) == {os.SCHED_IDLE}  # a starting server: still idle
+        leave_idle_class(child.pid)  # a test asked for it
+        assert set(policies(child.pid)) == {os.SCHED_OTHER}
+    finally:
+        for process in [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(proc.pid)]:
+            process.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
