@@ -92,9 +92,9 @@ def test_a_repeated_cells_ratio_goes_through_with_round_spreads() -> None:
     frame = calibration.runs_frame({"A": [(first, None)], "B": [(second, None)]})
     spreads = compare_drift.with_round_spreads(frame, ["total_tok_s"])
     hw = spreads["total_tok_s_ci"].tolist()
-    assert hw == [max(m.total_tok_s_ci, m.total_tok_s_repeat_ci) for m in (first, second)]
-    dofs = [2.0 if m.total_tok_s_repeat_ci >= m.total_tok_s_ci else 0.95 for m in (first, second)]  # rounds or halves
-    by_hand = ratio_test(Interval(first.total_tok_s, hw[0], dofs[0]), Interval(second.total_tok_s, hw[1], dofs[1]))
+    assert hw == [m.total_tok_s_repeat_ci for m in (first, second)]  # the rounds' spread, not a window's
+    assert spreads["total_tok_s_dof"].tolist() == [2.0, 2.0]  # 3 rounds less one
+    by_hand = ratio_test(Interval(first.total_tok_s, hw[0], 2.0), Interval(second.total_tok_s, hw[1], 2.0))
     assert table["total_tok_s_ratio_hw"][0] == pytest.approx(by_hand.interval.half_width)
 
 

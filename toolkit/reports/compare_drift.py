@@ -27,11 +27,6 @@ from toolkit.results.runs import RUN_DRIFT
 WITHIN_DRIFT = "within drift"
 
 
-def _larger(a: Any, b: Any) -> float:
-    known = [x for x in (as_number(a), as_number(b)) if x is not None]
-    return max(known) if known else math.nan
-
-
 def _window_dof(quantity: str, sub_windows: Any) -> float:
     """Degrees of freedom of a window's half-width (`window_dof` of its batches); TTFT's order-statistic interval
     and a record without `sub_windows` count as normal (inf)."""
@@ -40,8 +35,10 @@ def _window_dof(quantity: str, sub_windows: Any) -> float:
 
 
 def with_round_spreads(frame: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFrame:
-    """`<q>_ci` as the larger of the within-window half-width and the t half-width across rounds (when repeated),
-    and `<q>_dof`, the degrees of freedom of the one kept (rounds less one, or the window's batches less one)."""
+    """`<q>_ci` and `<q>_dof`: a cell measured in two or more rounds, the t half-width of its mean across rounds
+    at rounds less one degrees of freedom (each round's value holds its window's noise, so the rounds' spread is
+    the mean's own); otherwise the window's half-width at its batches' degrees of freedom. The larger of the two
+    (before) read one window's half-width as the mean's and covered 0.996-1.000 (benchmarks/calibration.py)."""
     frame = frame.copy()
     sub_windows = frame["sub_windows"] if "sub_windows" in frame.columns else [None] * len(frame)
     repeats = frame["repeats"] if "repeats" in frame.columns else [None] * len(frame)
@@ -50,12 +47,14 @@ def with_round_spreads(frame: pd.DataFrame, quantities: Sequence[str]) -> pd.Dat
         across = frame[f"{q}_repeat_ci"] if f"{q}_repeat_ci" in frame.columns else [None] * len(frame)
         kept, dofs = [], []
         for hw, round_hw, k, r in zip(inside, across, sub_windows, repeats, strict=True):
-            window, rounds, spread = as_number(hw), as_number(r), as_number(round_hw)
-            use_rounds = (
-                spread is not None and rounds is not None and rounds >= 2 and (window is None or spread >= window)
-            )
-            kept.append(_larger(hw, round_hw))
-            dofs.append(rounds - 1 if use_rounds and rounds is not None else _window_dof(q, k))
+            rounds, spread = as_number(r), as_number(round_hw)
+            if spread is not None and rounds is not None and rounds >= 2:
+                kept.append(spread)
+                dofs.append(rounds - 1)
+            else:
+                window = as_number(hw)
+                kept.append(math.nan if window is None else window)
+                dofs.append(_window_dof(q, k))
         frame[f"{q}_ci"], frame[f"{q}_dof"] = kept, dofs
     return frame
 
