@@ -132,3 +132,30 @@ def test_a_bad_class_source_is_one_line_and_nothing_is_sent(
     assert status == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"error: {said.replace('BAD', str(bad))}"), err
     assert sent == []
+
+
+@pytest.mark.parametrize(("sweep", "said"), [
+    ({"classes": [{"name": "faq", "weight": 1, "output_tokens": 4, "dataset": "MISSING", **LEVEL}]},
+     "rate_sweep.classes.faq.dataset: cannot read MISSING: No such file or directory"),
+    ({"dataset": "BAD"}, "rate_sweep.dataset: BAD:1: not a JSON object"),
+])  # fmt: skip
+def test_toolkit_run_refuses_a_bad_sweep_or_class_dataset_before_its_matrix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sweep: dict, said: str
+) -> None:
+    """`toolkit run` reads the files its `rate_sweep:` block names where it enters: a bad one is one line, exit 2,
+    before the matrix measures anything (it failed at the rate notebook, after the matrix, before)."""
+    files = {"MISSING": str(tmp_path / "missing.jsonl"), "BAD": str(tmp_path / "bad.jsonl")}
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    sweep = json.loads(json.dumps(sweep).replace('"MISSING"', json.dumps(files["MISSING"]))
+                       .replace('"BAD"', json.dumps(files["BAD"])))  # fmt: skip
+    with FaultServer() as server:
+        params = tmp_path / "run.yaml"
+        params.write_text(json.dumps({"base_url": server.base_url, "contexts": [64], "concurrency": [1],
+                                      "duration_s": 1, "max_output": 8, "rate_sweep": {"rates": [1], **sweep}}))
+        status = main(["run", str(params), "--out", str(tmp_path / "out")])
+        sent = server.completion_requests()
+    err = capsys.readouterr().err
+    expected = said.replace("MISSING", files["MISSING"]).replace("BAD", files["BAD"])
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: {expected}"), err
+    assert sent == [] and not (tmp_path / "out").exists()

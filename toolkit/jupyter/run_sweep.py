@@ -43,13 +43,22 @@ class RunSweep:
 
 def run_sweep(params: RunParams) -> RunSweep | None:
     """A run's `rate_sweep:` block, checked before anything is launched or sent (ParamsError naming
-    ``rate_sweep.<field>``), every field as the sweep will read it; None when the run has none."""
+    ``rate_sweep.<field>``), every field as the sweep will read it and every file it names read (its dataset, its
+    classes' own, a result to replay, a trace), so that a bad one fails here, not after the matrix; None when the
+    run has none."""
+    from toolkit.base.errors import ResultsError
+    from toolkit.rates.inputs import load_inputs
     from toolkit.rates.params import SWEEP_BLOCK, make_rate_params
 
     if params.rate_sweep is None:
         return None
     values = sweep_values(params)
-    return RunSweep(values, make_rate_params({**values, "results_dir": "."}, prefix=f"{SWEEP_BLOCK}."))
+    sweep = make_rate_params({**values, "results_dir": "."}, prefix=f"{SWEEP_BLOCK}.")
+    try:
+        load_inputs(sweep)
+    except (ParamsError, ResultsError) as exc:  # its class kept: the same exit code, one line
+        raise type(exc)(f"{SWEEP_BLOCK}.{exc}") from None
+    return RunSweep(values, sweep)
 
 
 def sweep_values(params: RunParams) -> dict[str, Any]:

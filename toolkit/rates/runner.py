@@ -30,8 +30,7 @@ from toolkit.matrix.heap import frozen_heap
 from toolkit.matrix.runner import run_sync
 from toolkit.matrix.server_api import ServerAPI
 from toolkit.params import RunParams
-from toolkit.rates.classes import TrafficClass, check_class_models, load_class_datasets
-from toolkit.rates.dataset import load_dataset
+from toolkit.rates.classes import TrafficClass, check_class_models
 from toolkit.rates.files import (
     STEPS_FILE,
     as_written,
@@ -43,12 +42,13 @@ from toolkit.rates.files import (
     write_step,
     write_sweep,
 )
+from toolkit.rates.inputs import load_inputs
 from toolkit.rates.lengths import check_lengths
 from toolkit.rates.model_mix import check_mix_models
 from toolkit.rates.params import Lengths, RateParams, rate_text
 from toolkit.rates.prompt_sources import prompt_source
 from toolkit.rates.ray_clients import ray_senders
-from toolkit.rates.replay import MOONCAKE_BLOCK_TOKENS, Replay, load_replay, load_trace
+from toolkit.rates.replay import Replay
 from toolkit.rates.search import next_probe, search_result
 from toolkit.rates.step import StepPlan, StepTools, run_step
 from toolkit.rates.step_lines import step_lines
@@ -314,13 +314,8 @@ class _Sweep:
 
 async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
     api_key = api_key_from_env(params.api_key_env)
-    dataset = load_dataset(params.dataset) if params.dataset else None  # a bad file fails before any load
-    class_datasets = load_class_datasets(params.classes or [])  # so does a class's own
-    replay = load_replay(params.replay) if params.replay else None
-    if params.trace is not None:
-        assert params.trace_format is not None
-        block = params.trace_block_tokens or MOONCAKE_BLOCK_TOKENS
-        replay = load_trace(params.trace, params.trace_format, params.trace_window(), block)
+    inputs = load_inputs(params)  # a bad file fails before any load
+    replay = inputs.replay
     before = read_sweep(out) if resume and has_rates(out) else None
     if before is None and (rates_dir(out) / STEPS_FILE).exists():
         raise RunRefused(f"out: {out} already holds a rate sweep; choose another folder, or resume it")
@@ -367,7 +362,9 @@ async def _sweep(params: RateParams, out: Path, say: Say, resume: bool) -> None:
             done = [step.as_dict() for step in read_steps(out, SweepStep)]
             prompts_id = f"{before.run_id}-{random_ids.token_hex(2)}"  # still cold prompts
             say(f"resuming the sweep in {out}; finished steps kept: {len(done)}")
-        workload = Workload(params, api, server.model, prompts_id, dataset, server.block_size, class_datasets)
+        workload = Workload(
+            params, api, server.model, prompts_id, inputs.dataset, server.block_size, inputs.class_datasets
+        )
         senders = ray_senders(params.ray_address, params.clients) if params.ray_address else contextlib.nullcontext()
         async with StreamClient(params.base_url, api_key=api_key, read_timeout_s=params.read_timeout_s) as client:
             with senders as ray, protected_from_autogroups(params.base_url, say), frozen_heap():
