@@ -177,3 +177,23 @@ def test_odd_rounds_are_refused_by_the_command_and_run_interleaved(
     with pytest.raises(ParamsError, match=r"^rounds: 5; allowed: an even number"):
         run_interleaved(params, 5, out, say=lambda _: None)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("field", "b_value", "said"), [
+    ("response_format", "json_object", "response_format differ (None and 'json_object')"),
+    ("concurrency", [1, 2], "concurrency differ ([1, 4] and [1, 2])"),
+    ("max_output", 64, "max_output differ (4096 and 64)"),
+])  # fmt: skip
+def test_run_interleaved_refuses_sides_that_send_different_requests(
+    tmp_path: Path, field: str, b_value: object, said: str
+) -> None:
+    """Only the servers may differ between the sides: a paired ratio of different requests would be read as the
+    servers' difference. Refused in one line before anything is measured."""
+    base = {"base_url": "http://127.0.0.1:9", "concurrency": [1, 4]}
+    params = {"A": make_params({**base, "run_label": "A"}), "B": make_params({**base, field: b_value, "run_label": "B"})}
+    out = tmp_path / "out"
+    with pytest.raises(ParamsError) as caught:
+        run_interleaved(params, 2, out, say=lambda _: None)
+    assert str(caught.value) == (f"interleave: the sides' {said}; a paired comparison sends the same requests to "
+                                 "both servers")  # fmt: skip
+    assert not out.exists()

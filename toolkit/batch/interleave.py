@@ -23,6 +23,9 @@ from toolkit.results.store import RESULTS_FILE
 
 REPORT = "interleaved.md"
 TABLE = "interleaved.csv"  # the paired table beside the report (paired_report)
+# What both sides must ask alike: the paired ratio compares the servers, so the requests and the plan are one
+SAME_ON_BOTH_SIDES = ("endpoint", "batch_size", "response_format", "tools", "tool_choice", "contexts",
+                      "prefill_only_contexts", "concurrency", "duration_s", "max_output")  # fmt: skip
 
 
 def round_folder(out: Path, label: str, round_: int) -> Path:
@@ -34,6 +37,8 @@ def run_interleaved(params: dict[str, RunParams], rounds: int, out: Path, say: C
     `out`; return the report's path."""
     if len(params) != 2:
         raise ParamsError(f"interleave: two sides, got {len(params)}")
+    if (different := sides_differ(*params.values())) is not None:
+        raise ParamsError(different)
     if (problem := rounds_problem(rounds)) is not None:
         raise ParamsError(f"rounds: {rounds}; allowed: {problem}")
     labels = list(params)
@@ -47,6 +52,15 @@ def run_interleaved(params: dict[str, RunParams], rounds: int, out: Path, say: C
             run_matrix(params[label], folder, resume=resume)
     folders = {label: {r: round_folder(out, label, r) for r in range(1, rounds + 1)} for label in labels}
     return paired_report(folders, out, REPORT.removesuffix(".md"))[0]
+
+
+def sides_differ(a: RunParams, b: RunParams) -> str | None:
+    """One line naming the first of SAME_ON_BOTH_SIDES that the two sides set differently; None when none."""
+    for name in SAME_ON_BOTH_SIDES:
+        if (mine := getattr(a, name)) != (theirs := getattr(b, name)):
+            return (f"interleave: the sides' {name} differ ({mine!r} and {theirs!r}); a paired comparison sends "
+                    "the same requests to both servers")  # fmt: skip
+    return None
 
 
 def paired_report(
