@@ -29,6 +29,7 @@ import psutil
 import pytest
 
 from tests.component.test_batch import KEY_ENV, batch, batch_cmd, env, key, records, state, sweep_file
+from tests.conftest import session_servers
 from tests.faultserver import FaultServer
 from toolkit.rates.files import read_records, read_steps
 from toolkit.rates.params import make_rate_params
@@ -57,8 +58,10 @@ class Cluster(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[Cluster]:
-    """`ray start --head --block` on 127.0.0.1 only (2 CPUs, no dashboard); SIGTERM stops it and its workers."""
+def ray_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """`ray start --head --block` on 127.0.0.1 only (2 CPUs, no dashboard); SIGTERM stops it and its workers. Once
+    it is up, the session's server in a session of its own begins its start beside these tests, which mostly wait
+    (tests/integration/conftest.py)."""
     temp = Path(tempfile.mkdtemp(prefix="tkray-", dir="/tmp"))  # short: Ray's socket paths must stay < 108 bytes
     port = free_port()
     (temp / "work").mkdir()
@@ -77,6 +80,7 @@ def ray_cluster() -> Iterator[Cluster]:
         while b"Ray runtime started" not in log_path.read_bytes():
             assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.5)
+        session_servers(request.session).start({"server_in_own_session"})  # when a later test uses it
         yield Cluster(f"127.0.0.1:{port}", proc, temp / "work")
     finally:
         proc.send_signal(signal.SIGTERM)
