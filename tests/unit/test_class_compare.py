@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from toolkit.method.goodput import CLASS_COLUMN, REQUIRED_RECORD_COLUMNS, complete_records
+from toolkit.method.percentile_ratio import percentile_ratio_interval
 from toolkit.reports import rate_views
 from toolkit.reports.class_compare import (
     CLASS_BOUNDS_NOTE,
@@ -150,3 +151,20 @@ def test_the_summary_says_each_classs_images_where_the_classes_carry_different_o
     assert summary(images=1, classes=alike).endswith(" Each request carried 1 image of 224x224 pixels (synthetic "
                                                      "PNGs).")  # fmt: skip
     assert "image" not in summary(images=0, classes=[{"name": "a"}, {"name": "b", "images": 0}])
+
+
+def test_the_ratio_shows_its_bootstrap_interval_from_36_requests_a_side(tmp_path: Path) -> None:
+    """60 requests a class in each run: the ratio carries percentile_ratio_interval's bracket over the same TTFTs
+    (in ms or s alike: a ratio); with 30 in one run it stays a point figure."""
+    fcfs = {("chat", 8.0): [float(v) for v in np.random.default_rng(6).exponential(0.2, 60)]}
+    prio = {("chat", 8.0): [float(v) for v in np.random.default_rng(7).exponential(0.1, 60)]}
+    table = class_ttft_comparison({"A": _sweep(tmp_path / "a", fcfs), "B": _sweep(tmp_path / "b", prio)})
+    assert table is not None
+    a, b = fcfs[("chat", 8.0)], prio[("chat", 8.0)]
+    interval = percentile_ratio_interval(a, b, 90)
+    assert interval is not None and interval[0] < 0.5 < interval[1]  # the true ratio of the two p90s
+    point = pd.Series(b).quantile(0.9) / pd.Series(a).quantile(0.9)
+    assert table.iloc[0]["Ratio"] == f"{point:.3f}× [{interval[0]:.2f}, {interval[1]:.2f}]"
+    few = {("chat", 8.0): prio[("chat", 8.0)][:30]}
+    table = class_ttft_comparison({"A": _sweep(tmp_path / "c", fcfs), "B": _sweep(tmp_path / "d", few)})
+    assert table is not None and "[" not in table.iloc[0]["Ratio"]

@@ -14,6 +14,7 @@ import pandas as pd
 from toolkit.loadgen.images import DEFAULT_SIZE
 from toolkit.method.goodput import CLASS_COLUMN, STEADY_TRIM, percentile_of, request_latencies, steady_mask
 from toolkit.method.number_format import bounds_note, format_bounded, format_ms
+from toolkit.method.percentile_ratio import percentile_ratio_interval
 from toolkit.method.quantile_bounds import QuantileBounds, quantile_bounds
 from toolkit.reports import rate_tables
 from toolkit.reports.markdown_text import inert
@@ -36,8 +37,9 @@ QUANTILE = 90.0  # the TTFT percentile compared, as the class table and benchmar
 CLASS_TTFT_CAPTION = (
     "Each traffic class's TTFT p90 (from the scheduled arrival, over its steady requests at that offered rate, the "
     "rate's steps pooled) run by run, with each run's scheduling policy where its launch was recorded; ratio: the "
-    "second run's over the first's (a point figure: for an interval, run the two in alternating rounds, "
-    "benchmarks/class_priority.py)"
+    "second run's over the first's, in brackets its 95 % interval (a bootstrap of both runs' requests, from 36 a "
+    "side; it holds the requests' noise, not a change of the machine between the runs: for that, run the two in "
+    "alternating rounds, benchmarks/class_priority.py)"
 )
 CLASS_BOUNDS_NOTE = bounds_note(QUANTILE).capitalize() + "."  # under the table: what its brackets mean
 _POLICY = re.compile(r"--scheduling-policy[= ]+(\S+)")
@@ -57,9 +59,12 @@ def run_policies(sweeps: Mapping[str, RateSweep]) -> dict[str, str | None]:
     return {label: scheduling_policy(_command(s.folder)) for label, s in sweeps.items()}
 
 
-def _class_ttft(sweep: RateSweep) -> dict[tuple[str, float], tuple[float | None, QuantileBounds]]:
-    """(class, offered rate) -> the TTFT percentile of the class's steady, completed requests at that rate and its
-    95 % distribution-free bounds over the same requests."""
+Found = tuple[float | None, QuantileBounds, pd.Series]  # a class's TTFT percentile, its bounds, its TTFTs
+
+
+def _class_ttft(sweep: RateSweep) -> dict[tuple[str, float], Found]:
+    """(class, offered rate) -> the TTFT percentile of the class's steady, completed requests at that rate, its
+    95 % distribution-free bounds, and those requests' TTFTs."""
     records = sweep.records
     if CLASS_COLUMN not in records or not len(records):
         return {}
@@ -72,9 +77,9 @@ def _class_ttft(sweep: RateSweep) -> dict[tuple[str, float], tuple[float | None,
     latencies = request_latencies(steady)
     ttft = latencies.loc[latencies["ok"], "ttft_sched_ms"]
     keys = steady.loc[ttft.index, [CLASS_COLUMN, "offered_rate"]]
-    found: dict[tuple[str, float], tuple[float | None, QuantileBounds]] = {}
+    found: dict[tuple[str, float], Found] = {}
     for (name, rate), group in ttft.groupby([keys[CLASS_COLUMN], keys["offered_rate"]]):
-        found[(str(name), float(rate))] = percentile_of(group, QUANTILE), quantile_bounds(group, QUANTILE)
+        found[(str(name), float(rate))] = percentile_of(group, QUANTILE), quantile_bounds(group, QUANTILE), group
     return found
 
 
@@ -102,16 +107,25 @@ def class_ttft_comparison(
     rows = []
     for name, rate in common:
         found = [each[label][(name, rate)] for label in labels]
-        values = [value for value, _ in found]
-        shown = [format_bounded(value, bounds.low, bounds.high, format_ms) for value, bounds in found]
+        values = [value for value, _, _ in found]
+        shown = [format_bounded(value, bounds.low, bounds.high, format_ms) for value, bounds, _ in found]
         priority = priorities.get(name)
         row = [inert(name), "-" if priority is None else str(priority), f"{rate:g}", *shown]
         if len(labels) == 2:
-            first, second = values
-            row.append(f"{second / first:.3f}×" if first and second is not None else "-")
+            row.append(_ratio_text(values, found[0][2], found[1][2]))
         rows.append(row)
     head = ["Class", "Priority", "Offered req/s", *columns, *(["Ratio"] if len(labels) == 2 else [])]
     return pd.DataFrame(rows, columns=head, dtype=object)
+
+
+def _ratio_text(values: list[float | None], first: pd.Series, second: pd.Series) -> str:
+    """``0.557×``, with ``[0.41, 0.78]`` (toolkit.method.percentile_ratio) where both runs have enough requests;
+    ``-`` without both values."""
+    a, b = values
+    if not a or b is None:
+        return "-"
+    interval = percentile_ratio_interval(first, second, QUANTILE)
+    return f"{b / a:.3f}×" + ("" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]")
 
 
 def _class_order(sweep: RateSweep) -> list[str]:
