@@ -11,6 +11,7 @@ import pytest
 
 from toolkit.method.goodput import CLASS_COLUMN, complete_records
 from toolkit.params import ParamsError
+from toolkit.rates.cli import classes_table as classes_table_lines
 from toolkit.rates.params import make_rate_params
 from toolkit.rates.request_kinds import RequestKinds
 from toolkit.rates.step import carrying, step_classes
@@ -131,3 +132,16 @@ def test_the_class_table_shows_each_classs_shares_only_where_some_class_has_them
                                                          "Tool arguments valid"]  # fmt: skip
     assert [list(row[-3:]) for _, row in shown.iterrows()] == [["75.0%", "—", "—"], ["—", "100.0%", "50.0%"]]
     assert shown.iloc[:, :-3].equals(table)  # the rest as before
+
+
+def test_the_terminal_table_gives_each_classs_valid_and_tool_shares_where_it_has_them() -> None:
+    """`toolkit rates`' class table: a class with a response format ends its line with its valid share, one with
+    tools with its tool-calling share, one with neither with its verdict (as before)."""
+    figures = {"requests": 4, "completed": 4, "share": 0.5, "ttft_sched_p90_ms": 10.0, "tpot_p90_ms": 2.0,
+               "goodput": 1.0, "slo_fraction": 1.0, "slo_fraction_low": 0.4, "slo_fraction_high": 1.0,
+               "slo_verdict": "undecided"}  # fmt: skip
+    row = {"step": 0, "classes": {"a": {**figures, "schema_valid_share": 0.75},
+                                  "b": {**figures, "tool_called_share": 0.5}, "c": figures}}  # fmt: skip
+    a, b, c = classes_table_lines([row])[1:4]
+    assert a.endswith("undecided, 75% valid") and b.endswith("undecided, 50% called a tool")
+    assert c.endswith("undecided")

@@ -202,7 +202,8 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
 
 def classes_table(rows: list[dict[str, Any]]) -> list[str]:
     """A class sweep's steps, class by class: its share of the arrivals, TTFT and TPOT, goodput and the share meeting
-    its own SLO with its 95 % interval."""
+    its own SLO with its 95 % interval; then, for a class with a response format or tools, its replies' valid or
+    tool-calling share."""
     num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
     lines = [f"{'step':>4} {'class':<12} {'share':>6} {'ok':>9} {'TTFT p90':>9} {'TPOT p90':>9} {'goodput':>8} "
              f"{'SLO':>5} {'interval':>13} verdict"]  # fmt: skip
@@ -213,9 +214,16 @@ def classes_table(rows: list[dict[str, Any]]) -> list[str]:
                 f"{r['step']:>4} {name[:12]:<12} {c['share']:>6.0%} {ok:>9} "
                 f"{num(c.get('ttft_sched_p90_ms'), '.1f'):>9} {num(c.get('tpot_p90_ms'), '.1f'):>9} "
                 f"{c['goodput']:>8.2f} {c['slo_fraction']:>5.0%} "
-                f"[{c['slo_fraction_low']:.2f}, {c['slo_fraction_high']:.2f}] {c['slo_verdict']}"
+                f"[{c['slo_fraction_low']:.2f}, {c['slo_fraction_high']:.2f}] {c['slo_verdict']}{_kind_shares(c)}"
             )
     return [*lines, "each class against its own SLO (TTFT from the scheduled arrival); share: of the step's arrivals"]
+
+
+def _kind_shares(figures: dict[str, Any]) -> str:
+    """A class's replies against its request kinds, as a step's line says them: ``, 75% valid``, ``, 50% called a
+    tool``; "" for a class without a response format or tools."""
+    shares = [(figures.get("schema_valid_share"), "valid"), (figures.get("tool_called_share"), "called a tool")]
+    return "".join(f", {share:.0%} {what}" for share, what in shares if share is not None)
 
 
 def models_table(rows: list[dict[str, Any]]) -> list[str]:
