@@ -2,8 +2,8 @@
 of the log ratio, each sample resampled on its own, seeded (the same samples, the same interval).
 
 Measured on exponential and lognormal samples of 40-300 values at p90 (`benchmarks/percentile_ratio.py`): coverage
-0.955-0.969. The product of the two samples' own distribution-free bounds (each at √0.95, toolkit.method.
-quantile_bounds) is safe but covered 0.999 there: three times as wide a miss rate as wanted, the other way. Below
+0.952-0.970. The product of the two samples' own distribution-free bounds (each at √0.95, toolkit.method.
+quantile_bounds) is safe but covered 0.998-1.000 there: far wider than a 95 % interval needs. Below
 the fewest values that bound the percentile above (`min_bounded_n`: 36 at p90, 368 at p99) no interval is given:
 the resampled percentile would be one of a sample's few largest values.
 """
