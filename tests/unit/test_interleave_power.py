@@ -190,7 +190,8 @@ def test_run_interleaved_refuses_sides_that_send_different_requests(
     """Only the servers may differ between the sides: a paired ratio of different requests would be read as the
     servers' difference. Refused in one line before anything is measured."""
     base = {"base_url": "http://127.0.0.1:9", "concurrency": [1, 4]}
-    params = {"A": make_params({**base, "run_label": "A"}), "B": make_params({**base, field: b_value, "run_label": "B"})}
+    params = {"A": make_params({**base, "run_label": "A"}),
+              "B": make_params({**base, field: b_value, "run_label": "B"})}  # fmt: skip
     out = tmp_path / "out"
     with pytest.raises(ParamsError) as caught:
         run_interleaved(params, 2, out, say=lambda _: None)
