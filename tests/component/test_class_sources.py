@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from tests.faultserver import FaultServer
+from tests.tiny_params import tiny_params
 from toolkit.cli.entry import main
 from toolkit.method.goodput import CLASS_COLUMN
 from toolkit.rates.files import read_records, read_steps
@@ -150,8 +151,8 @@ def test_toolkit_run_refuses_a_bad_sweep_or_class_dataset_before_its_matrix(
                        .replace('"BAD"', json.dumps(files["BAD"])))  # fmt: skip
     with FaultServer() as server:
         params = tmp_path / "run.yaml"
-        params.write_text(json.dumps({"base_url": server.base_url, "contexts": [64], "concurrency": [1],
-                                      "duration_s": 1, "max_output": 8, "rate_sweep": {"rates": [1], **sweep}}))
+        params.write_text(json.dumps({**tiny_params(), "base_url": server.base_url,
+                                      "rate_sweep": {"rates": [1], **sweep}}))  # fmt: skip
         status = main(["run", str(params), "--out", str(tmp_path / "out")])
         sent = server.completion_requests()
     err = capsys.readouterr().err
