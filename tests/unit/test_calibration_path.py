@@ -94,7 +94,10 @@ def test_a_repeated_cells_ratio_goes_through_with_round_spreads() -> None:
     hw = spreads["total_tok_s_ci"].tolist()
     assert hw == [m.total_tok_s_repeat_ci for m in (first, second)]  # the rounds' spread, not a window's
     assert spreads["total_tok_s_dof"].tolist() == [2.0, 2.0]  # 3 rounds less one
-    by_hand = ratio_test(Interval(first.total_tok_s, hw[0], 2.0), Interval(second.total_tok_s, hw[1], 2.0))
+    assert spreads["total_tok_s_rounds"].tolist() == [True, True]
+    by_hand = ratio_test(Interval(first.total_tok_s, hw[0], 2.0, rounds=True),
+                         Interval(second.total_tok_s, hw[1], 2.0, rounds=True))  # fmt: skip
+    assert by_hand.interval.dof == table["total_tok_s_ratio_dof"][0] == 4.0  # the pooled t: 2 + 2
     assert table["total_tok_s_ratio_hw"][0] == pytest.approx(by_hand.interval.half_width)
 
 

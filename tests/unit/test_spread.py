@@ -17,10 +17,12 @@ from toolkit.method.spread import (
     Interval,
     batch_means,
     median_interval,
+    ratio_dof,
     ratio_interval,
     ratio_test,
     significant,
     t_quantile,
+    welch_dof,
     window_dof,
     window_interval,
 )
@@ -193,3 +195,13 @@ def test_an_overall_ratio_past_any_float_bound_is_unbounded_not_an_overflow() ->
     assert overall is not None and overall.value == pytest.approx(2 ** (1 / 3)) and overall.half_width == math.inf
     tame = overall_ratio([Interval(1.0, 0.02, 3), Interval(1.0, 0.02, 3)])
     assert tame is not None and 0 < tame.half_width < 0.02  # a bound below the overflow is kept
+
+
+def test_two_means_over_as_many_rounds_pool_their_degrees_of_freedom() -> None:
+    """3 rounds a side: the pooled t's 2 + 2 = 4, whatever the two spreads; Welch–Satterthwaite for the same
+    numbers without the rounds' mark (at most 4), and for rounds of different counts."""
+    a, b = Interval(100.0, 5.0, 2.0, rounds=True), Interval(100.0, 9.0, 2.0, rounds=True)
+    assert ratio_dof(a, b) == 4.0
+    plain = ratio_dof(Interval(100.0, 5.0, 2.0), Interval(100.0, 9.0, 2.0))
+    assert plain == welch_dof([(a.relative_se**2, 2.0), (b.relative_se**2, 2.0)]) and plain < 4.0
+    assert ratio_dof(a, Interval(100.0, 9.0, 3.0, rounds=True)) < 5.0

@@ -58,11 +58,13 @@ def t_p_value(t: float, dof: float) -> float:
 
 @dataclass(frozen=True)
 class Interval:
-    """A 95 % interval: `value` ± `half_width`; `dof` the degrees of freedom of its t quantile (inf: normal)."""
+    """A 95 % interval: `value` ± `half_width`; `dof` the degrees of freedom of its t quantile (inf: normal);
+    `rounds`: the t interval of a mean over independent rounds (pooled with another such, `ratio_dof`)."""
 
     value: float
     half_width: float
     dof: float = math.inf
+    rounds: bool = False
 
     @property
     def relative(self) -> float:
@@ -153,10 +155,14 @@ def ratio_dof(base: Interval, other: Interval) -> float:
     runs has alike relative variances, and Welch–Satterthwaite from two 1-dof estimates of them mostly comes out
     near 1 (the larger estimate dominates by chance), which covered 0.976-0.988; the pooled 1.9 covers about 0.91
     at 0.5 correlation between batches; 1.65 covers 0.939-0.968 from independent gaps to 0.5, 0.971-0.976 under a
-    drift inside the window (`benchmarks/calibration.py --windows-only`, docs/method/spread.md). Any other pair:
+    drift inside the window (`benchmarks/calibration.py --windows-only`, docs/method/spread.md). Two means over
+    as many independent rounds (`rounds`): the pooled t's dof, both sides' summed, exact when the cell's variance is
+    alike in both runs (Welch–Satterthwaite from two 2-dof estimates covered 0.964-0.976). Any other pair:
     Welch–Satterthwaite."""
     if base.dof == other.dof == WINDOW_DOF:
         return RATIO_WINDOW_DOF
+    if base.rounds and other.rounds and base.dof == other.dof:
+        return base.dof + other.dof
     return welch_dof([(base.relative_se**2, base.dof), (other.relative_se**2, other.dof)])
 
 

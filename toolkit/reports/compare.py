@@ -111,11 +111,11 @@ def _ratio(b: Any, a: Any) -> float:
     return num / den if num is not None and den else math.nan
 
 
-def _interval(value: Any, half_width: Any, dof: Any) -> Interval | None:
+def _interval(value: Any, half_width: Any, dof: Any, rounds: Any) -> Interval | None:
     number, width, degrees = as_number(value), as_number(half_width), as_number(dof)
     if number is None or width is None or not number:
         return None
-    return Interval(number, width, math.inf if degrees is None else degrees)
+    return Interval(number, width, math.inf if degrees is None else degrees, rounds is True)
 
 
 def ratio_table(
@@ -134,7 +134,7 @@ def ratio_table(
     (the p-value of no difference), ``<q>_p_adjusted`` (Benjamini–Hochberg over every test of the table) and
     ``<q>_significant`` (whether the adjusted p is at most 5 %; None without a test).
     """
-    spreads = [f"{q}_ci" for q in quantities] + [f"{q}_dof" for q in quantities]
+    spreads = [f"{q}_{s}" for s in ("ci", "dof", "rounds") for q in quantities]
     columns = [*CELL_COLUMNS, "status", *quantities, *spreads, RUN_DRIFT, *CELL_DRIFT_COLUMNS]
 
     def cells(label: str) -> pd.DataFrame:
@@ -153,12 +153,11 @@ def ratio_table(
         merged[f"{q}_ratio"] = [
             math.nan if bad else _ratio(vb, va) * (math.exp(-c.change) if c else 1.0) for vb, va, c, bad in pairs
         ]
-        sides = [merged[f"{q}_{s}_{run}"] if s else merged[f"{q}_{run}"] for run in "ab" for s in ("", "ci", "dof")]
+        sides = {run: list(zip(*(merged[f"{q}_{s}_{run}"] if s else merged[f"{q}_{run}"]
+                                 for s in ("", "ci", "dof", "rounds")), strict=True)) for run in "ab"}  # fmt: skip
         spread = [
-            ratio_spread(_interval(a, a_hw, a_dof), _interval(b, b_hw, b_dof), c, d)
-            if not bad
-            else (math.nan, math.nan, None)
-            for a, a_hw, a_dof, b, b_hw, b_dof, c, d, bad in zip(*sides, moved, guards, unusable, strict=True)
+            ratio_spread(_interval(*a), _interval(*b), c, d) if not bad else (math.nan, math.nan, None)
+            for a, b, c, d, bad in zip(sides["a"], sides["b"], moved, guards, unusable, strict=True)
         ]
         merged[f"{q}_ratio_hw"] = [hw for hw, _, _ in spread]
         merged[f"{q}_ratio_dof"] = [dof for _, dof, _ in spread]

@@ -37,25 +37,28 @@ def _window_dof(quantity: str, sub_windows: Any) -> float:
 def with_round_spreads(frame: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFrame:
     """`<q>_ci` and `<q>_dof`: a cell measured in two or more rounds, the t half-width of its mean across rounds
     at rounds less one degrees of freedom (each round's value holds its window's noise, so the rounds' spread is
-    the mean's own); otherwise the window's half-width at its batches' degrees of freedom. The larger of the two
-    (before) read one window's half-width as the mean's and covered 0.996-1.000 (benchmarks/calibration.py)."""
+    the mean's own), with `<q>_rounds` True; otherwise the window's half-width at its batches' degrees of freedom.
+    The larger of the two (before) read one window's half-width as the mean's and covered 0.996-1.000
+    (benchmarks/calibration.py)."""
     frame = frame.copy()
     sub_windows = frame["sub_windows"] if "sub_windows" in frame.columns else [None] * len(frame)
     repeats = frame["repeats"] if "repeats" in frame.columns else [None] * len(frame)
     for q in quantities:
         inside = frame[f"{q}_ci"] if f"{q}_ci" in frame.columns else [math.nan] * len(frame)
         across = frame[f"{q}_repeat_ci"] if f"{q}_repeat_ci" in frame.columns else [None] * len(frame)
-        kept, dofs = [], []
+        kept, dofs, of_rounds = [], [], []
         for hw, round_hw, k, r in zip(inside, across, sub_windows, repeats, strict=True):
             rounds, spread = as_number(r), as_number(round_hw)
             if spread is not None and rounds is not None and rounds >= 2:
                 kept.append(spread)
                 dofs.append(rounds - 1)
+                of_rounds.append(True)
             else:
                 window = as_number(hw)
                 kept.append(math.nan if window is None else window)
                 dofs.append(_window_dof(q, k))
-        frame[f"{q}_ci"], frame[f"{q}_dof"] = kept, dofs
+                of_rounds.append(False)
+        frame[f"{q}_ci"], frame[f"{q}_dof"], frame[f"{q}_rounds"] = kept, dofs, of_rounds
     return frame
 
 
