@@ -58,10 +58,8 @@ class Cluster(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    """`ray start --head --block` on 127.0.0.1 only (2 CPUs, no dashboard); SIGTERM stops it and its workers. Once
-    it is up, the session's server in a session of its own begins its start beside these tests, which mostly wait
-    (tests/integration/conftest.py)."""
+def ray_cluster() -> Iterator[Cluster]:
+    """`ray start --head --block` on 127.0.0.1 only (2 CPUs, no dashboard); SIGTERM stops it and its workers."""
     temp = Path(tempfile.mkdtemp(prefix="tkray-", dir="/tmp"))  # short: Ray's socket paths must stay < 108 bytes
     port = free_port()
     (temp / "work").mkdir()
@@ -80,7 +78,6 @@ def ray_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         while b"Ray runtime started" not in log_path.read_bytes():
             assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.5)
-        session_servers(request.session).start({"server_in_own_session"})  # when a later test uses it
         yield Cluster(f"127.0.0.1:{port}", proc, temp / "work")
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -90,6 +87,13 @@ def ray_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture
+def own_session_server_starting(request: pytest.FixtureRequest) -> None:
+    """The session's server in a session of its own begins its start beside the test, which mostly waits (a core of
+    two idle, tests/integration/conftest.py); a no-op once begun."""
+    session_servers(request.session).start({"server_in_own_session"})
 
 
 def listening_addresses(root: int) -> set[str]:
@@ -171,6 +175,7 @@ def test_a_sweep_on_ray_gives_the_same_folders_index_and_compare_as_a_local_batc
 
 @pytest.mark.parametrize(("sig", "jobs"), [(signal.SIGINT, "1"), (signal.SIGTERM, "2")],
                          ids=["ctrl-c", "sigterm-jobs-2"])  # fmt: skip
+@pytest.mark.usefixtures("own_session_server_starting")
 def test_a_variant_interrupted_on_its_worker_keeps_its_cells_and_resume_measures_the_rest(
     ray_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals, jobs: str
 ) -> None:
