@@ -102,10 +102,12 @@ UNTERMINATED_BYTES = 4 * 1024 * 1024  # sent as one event without its blank line
 USAGE_FAULTS: dict[str, dict[str, int]] = {"huge-prompt-usage": {"prompt_tokens": 2**62},
                                            "huge-cached-usage": {"cached_tokens": 2**63 - 1}}  # fmt: skip
 # A normal stream whose final chunk's `metrics` (vLLM's per-request timing) is malformed, or says the request queued
-# for `CONTRADICTING_QUEUE` times its real TTFT: more than the client can have waited.
+# for `CONTRADICTING_QUEUE` times its real TTFT and `CONTRADICTING_EXTRA_MS` more: more than the client can have
+# waited however loaded the machine (ten times alone was not: a request's client TTFT exceeded it in a flake hunt).
 TIMING_FAULTS = ("metrics-malformed", "metrics-contradicting")
 MALFORMED_TIMING = "soon"  # "metrics-malformed": the queue_time_ms it gives
 CONTRADICTING_QUEUE = 10
+CONTRADICTING_EXTRA_MS = 60_000.0  # a minute: longer than any request of the tests waits
 HUGE_EVENTS, HUGE_EVENT_BYTES = 100, 1_000_000  # "huge-events": this many events of this much text, usage unchanged
 METRICS_FAULTS = ("404", "drop", "nan", "gateway", "trickle", "gzip", "counter-back", "counter-jump")
 MAX_BODY_BYTES = 512 * 1024 * 1024  # request bodies it reads (aiohttp's default 1 MiB; vLLM sets none)
@@ -721,7 +723,7 @@ def per_request_metrics(
 ) -> dict[str, Any]:
     """A final chunk's `metrics` as vLLM 0.32 writes it, from a request's queue, prefill and decode on the server's
     clock; "metrics-malformed": a queue time that is no number, "metrics-contradicting": a queue time
-    `CONTRADICTING_QUEUE` times the request's whole TTFT on the server."""
+    `CONTRADICTING_QUEUE` times the request's whole TTFT on the server plus `CONTRADICTING_EXTRA_MS`."""
     queue_ms, ttft_ms, generation_ms = queue_s * 1e3, prefill_s * 1e3, decode_s * 1e3
     metrics: dict[str, Any] = {
         "time_to_first_token_ms": round(ttft_ms, 6),
@@ -733,7 +735,7 @@ def per_request_metrics(
     if fault == "metrics-malformed":
         metrics["queue_time_ms"] = MALFORMED_TIMING
     elif fault == "metrics-contradicting":
-        metrics["queue_time_ms"] = round(CONTRADICTING_QUEUE * (queue_ms + ttft_ms), 6)
+        metrics["queue_time_ms"] = round(CONTRADICTING_QUEUE * (queue_ms + ttft_ms) + CONTRADICTING_EXTRA_MS, 6)
     return metrics
 
 
