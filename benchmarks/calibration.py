@@ -84,9 +84,10 @@ from toolkit.method.drift import (  # noqa: E402
 from toolkit.method.gate import Verdict, family_level, paired_interval, verdict  # noqa: E402
 from toolkit.method.goodput import ServiceLevel, meeting_fraction  # noqa: E402
 from toolkit.method.paired import alternating_order  # noqa: E402
+from toolkit.method.spread import Interval  # noqa: E402
 from toolkit.method.window import _sub_window_values, summarize_window, window_spread  # noqa: E402
 from toolkit.reports.compare import ratio_table  # noqa: E402
-from toolkit.reports.compare_drift import with_round_spreads  # noqa: E402,F401 (ratio_table's, see the tests)
+from toolkit.reports.compare_drift import MEDIANS, with_round_spreads  # noqa: E402,F401 (ratio_table's, see the tests)
 from toolkit.reports.compare_overall import overall_ratios  # noqa: E402
 from toolkit.reports.interleaved import Rounds, overall, paired_table  # noqa: E402
 from toolkit.results.rounds import combine  # noqa: E402
@@ -167,8 +168,15 @@ class Tally:
             self.widths[kind].append(abs(half_width / value) if value else math.inf)
 
     def table(self, kind: str, frame: pd.DataFrame, q: str) -> None:
+        """A table's ratios of `q`, each judged as its cell shows it (`ratio_interval_text`): ± its half-width, or a
+        median's (TTFT's) by its bounds `[low, high]` (`Interval.bounds`, log scale)."""
         for r, hw in zip(frame[f"{q}_ratio"], frame[f"{q}_ratio_hw"], strict=True):
-            self.add(kind, float(r), float(hw), 1.0)
+            if q not in MEDIANS:
+                self.add(kind, float(r), float(hw), 1.0)
+            elif math.isfinite(r) and math.isfinite(hw) and r > 0:
+                low, high = Interval(float(r), float(hw), log_scale=True).bounds
+                self.hits[kind].append(low <= 1.0 <= high)
+                self.widths[kind].append(hw / r)
 
     def rows(self) -> dict[str, tuple[float, float, int]]:
         out = {}

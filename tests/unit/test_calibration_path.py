@@ -75,6 +75,28 @@ def test_the_ratio_is_compares_with_the_windows_own_degrees_of_freedom() -> None
     assert table["total_tok_s_ratio_hw"][0] != pytest.approx(old.interval.half_width, rel=1e-3)
 
 
+def test_a_compare_ratio_is_judged_by_the_bounds_its_cell_shows_and_ttft_reads_its_median_on_the_log_scale(
+) -> None:  # fmt: skip
+    a, b = _records(7, 2)
+    table = calibration.compare_table([a], [b])
+    by_hand = ratio_test(Interval(a.ttft_ms, a.ttft_ms_ci, log_scale=True),
+                         Interval(b.ttft_ms, b.ttft_ms_ci, log_scale=True))  # fmt: skip
+    assert table["ttft_ms_ratio_hw"][0] == pytest.approx(by_hand.interval.half_width)
+    linear = ratio_test(Interval(a.ttft_ms, a.ttft_ms_ci), Interval(b.ttft_ms, b.ttft_ms_ci)).interval
+    assert by_hand.interval.half_width < linear.half_width
+    low, high = by_hand.interval.bounds
+    shown = compare.ratio_display(table)["TTFT"][0]
+    assert f"[{low:.2f}, {high:.2f}]" in shown, shown
+    tally = calibration.Tally()
+    tally.table("ratio_ttft", table, "ttft_ms")
+    assert tally.hits["ratio_ttft"] == [low <= 1.0 <= high]
+    assert tally.widths["ratio_ttft"] == [pytest.approx(by_hand.interval.relative)]
+    ratio, half_width = table["total_tok_s_ratio"][0], table["total_tok_s_ratio_hw"][0]
+    assert f"{compare.format_ratio(ratio)} ±{half_width:.2f}" in compare.ratio_display(table)["Total tok/s"][0]
+    tally.table("ratio", table, "total_tok_s")  # throughput: shown and judged as ± its upper side
+    assert tally.hits["ratio"] == [abs(ratio - 1) <= half_width]
+
+
 def test_the_repeat_interval_is_combines_t_half_width_across_rounds() -> None:
     triple = _records(7, 3)
     combined = rounds.combine(triple)

@@ -205,3 +205,23 @@ def test_two_means_over_as_many_rounds_pool_their_degrees_of_freedom() -> None:
     plain = ratio_dof(Interval(100.0, 5.0, 2.0), Interval(100.0, 9.0, 2.0))
     assert plain == welch_dof([(a.relative_se**2, 2.0), (b.relative_se**2, 2.0)]) and plain < 4.0
     assert ratio_dof(a, Interval(100.0, 9.0, 3.0, rounds=True)) < 5.0
+
+
+def test_a_log_scale_interval_reads_its_upper_side_as_a_factor() -> None:
+    """A ratio's interval (and a median's, in a ratio) is symmetric on the log scale with its upper side as the
+    half-width: its bounds are the value divided and multiplied by 1 + relative, its standard error log1p's.
+    Two 8-request TTFT medians at ±50 %: read as linear (0.5 / 1.96 a side) the ratio's interval ran to ±140 %
+    and held the truth 0.990-0.996 of the time (benchmarks/calibration.py, `ratio_ttft`)."""
+    assert Interval(2.0, 1.0, log_scale=True).bounds == pytest.approx((2.0 / 1.5, 3.0))
+    assert Interval(2.0, 1.0).bounds == (1.0, 3.0)
+    ttft = Interval(80.0, 40.0, log_scale=True)  # as compare reads a TTFT window's median interval
+    assert ttft.relative_se == pytest.approx(math.log(1.5) / 1.96, rel=1e-4)
+    ratio = ratio_test(ttft, ttft).interval
+    spread = math.sqrt(2) * math.log(1.5)  # 1.96 × both standard errors in quadrature (normal: inf dof)
+    assert ratio.log_scale and ratio.half_width == pytest.approx(math.expm1(spread))  # 0.77 (linear: 1.03)
+    low, high = ratio.bounds
+    assert low == pytest.approx(math.exp(-spread)) and high == pytest.approx(math.exp(spread))
+    assert median_interval([70.0, 75.0, 78.0, 80.0, 82.0, 90.0, 120.0, 160.0]).log_scale  # type: ignore[union-attr]
+    # The overall ratio of one cell is that cell's interval, not a wider one.
+    one = overall_ratio([Interval(1.55, 0.44, 4.0, log_scale=True)])
+    assert one is not None and one.half_width == pytest.approx(0.44) and one.log_scale

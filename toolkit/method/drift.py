@@ -209,9 +209,9 @@ def corrected_ratio(base: Interval, other: Interval, correction: Correction | No
     log_ratio = math.log(other.value / base.value) - correction.change
     ratio = math.exp(log_ratio)
     if se == 0:
-        return Ratio(Interval(ratio, 0.0, dof), 0.0 if log_ratio else 1.0)
+        return Ratio(Interval(ratio, 0.0, dof, log_scale=True), 0.0 if log_ratio else 1.0)
     spread = t_quantile(dof) * se
-    return Ratio(Interval(ratio, ratio * math.expm1(spread), dof), t_p_value(log_ratio / se, dof))
+    return Ratio(Interval(ratio, ratio * math.expm1(spread), dof, log_scale=True), t_p_value(log_ratio / se, dof))
 
 
 def control_summary(records: Sequence[Measurement], window_s: float) -> dict[str, Any]:

@@ -71,4 +71,4 @@ def overall_ratio(ratios: Sequence[Interval]) -> Interval | None:
     # The upper side, e**spread - 1, is the larger; past e**709 (a cell with a near-unbounded interval, or almost
     # no degrees of freedom) the overall ratio has no bound at all.
     half_width = value * math.expm1(spread) if spread < MAX_EXP else math.inf
-    return Interval(value, half_width, dof)
+    return Interval(value, half_width, dof, log_scale=True)

@@ -60,10 +60,9 @@ def _ratio(mean: float, se: float, dof: int) -> Ratio:
     """exp(`mean`) with its 95 % t interval (as its larger side) and the p-value of "no difference"."""
     ratio = math.exp(mean)
     if se == 0:
-        return Ratio(Interval(ratio, 0.0, dof), 0.0 if mean else 1.0)
-    spread = t_quantile(dof) * se
-    half_width = ratio * max(math.expm1(spread), -math.expm1(-spread))
-    return Ratio(Interval(ratio, half_width, dof), t_p_value(mean / se, dof))
+        return Ratio(Interval(ratio, 0.0, dof, log_scale=True), 0.0 if mean else 1.0)
+    half_width = ratio * math.expm1(t_quantile(dof) * se)
+    return Ratio(Interval(ratio, half_width, dof, log_scale=True), t_p_value(mean / se, dof))
 
 
 def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:

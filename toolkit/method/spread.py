@@ -15,8 +15,9 @@ batch means 0.80-0.93 at 0.97-1.00 with independent gaps). The price is width: a
 half-width.
 
 A cell's TTFT is a median over few requests: its interval is distribution-free, from order statistics
-(Hettmansperger–Sheather interpolation), and needs at least 6 requests. A ratio of two such numbers gets an
-interval from both standard errors at `ratio_dof` degrees of freedom (two windows: pooled, less a measured
+(Hettmansperger–Sheather interpolation), and needs at least 6 requests; in a ratio it is read on the log scale
+(`Interval.log_scale`), as every ratio's interval is. A ratio of two such numbers gets an interval from both
+standard errors at `ratio_dof` degrees of freedom (two windows: pooled, less a measured
 discount; otherwise Welch–Satterthwaite), and a p-value for "no difference" that compare corrects for the number
 of tests it makes (toolkit.method.multiplicity).
 """
@@ -59,12 +60,15 @@ def t_p_value(t: float, dof: float) -> float:
 @dataclass(frozen=True)
 class Interval:
     """A 95 % interval: `value` ± `half_width`; `dof` the degrees of freedom of its t quantile (inf: normal);
-    `rounds`: the t interval of a mean over independent rounds (pooled with another such, `ratio_dof`)."""
+    `rounds`: the t interval of a mean over independent rounds (pooled with another such, `ratio_dof`);
+    `log_scale`: symmetric on the log scale, `half_width` its upper (larger) side, as a ratio's interval is and a
+    median's order-statistic interval of right-skewed latencies about is (see `bounds`, `relative_se`)."""
 
     value: float
     half_width: float
     dof: float = math.inf
     rounds: bool = False
+    log_scale: bool = False
 
     @property
     def relative(self) -> float:
@@ -73,8 +77,20 @@ class Interval:
 
     @property
     def relative_se(self) -> float:
-        """The standard error as a fraction of the value: the half-width without its t quantile."""
-        return self.relative / t_quantile(self.dof)
+        """The standard error as a fraction of the value (of the log value for a `log_scale` interval: its upper
+        side's log1p; read as a linear one, the TTFT ratio of two 8-request medians was ±133-144 % and covered
+        0.990-0.996, on the log scale 0.960-0.970, benchmarks/calibration.py): the half-width without its t
+        quantile."""
+        spread = math.log1p(self.relative) if self.log_scale else self.relative
+        return spread / t_quantile(self.dof)
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """The interval's ends: `value` ± `half_width`; for a `log_scale` one (a positive value), `value` divided
+        and multiplied by 1 + `relative`."""
+        if self.log_scale and self.value > 0:
+            return self.value / (1 + self.relative), self.value + self.half_width
+        return self.value - self.half_width, self.value + self.half_width
 
 
 def batch_means(values: Sequence[float], dof_discount: float = DOF_DISCOUNT) -> Interval | None:
@@ -115,7 +131,8 @@ def _binomial_cdf(k: int, n: int) -> float:
 def median_interval(values: Sequence[float], level: float = LEVEL) -> Interval | None:
     """The sample median with a distribution-free interval for the true median, as a symmetric half-width (the
     larger side), by order statistics interpolated to `level` (Hettmansperger and Sheather, 1986); None for fewer
-    than `MIN_MEDIAN_SAMPLES` values."""
+    than `MIN_MEDIAN_SAMPLES` values. Read as `log_scale` in a ratio (latencies skew right: the larger side is the
+    upper one)."""
     data = sorted(values)
     n = len(data)
     if n < MIN_MEDIAN_SAMPLES:
@@ -130,7 +147,7 @@ def median_interval(values: Sequence[float], level: float = LEVEL) -> Interval |
     lower = (1 - weight) * data[d - 1] + weight * data[d]
     upper = (1 - weight) * data[n - d] + weight * data[n - d - 1]
     middle = data[n // 2] if n % 2 else (data[n // 2 - 1] + data[n // 2]) / 2
-    return Interval(middle, max(middle - lower, upper - middle), n - 1)
+    return Interval(middle, max(middle - lower, upper - middle), n - 1, log_scale=middle > 0)
 
 
 @dataclass(frozen=True)
@@ -168,16 +185,16 @@ def ratio_dof(base: Interval, other: Interval) -> float:
 
 def ratio_test(base: Interval, other: Interval) -> Ratio:
     """other / base: the log ratio's standard error from both relative standard errors, `ratio_dof` degrees of
-    freedom, the interval back on the ratio's scale as a half-width (the larger side)."""
+    freedom, the interval back on the ratio's scale (`log_scale`, its upper side as the half-width)."""
     ratio = other.value / base.value
     a, b = base.relative_se**2, other.relative_se**2
     se = math.sqrt(a + b)
     dof = ratio_dof(base, other)
     if se == 0:
-        return Ratio(Interval(ratio, 0.0, dof), 0.0 if ratio != 1 else 1.0)
-    spread = t_quantile(dof) * se
-    half_width = abs(ratio) * max(math.exp(spread) - 1, 1 - math.exp(-spread))
-    return Ratio(Interval(ratio, half_width, dof), t_p_value(math.log(ratio) / se, dof) if ratio > 0 else 0.0)
+        return Ratio(Interval(ratio, 0.0, dof, log_scale=True), 0.0 if ratio != 1 else 1.0)
+    half_width = abs(ratio) * math.expm1(t_quantile(dof) * se)
+    p_value = t_p_value(math.log(ratio) / se, dof) if ratio > 0 else 0.0
+    return Ratio(Interval(ratio, half_width, dof, log_scale=True), p_value)
 
 
 def ratio_interval(base: Interval, other: Interval) -> Interval:

@@ -19,6 +19,7 @@ from toolkit.method.multiplicity import family_adjusted
 from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
 from toolkit.method.spread import Interval
 from toolkit.reports.compare_drift import (
+    MEDIANS,
     WITHIN_DRIFT,
     pair_drifts,
     ratio_spread,
@@ -66,14 +67,16 @@ CELL_COLUMNS: tuple[str, ...] = ("phase", "context_tokens", "context", "concurre
 COMPARE_TITLE = "Speed test matrix comparison"
 RATIO_CAPTION = (
     "B / A per cell: above 1 means the later run is higher (for TTFT: slower); values are A → B. ± is the ratio's "
-    "95 % interval from both cells' spreads; n.s.: no significant difference once every test of the table is "
-    "counted (Benjamini–Hochberg at 5 %: a run compared with itself marks no cell in 95 % of compares). "
+    "95 % interval from both cells' spreads; TTFT's, a ratio of two medians, is shown by its bounds [low, high] "
+    "(the ratio divided and multiplied by one factor: it is far from symmetric); n.s.: no "
+    "significant difference once every test of the table is counted (Benjamini–Hochberg at 5 %: a run compared "
+    "with itself marks no cell in 95 % of compares). "
     "When both runs measured their control cell three times or more (two rounds or more), each throughput ratio is "
     "divided by the machine's change between the cell's two measurements, read off the runs' control trends "
-    "(column Machine), and that estimate's uncertainty is in the ±; with fewer, the larger of the runs' drifts is "
-    "added to the throughput ratio's spread instead. A change between the runs themselves no control can see: a "
-    "throughput ratio within the larger of the runs' drifts of 1 is marked within drift (it can be the machine). "
-    "With repeats, a cell's spread is the larger of its window's and its rounds' "
+    "(column Machine), and that estimate's uncertainty is in the ±; with fewer, the larger of the runs' "
+    "drifts is added to the throughput ratio's spread instead. A change between the runs themselves no control can "
+    "see: a throughput ratio within the larger of the runs' drifts of 1 is marked within drift (it can be the "
+    "machine). A cell measured in two rounds or more has its rounds' spread (the t interval of their mean) "
     "(docs/method/spread.md, Spread, Repeats; docs/method/drift.md, Drift)."
 )
 NOT_SIGNIFICANT = "n.s."
@@ -111,11 +114,14 @@ def _ratio(b: Any, a: Any) -> float:
     return num / den if num is not None and den else math.nan
 
 
-def _interval(value: Any, half_width: Any, dof: Any, rounds: Any) -> Interval | None:
+def _interval(value: Any, half_width: Any, dof: Any, rounds: Any, *, median: bool = False) -> Interval | None:
+    """A cell's interval as `with_round_spreads` left it; a `median`'s window interval (TTFT's order statistics)
+    is read on the log scale (toolkit.method.spread.median_interval)."""
     number, width, degrees = as_number(value), as_number(half_width), as_number(dof)
     if number is None or width is None or not number:
         return None
-    return Interval(number, width, math.inf if degrees is None else degrees, rounds is True)
+    dof_ = math.inf if degrees is None else degrees
+    return Interval(number, width, dof_, rounds is True, log_scale=median and rounds is not True and number > 0)
 
 
 def ratio_table(
@@ -156,7 +162,9 @@ def ratio_table(
         sides = {run: list(zip(*(merged[f"{q}_{s}_{run}"] if s else merged[f"{q}_{run}"]
                                  for s in ("", "ci", "dof", "rounds")), strict=True)) for run in "ab"}  # fmt: skip
         spread = [
-            ratio_spread(_interval(*a), _interval(*b), c, d) if not bad else (math.nan, math.nan, None)
+            ratio_spread(_interval(*a, median=q in MEDIANS), _interval(*b, median=q in MEDIANS), c, d)
+            if not bad
+            else (math.nan, math.nan, None)
             for a, b, c, d, bad in zip(sides["a"], sides["b"], moved, guards, unusable, strict=True)
         ]
         merged[f"{q}_ratio_hw"] = [hw for hw, _, _ in spread]
@@ -250,17 +258,30 @@ def _disturbed_in(row: Mapping[str, Any]) -> str | None:
     return " and ".join(name.upper() for name in runs) or None
 
 
+def ratio_interval_text(quantity: str, ratio: float, half_width: float) -> str:
+    """A cell's ratio interval as compare shows it: a median's (TTFT, `MEDIANS`) by its bounds, `[0.61, 1.65]`,
+    the ratio divided and multiplied by one factor, as far below as above in proportion; the others as ± their
+    upper side, `±0.07` (throughput ratios are within a few per cent of symmetric, and their calibrated coverage
+    is of this display: benchmarks/calibration.py)."""
+    if quantity in MEDIANS:
+        low, high = Interval(ratio, half_width, log_scale=True).bounds
+        return f"[{low:.2f}, {high:.2f}]"
+    return f"±{half_width:.2f}"
+
+
 def _ratio_cell(row: Mapping[str, Any], quantity: str) -> str:
     a, b = row[f"{quantity}_a"], row[f"{quantity}_b"]
     if as_number(a) is None and as_number(b) is None:
         return MISSING
     if _disturbed_in(row):
         return DISTURBED_MARK
-    fmt, ratio = _FORMATS[quantity], format_ratio(row[f"{quantity}_ratio"])
+    value, fmt = as_number(row[f"{quantity}_ratio"]), _FORMATS[quantity]
     half_width, within = as_number(row.get(f"{quantity}_ratio_hw")), row.get(f"{quantity}_within_drift") is True
     not_significant = row.get(f"{quantity}_significant") is False and not within
-    if half_width is not None and ratio != MISSING:
-        ratio += f" ±{half_width:.2f}" + (f" {NOT_SIGNIFICANT}" if not_significant else "")
+    ratio = format_ratio(value)
+    if half_width is not None and value is not None and ratio != MISSING:
+        ratio += f" {ratio_interval_text(quantity, value, half_width)}"
+        ratio += f" {NOT_SIGNIFICANT}" if not_significant else ""
     if within and ratio != MISSING:
         ratio += f" {WITHIN_DRIFT}"
     return f"{ratio} ({fmt(a)} → {fmt(b)})"

@@ -25,13 +25,14 @@ from toolkit.method.spread import Interval, t_p_value, t_quantile, window_dof
 from toolkit.results.runs import RUN_DRIFT
 
 WITHIN_DRIFT = "within drift"
+MEDIANS = ("ttft_ms",)  # a window's median over its requests: an order-statistic interval (spread.median_interval)
 
 
 def _window_dof(quantity: str, sub_windows: Any) -> float:
     """Degrees of freedom of a window's half-width (`window_dof` of its batches); TTFT's order-statistic interval
     and a record without `sub_windows` count as normal (inf)."""
     batches = as_number(sub_windows)
-    return window_dof(batches) if quantity != "ttft_ms" and batches is not None and batches >= 2 else math.inf
+    return window_dof(batches) if quantity not in MEDIANS and batches is not None and batches >= 2 else math.inf
 
 
 def with_round_spreads(frame: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFrame:

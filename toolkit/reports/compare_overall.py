@@ -37,10 +37,11 @@ def _with_machine(overall: Interval, change_se: Sequence[Any], change_dof: Seque
     if not known or overall.value <= 0:
         return overall
     shared = math.fsum(se for se, _ in known) / len(known)
-    own = math.log1p(overall.half_width / overall.value) / t_quantile(overall.dof)
+    own = overall.relative_se
     parts = [(own * own, overall.dof), (shared * shared, min(dof for _, dof in known))]
     dof = welch_dof(parts)
-    return Interval(overall.value, overall.value * math.expm1(t_quantile(dof) * math.sqrt(own**2 + shared**2)), dof)
+    spread = t_quantile(dof) * math.sqrt(own**2 + shared**2)
+    return Interval(overall.value, overall.value * math.expm1(spread), dof, log_scale=True)
 
 
 def cells_text(count: int) -> str:
@@ -59,7 +60,7 @@ def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_
     corrected = any(as_number(se) is not None for se in change[0])
     for q in quantities:
         cells = [
-            Interval(r, hw, float(dof))  # dof may be inf (a spread known only as a half-width)
+            Interval(r, hw, float(dof), log_scale=True)  # dof may be inf (a spread known only as a half-width)
             for r, hw, dof in zip(table[f"{q}_ratio"], table[f"{q}_ratio_hw"], table[f"{q}_ratio_dof"], strict=True)
             if as_number(r) is not None and as_number(hw) is not None and not pd.isna(dof)
         ]
@@ -69,9 +70,8 @@ def overall_ratios(table: pd.DataFrame, quantities: Sequence[str] = tuple(RATIO_
         if q in DRIFT_QUANTITIES and corrected:
             overall = _with_machine(overall, *change)
         elif q in DRIFT_QUANTITIES and drift is not None:  # no control line: the drift's guard, kept whole
-            overall = Interval(
-                overall.value, widened(overall.value, overall.half_width, overall.dof, drift), overall.dof
-            )
+            wide = widened(overall.value, overall.half_width, overall.dof, drift)
+            overall = Interval(overall.value, wide, overall.dof, log_scale=True)
         out[q] = overall
     return out
 
