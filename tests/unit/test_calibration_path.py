@@ -235,3 +235,17 @@ def test_the_machine_compares_plain_side_reads_each_rounds_own_intervals() -> No
     plain = calibration.compare_table([calibration.Measurement.from_dict(r) for r in a[1].to_dict("records")],
                                       records)  # fmt: skip
     assert plain["total_tok_s_ratio_hw"].notna().all()  # without them compare had no interval and marked nothing
+
+
+def test_the_slo_bounds_benchmark_judges_the_products_interval_and_puts_it_back() -> None:
+    import benchmarks.slo_fraction_bounds as slo_bounds
+
+    assert slo_bounds.VARIANTS["product"] is slo_fraction.fraction_bounds
+    assert slo_bounds.jeffreys(0, 10)[0] == 0.0 and slo_bounds.jeffreys(10, 10)[1] == 1.0
+    low, high = slo_bounds.jeffreys(5, 500)
+    cp_low, cp_high = slo_fraction.fraction_interval(5, 500)
+    assert cp_low < low < 0.01 < high < cp_high  # Jeffreys is the narrower, inside Clopper-Pearson
+    found = slo_bounds.measure(slo_bounds.VARIANTS["jeffreys"], seed=1, steps=20, requests=100)
+    assert goodput.fraction_bounds is slo_fraction.fraction_bounds  # the product's, restored
+    assert set(found) == {"independent", "ar1@0.25", "ar1@0.5", "drift"}
+    assert all(0 <= above <= 1 - coverage for coverage, above in found.values())
