@@ -168,8 +168,8 @@ class Tally:
             self.widths[kind].append(abs(half_width / value) if value else math.inf)
 
     def table(self, kind: str, frame: pd.DataFrame, q: str) -> None:
-        """A table's ratios of `q`, each judged as its cell shows it (`ratio_interval_text`): ± its half-width, or a
-        median's (TTFT's) by its bounds `[low, high]` (`Interval.bounds`, log scale)."""
+        """A table's ratios of `q`, each judged as its cell shows it (`compare._ratio_interval_text`): ± its
+        half-width, or a median's (TTFT's) by its bounds `[low, high]` (`Interval.bounds`, log scale)."""
         for r, hw in zip(frame[f"{q}_ratio"], frame[f"{q}_ratio_hw"], strict=True):
             if q not in MEDIANS:
                 self.add(kind, float(r), float(hw), 1.0)

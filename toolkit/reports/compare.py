@@ -258,7 +258,7 @@ def _disturbed_in(row: Mapping[str, Any]) -> str | None:
     return " and ".join(name.upper() for name in runs) or None
 
 
-def ratio_interval_text(quantity: str, ratio: float, half_width: float) -> str:
+def _ratio_interval_text(quantity: str, ratio: float, half_width: float) -> str:
     """A cell's ratio interval as compare shows it: a median's (TTFT, `MEDIANS`) by its bounds, `[0.61, 1.65]`,
     the ratio divided and multiplied by one factor, as far below as above in proportion; the others as ± their
     upper side, `±0.07` (throughput ratios are within a few per cent of symmetric, and their calibrated coverage
@@ -280,7 +280,7 @@ def _ratio_cell(row: Mapping[str, Any], quantity: str) -> str:
     not_significant = row.get(f"{quantity}_significant") is False and not within
     ratio = format_ratio(value)
     if half_width is not None and value is not None and ratio != MISSING:
-        ratio += f" {ratio_interval_text(quantity, value, half_width)}"
+        ratio += f" {_ratio_interval_text(quantity, value, half_width)}"
         ratio += f" {NOT_SIGNIFICANT}" if not_significant else ""
     if within and ratio != MISSING:
         ratio += f" {WITHIN_DRIFT}"
