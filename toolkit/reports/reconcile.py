@@ -20,7 +20,7 @@ import pandas as pd
 
 from toolkit.method.goodput import inter_token_ms, request_latencies, steady_mask
 from toolkit.method.multiplicity import adjusted_p_values, marked
-from toolkit.method.spread import Interval, batch_means, median_interval, ratio_dof, ratio_test, t_quantile
+from toolkit.method.spread import Interval, batch_means, median_interval, ratio_test
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 from toolkit.results.rate_runs import RateSweep
@@ -108,7 +108,7 @@ def reconciliation(sweeps: Mapping[str, RateSweep]) -> pd.DataFrame:
             for name, shown in QUANTITIES.items():
                 a, b = ours[name], theirs[name]
                 ratio = ratio_test(a, b) if a is not None and b is not None and a.value > 0 else None
-                low, high = _log_bounds(a, b) if ratio is not None and a is not None and b is not None else (None, None)
+                low, high = (None, None) if ratio is None else ratio.interval.bounds  # log scale, not symmetric
                 rows.append({
                     "offered_rate": float(rate), "run": label, "quantity": shown,
                     base_label: None if a is None else a.value, "value": None if b is None else b.value,
@@ -121,14 +121,6 @@ def reconciliation(sweeps: Mapping[str, RateSweep]) -> pd.DataFrame:
     if not table.empty:  # every ratio of the table is one family: Benjamini–Hochberg over all of them
         table["q_value"] = adjusted_p_values([None if pd.isna(p) else float(p) for p in table["p_value"]])
     return table
-
-
-def _log_bounds(base: Interval, other: Interval) -> tuple[float, float]:
-    """other / base's 95 % interval, on the log scale where `ratio_test` computes it (not symmetric)."""
-    ratio = other.value / base.value
-    se = math.sqrt(base.relative_se**2 + other.relative_se**2)
-    spread = t_quantile(ratio_dof(base, other)) * se
-    return ratio * math.exp(-spread), ratio * math.exp(spread)
 
 
 def reconciliation_text(table: pd.DataFrame, base_label: str) -> pd.DataFrame:
