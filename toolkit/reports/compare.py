@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.base.schema import PHASE_TITLES, PHASES, RAN_STATUSES
+from toolkit.base.schema import PHASE_TITLES, PHASES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.drift import CELL_DRIFT_COLUMNS, DRIFT_QUANTITIES
 from toolkit.method.multiplicity import family_adjusted
@@ -28,8 +28,16 @@ from toolkit.reports.compare_drift import (
     with_round_spreads,
 )
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, format_ratio, overall_ratios, overall_text
+from toolkit.reports.compare_tradeoff import (
+    TRADEOFF_CAPTION,
+    frontier_display,
+    pareto_frontier,
+    pareto_mask,
+    tradeoff_points,
+)
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table, summary_line
+from toolkit.results.run_frame import run_labels, run_rows
 from toolkit.results.runs import RUN_DRIFT
 
 __all__ = [
@@ -83,14 +91,8 @@ NOT_SIGNIFICANT = "n.s."
 MACHINE_COLUMN = "Machine A → B"
 STATUS_CAPTION = "Cells whose status differs between runs (— : not measured in that run)."
 PREFILL_CAPTION = "Prompt tok/s and cold TTFT by context length, runs side by side."
-TRADEOFF_CAPTION = "Pareto frontier of each run: no other cell of that run is faster both per request and in total."
 _FORMATS = {"total_tok_s": format_tok_s, "per_request_tok_s": format_tok_s, "ttft_ms": format_ms}
 _PHASE_ORDER = {phase: i for i, phase in enumerate(PHASES)}
-
-
-def run_labels(frame: pd.DataFrame) -> list[str]:
-    """The runs of a combined frame, in their order of appearance (the first is the baseline)."""
-    return list(dict.fromkeys(str(label) for label in frame["run"]))
 
 
 def ratio_key(position: int) -> str:
@@ -101,12 +103,6 @@ def ratio_key(position: int) -> str:
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     order = frame["phase"].map(_PHASE_ORDER).fillna(2)
     return frame.assign(_order=order).sort_values(["_order", "context_tokens", "concurrency"]).drop(columns="_order")
-
-
-def _run(frame: pd.DataFrame, label: str) -> pd.DataFrame:
-    if label not in run_labels(frame):
-        raise ValueError(f"run {label!r} is not among the runs {run_labels(frame)}")
-    return frame[frame["run"] == label]
 
 
 def _ratio(b: Any, a: Any) -> float:
@@ -144,7 +140,7 @@ def ratio_table(
     columns = [*CELL_COLUMNS, "status", *quantities, *spreads, RUN_DRIFT, *CELL_DRIFT_COLUMNS]
 
     def cells(label: str) -> pd.DataFrame:
-        mine = with_round_spreads(_run(frame, label), quantities)
+        mine = with_round_spreads(run_rows(frame, label), quantities)
         mine = mine.reindex(columns=list(dict.fromkeys([*mine.columns, *spreads, RUN_DRIFT, *CELL_DRIFT_COLUMNS])))
         return mine[columns].assign(disturbed=disturbed_mask(mine))
 
@@ -207,42 +203,6 @@ def prefill_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
     index = pd.MultiIndex.from_arrays([[k[0] for k in keys], [k[1] for k in keys]], names=["context_tokens", "context"])
     data = [[rows[key].get(column) for column in columns] for key in keys]
     return pd.DataFrame(data, index=index, columns=columns, dtype=object)
-
-
-def pareto_mask(x: Sequence[float], y: Sequence[float]) -> list[bool]:
-    """True for each point that no other point dominates (at least as high in both, higher in one)."""
-    points = list(zip(x, y, strict=True))
-    return [not any(ox >= px and oy >= py and (ox > px or oy > py) for ox, oy in points) for px, py in points]
-
-
-def tradeoff_points(frame: pd.DataFrame) -> pd.DataFrame:
-    """Decode cells that ran undisturbed, with per-request and total tok/s, and ``on_frontier`` within their run."""
-    decode = frame[(frame["phase"] == "decode") & frame["status"].isin(RAN_STATUSES) & ~disturbed_mask(frame)]
-    points = pd.DataFrame(
-        {
-            "run": decode["run"],
-            "context": decode["context"],
-            "context_tokens": decode["context_tokens"],
-            "concurrency": decode["concurrency"],
-            "status": decode["status"],
-            "per_request_tok_s": [as_number(v) for v in decode["per_request_tok_s"]],
-            "total_tok_s": [as_number(v) for v in decode["total_tok_s"]],
-        }
-    ).dropna(subset=["per_request_tok_s", "total_tok_s"])
-    points["on_frontier"] = False
-    for label in run_labels(frame):
-        mine = points["run"] == label
-        points.loc[mine, "on_frontier"] = pareto_mask(
-            points.loc[mine, "per_request_tok_s"].tolist(), points.loc[mine, "total_tok_s"].tolist()
-        )
-    return points.reset_index(drop=True)
-
-
-def pareto_frontier(frame: pd.DataFrame, label: str) -> pd.DataFrame:
-    """The frontier cells of one run, by per-request tok/s ascending (so total tok/s descends)."""
-    points = tradeoff_points(_run(frame, label))
-    frontier = points[points["on_frontier"]]
-    return frontier.sort_values(["per_request_tok_s", "total_tok_s"]).reset_index(drop=True)
 
 
 # ---- display strings -------------------------------------------------------------------------------
@@ -346,30 +306,12 @@ def prefill_display(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(data, columns=columns, dtype=object)
 
 
-def frontier_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every run's Pareto frontier cells as display strings."""
-    data = [
-        [
-            label,
-            row["context"],
-            f"{int(row['concurrency']):,}",
-            str(row["status"]),
-            format_tok_s(row["per_request_tok_s"]),
-            format_tok_s(row["total_tok_s"]),
-        ]
-        for label in run_labels(frame)
-        for row in pareto_frontier(frame, label).to_dict("records")
-    ]
-    columns = ["Run", "Context", "Requests at once", "Status", "Per request tok/s", "Total tok/s"]
-    return pd.DataFrame(data, columns=columns, dtype=object)
-
-
 def runs_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per run: label, number of measurements, and the report's summary line (with the run's control drift,
     when it measured one)."""
     data = []
     for label in run_labels(frame):
-        mine = _run(frame, label)
+        mine = run_rows(frame, label)
         drift = next((d for d in mine.get(RUN_DRIFT, []) if as_number(d) is not None), None)
         summary = summary_line(mine.drop(columns=["run", RUN_DRIFT], errors="ignore")) or MISSING
         data.append([label, f"{len(mine):,}", summary + (f" · control drift {100 * drift:.1f} %" if drift else "")])
