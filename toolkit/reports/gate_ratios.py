@@ -34,7 +34,7 @@ from toolkit.method.gate import (
 )
 from toolkit.method.gate_plan import more_rounds
 from toolkit.method.number_format import as_number
-from toolkit.method.spread import Interval, t_quantile
+from toolkit.method.spread import Interval
 
 Cell = tuple[int, str, int]  # context tokens, context, concurrency
 Rounds = Mapping[int, pd.DataFrame]  # round -> that round's results frame (load_run)
@@ -189,10 +189,9 @@ def apart_intervals(
         if found is None or not found.value > 0 or not math.isfinite(found.half_width):
             out[q] = (None, len(per_cell), per_cell)
             continue
-        value, dof = found.value, found.dof
-        se = math.log1p(found.half_width / value) / t_quantile(dof)  # the larger side, as compare keeps it
         cells = int(rows[f"{q}_ratio_hw"].notna().sum()) if len(rows) else 0
-        out[q] = (log_interval(math.log(value), se, dof, level, 0), cells, per_cell)
+        interval = log_interval(math.log(found.value), found.relative_se, found.dof, level, 0)  # log scale
+        out[q] = (interval, cells, per_cell)
     return out
 
 
