@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -155,6 +156,29 @@ def test_max_num_seqs_2_queues_4_streams(constrained_server: EmbeddedServer, tmp
     assert not [m for m in cells.values() if m.disturbed], cells  # one session: no pause disturbs a window
 
 
+def test_decode_cells_keep_to_a_json_schema_and_call_tools_on_the_real_engine(
+    constrained_server: EmbeddedServer, tmp_path: Path
+) -> None:
+    """Issue 46 in the decode matrix on the real engine: every request of a cell carries the schema (or the tools),
+    vLLM takes them (no 400), and the cell's share is that of replies that kept to them. Random weights could not
+    close a boolean object or call a tool on their own, so 100 % shows the server applied each request's format
+    (the embedded server decodes compact JSON and parses tool calls: STRUCTURED_FLAGS)."""
+    schema = tmp_path / "answer.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]}')
+    tools = tmp_path / "tools.json"
+    weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"]}
+    tools.write_text(json.dumps([{"type": "function", "function": {"name": "get_weather", "parameters": weather}}]))
+    shares = {}
+    for name, extra in (("schema", {"response_format": f"json_schema:{schema}"}),
+                        ("tools", {"tools": str(tools), "tool_choice": "required"})):  # fmt: skip
+        params = _params(constrained_server, contexts=["256"], concurrency=[1, 2], duration_s=2, max_output=48,
+                         control_window_s=0, **extra)  # fmt: skip
+        results = run_matrix(params, tmp_path / name, phases=("decode",), progress=False)
+        assert [(m.concurrency, m.status) for m in results] == [(1, "Valid"), (2, "Valid")], results
+        shares[name] = [(m.schema_valid_share, m.tool_called_share, m.tool_args_valid_share) for m in results]
+    assert shares == {"schema": [(1.0, None, None)] * 2, "tools": [(None, 1.0, 1.0)] * 2}
+
+
 def _one_stream_against_the_engine(base_url: str, max_tokens: int = 600):
     """One streamed request on an idle server, and the engine's inter-token latencies over exactly its steps
     (/metrics read before it starts and after it ends, when nothing else runs)."""
@@ -236,8 +260,6 @@ def test_killed_run_resumes_without_redoing_finished_cells(
     assert done.returncode == 0, done.stderr[-2000:]
     after = results.read_text().splitlines()
     assert after[: len(before)] == before  # finished cells untouched
-    import json
-
     keys = [(r["phase"], r["context_tokens"], r["concurrency"]) for r in map(json.loads, after)]
     assert sorted(keys) == sorted([("prefill", 256, 1)] + [("decode", 256, n) for n in (1, 2, 4)])
 
