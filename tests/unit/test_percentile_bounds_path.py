@@ -18,7 +18,7 @@ def test_the_benchmark_calls_the_products_functions_not_copies() -> None:
     assert benchmark.order_ranks is product.order_ranks
     assert benchmark.min_bounded_n is product.min_bounded_n
     assert benchmark.LEVEL == product.LEVEL
-    # a matrix cell's TBT p90 / p99, an embeddings cell's end-to-end percentiles, compare's class TTFT p90
+    # a matrix cell's TTFT and TBT p90 / p99, an embeddings cell's end-to-end percentiles, compare's class TTFT p90
     for shown in (window, embedding_cell, class_compare):
         assert shown.quantile_bounds is benchmark.quantile_bounds, shown.__name__
 

@@ -199,7 +199,7 @@ def test_extras_only_columns_with_data() -> None:
     extras = extras_table(df)
     assert list(extras.columns) == [
         "Phase", "Context", "Requests at once", "Server output tokens", "Server ÷ client tokens",
-        "TTFT p90", "Cached tokens", "Max waiting",
+        "TTFT p90 [95 %]", "Cached tokens", "Max waiting",
     ]  # fmt: skip
     assert extras.values.tolist() == [["Sustained decode", "8K", "4", "2,731", "100.1%", "420 ms", "8,000", "0"]]
 
@@ -212,6 +212,16 @@ def test_the_gaps_percentiles_show_their_bounds() -> None:
                 Measurement("decode", 8192, "8K", 8, "Valid", 186.5, 24.7, 393.0, 40.5, **short)])  # fmt: skip
     extras = extras_table(df)
     assert extras["Time between tokens p99 [95 %]"].tolist() == ["41.3 ms [40.1, 43.0]", "39.0 ms [38.0, unbounded]"]
+
+
+def test_a_cells_ttft_percentiles_show_their_bounds() -> None:
+    """A decode cell's TTFT p90 with its 95 % interval, as the gaps' are; unbounded above from fewer than 36."""
+    bounded = {"ttft_p90_ms": 420.4, "ttft_p90_low_ms": 398.2, "ttft_p90_high_ms": 455.0}
+    short = {"ttft_p90_ms": 380.0, "ttft_p90_low_ms": 350.5, "ttft_p90_high_ms": None}
+    df = frame([Measurement("decode", 8192, "8K", 4, "Valid", 91.1, 24.8, 382.0, 40.3, **bounded),
+                Measurement("decode", 8192, "8K", 8, "Valid", 186.5, 24.7, 393.0, 40.5, **short)])  # fmt: skip
+    extras = extras_table(df)
+    assert extras["TTFT p90 [95 %]"].tolist() == ["420 ms [398, 455]", "380 ms [350, unbounded]"]
 
 
 def test_engine_line_and_given_summary() -> None:

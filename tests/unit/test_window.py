@@ -116,3 +116,18 @@ def test_tbt_percentiles_are_over_the_gaps_and_ttft_percentiles_need_enough_requ
     assert window.ttft_p90_ms is None and window.ttft_p99_ms is None  # 4 requests
     many = summarize_window([result([(0.001 * s + 0.01, 1), (0.02 + 0.001 * s, 2)]) for s in range(10)], 0.0, 1.0)
     assert many.ttft_p90_ms is not None and many.ttft_p99_ms is None
+
+
+def test_ttft_percentiles_carry_their_bounds_by_the_rule_of_every_percentile() -> None:
+    """A window's TTFT p90 and p99 with 95 % order-statistic bounds: both ends from 36 requests at p90, the upper
+    end left empty below it (and at p99 below 368), each end one of the requests' own TTFTs."""
+    forty = summarize_window([result([(0.001 * (i + 1), 1)]) for i in range(40)], 0.0, 1.0)  # TTFTs 1 … 40 ms
+    ttfts = [float(i + 1) for i in range(40)]
+    assert forty.ttft_p90_ms is not None and forty.ttft_p90_low_ms is not None and forty.ttft_p90_high_ms is not None
+    assert forty.ttft_p90_low_ms < forty.ttft_p90_ms < forty.ttft_p90_high_ms
+    assert forty.ttft_p90_low_ms == pytest.approx(min(ttfts, key=lambda t: abs(t - forty.ttft_p90_low_ms)))
+    assert forty.ttft_p90_high_ms == pytest.approx(min(ttfts, key=lambda t: abs(t - forty.ttft_p90_high_ms)))
+    assert forty.ttft_p99_ms is None and forty.ttft_p99_high_ms is None  # 40 requests: no p99
+    twelve = summarize_window([result([(0.001 * (i + 1), 1)]) for i in range(12)], 0.0, 1.0)
+    assert twelve.ttft_p90_ms is not None and twelve.ttft_p90_low_ms is not None
+    assert twelve.ttft_p90_high_ms is None  # unbounded above: 0.9^12 = 28 % that all 12 fall below the true p90

@@ -49,6 +49,10 @@ class Measurement:
     tbt_p90_high_ms: float | None = None
     tbt_p99_low_ms: float | None = None
     tbt_p99_high_ms: float | None = None
+    ttft_p90_low_ms: float | None = None  # TTFT's, by the same rule
+    ttft_p90_high_ms: float | None = None
+    ttft_p99_low_ms: float | None = None
+    ttft_p99_high_ms: float | None = None
     per_request_tok_s_p10: float | None = None
     # 95 % half-widths from the kept window's `sub_windows` equal parts (batch means, toolkit.method.spread) and,
     # for the median TTFT, from order statistics (at least 6 requests); None: no spread (imported, prefill, a

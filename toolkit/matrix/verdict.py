@@ -140,6 +140,10 @@ class WindowVerdict:
     tbt_p90_high_ms: float | None
     tbt_p99_low_ms: float | None
     tbt_p99_high_ms: float | None
+    ttft_p90_low_ms: float | None
+    ttft_p90_high_ms: float | None
+    ttft_p99_low_ms: float | None
+    ttft_p99_high_ms: float | None
     per_request_tok_s_p10: float | None
     total_tok_s_ci: float | None
     per_request_tok_s_ci: float | None
@@ -228,6 +232,8 @@ def judge_window(
         ttft_p90_ms=window.ttft_p90_ms, ttft_p99_ms=window.ttft_p99_ms, tbt_p90_ms=window.tbt_p90_ms,
         tbt_p99_ms=window.tbt_p99_ms, tbt_p90_low_ms=window.tbt_p90_low_ms, tbt_p90_high_ms=window.tbt_p90_high_ms,
         tbt_p99_low_ms=window.tbt_p99_low_ms, tbt_p99_high_ms=window.tbt_p99_high_ms,
+        ttft_p90_low_ms=window.ttft_p90_low_ms, ttft_p90_high_ms=window.ttft_p90_high_ms,
+        ttft_p99_low_ms=window.ttft_p99_low_ms, ttft_p99_high_ms=window.ttft_p99_high_ms,
         per_request_tok_s_p10=window.per_request_tok_s_p10,
         total_tok_s_ci=total_ci, per_request_tok_s_ci=per_request_ci, tbt_ms_ci=tbt_ci,
         sub_windows=spread.sub_windows if spread else None, ttft_ms_ci=ttft_ci, avg_active=extras.get("avg_active"),

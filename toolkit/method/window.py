@@ -35,6 +35,11 @@ class WindowSummary:
     tbt_p90_high_ms: float | None = None
     tbt_p99_low_ms: float | None = None
     tbt_p99_high_ms: float | None = None
+    # and of ttft_p90_ms and ttft_p99_ms, over the window's requests' TTFTs (the same rule: p90 bounded above from 36)
+    ttft_p90_low_ms: float | None = None
+    ttft_p90_high_ms: float | None = None
+    ttft_p99_low_ms: float | None = None
+    ttft_p99_high_ms: float | None = None
 
 
 def tokens_between(result: StreamResult, start: float, end: float) -> int:
@@ -106,6 +111,7 @@ def summarize_window(
     ttfts = [r.ttft_s * 1000 for r in results if r.ttft_s is not None]
     gaps = token_gaps_ms(results, start, end)
     p90, p99 = quantile_bounds(gaps, 90), quantile_bounds(gaps, 99)
+    ttft90, ttft99 = quantile_bounds(ttfts, 90), quantile_bounds(ttfts, 99)
     to_ms = lambda x: None if x is None else x * 1000  # noqa: E731
     return WindowSummary(
         output_tokens=output,
@@ -127,6 +133,10 @@ def summarize_window(
         tbt_p90_high_ms=p90.high,
         tbt_p99_low_ms=p99.low,
         tbt_p99_high_ms=p99.high,
+        ttft_p90_low_ms=ttft90.low,
+        ttft_p90_high_ms=ttft90.high,
+        ttft_p99_low_ms=ttft99.low,
+        ttft_p99_high_ms=ttft99.high,
     )
 
 

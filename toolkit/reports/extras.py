@@ -78,8 +78,8 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("prompt_tokens", "Prompt tokens", format_count),
     ("server_output_tokens", "Server output tokens", format_count),
     ("token_check", "Server ÷ client tokens", format_percent),
-    ("ttft_p90_ms", "TTFT p90", format_ms),
-    ("ttft_p99_ms", "TTFT p99", format_ms),
+    ("ttft_p90_ms", "TTFT p90 [95 %]", format_ms),
+    ("ttft_p99_ms", "TTFT p99 [95 %]", format_ms),
     ("tbt_p90_ms", "Time between tokens p90 [95 %]", format_tbt_ms),  # over every gap of the window
     ("tbt_p99_ms", "Time between tokens p99 [95 %]", format_tbt_ms),
     ("server_tbt_ms", "Server time between tokens", format_tbt_ms),
@@ -122,11 +122,11 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 )
 
 
-_BOUNDED = ("tbt_p90_ms", "tbt_p99_ms")  # shown with their 95 % bounds where the record has them
+_BOUNDED = ("ttft_p90_ms", "ttft_p99_ms", "tbt_p90_ms", "tbt_p99_ms")  # with their 95 % bounds where recorded
 
 
 def _shown(row: dict[str, Any], key: str, fmt: Callable[[Any], str]) -> str:
-    """One extra's display: ``41.3 ms [40.1, 43.0]`` for a bounded percentile (unbounded: too few gaps)."""
+    """One extra's display: ``41.3 ms [40.1, 43.0]`` for a bounded percentile (unbounded: too few values)."""
     if key not in _BOUNDED:
         return MISSING if row[key] is None else fmt(row[key])
     stem = key.removesuffix("_ms")
