@@ -125,12 +125,14 @@ def record(results: list[StreamResult], window_s: float, key: int = 1, round_: i
     half-width from `window_spread`, the window's batches, its round and start time."""
     summary, spread = summarize_window(results, 0.0, window_s), window_spread(results, 0.0, window_s)
     half = lambda i: None if i is None else i.half_width  # noqa: E731
+    ttft_low, ttft_high = spread.ttft_ms.bounds if spread.ttft_ms else (None, None)
     return Measurement(
         phase="decode", context_tokens=1024, context="1K", concurrency=key, status="Valid",
         total_tok_s=summary.total_tok_s, per_request_tok_s=summary.per_request_tok_s, ttft_ms=summary.ttft_ms,
         tbt_ms=summary.tbt_ms, total_tok_s_ci=half(spread.total_tok_s),
         per_request_tok_s_ci=half(spread.per_request_tok_s), tbt_ms_ci=half(spread.tbt_ms),
-        ttft_ms_ci=half(spread.ttft_ms), sub_windows=spread.sub_windows, round=round_, started_at=_stamp(at_s),
+        ttft_ms_ci=half(spread.ttft_ms), ttft_ms_low=ttft_low, ttft_ms_high=ttft_high, sub_windows=spread.sub_windows,
+        round=round_, started_at=_stamp(at_s),
     )  # fmt: skip
 
 
@@ -166,6 +168,12 @@ class Tally:
         if held is not None:
             self.hits[kind].append(held)
             self.widths[kind].append(abs(half_width / value) if value else math.inf)
+
+    def ends(self, kind: str, value: Any, low: Any, high: Any, true: float) -> None:
+        """An interval shown by its own ends `[low, high]` (a median's order statistics)."""
+        if value and low is not None and high is not None:
+            self.hits[kind].append(low <= true <= high)
+            self.widths[kind].append((high - low) / 2 / abs(value))
 
     def table(self, kind: str, frame: pd.DataFrame, q: str) -> None:
         """A table's ratios of `q`, each judged as its cell shows it (`compare._ratio_interval_text`): ± its
@@ -215,7 +223,10 @@ def window_coverage(noise: Noise, cell: Cell, trials: int, true: dict[str, float
                               at_s=60.0 * i))  # fmt: skip
     for m in records:
         for q in QUANTITIES:
-            tally.add(q, getattr(m, q), getattr(m, f"{q}_ci"), true[q])
+            if q == "ttft_ms" and m.ttft_ms_low is not None:  # a report shows the median's interval by its ends
+                tally.ends(q, m.ttft_ms, m.ttft_ms_low, m.ttft_ms_high, true[q])
+            else:
+                tally.add(q, getattr(m, q), getattr(m, f"{q}_ci"), true[q])
     singles_a = [replace(m, concurrency=j + 1) for j, m in enumerate(records[0::2])]
     singles_b = [replace(m, concurrency=j + 1) for j, m in enumerate(records[1::2])]
     n = min(len(singles_a), len(singles_b))

@@ -57,6 +57,8 @@ def test_a_window_is_recorded_with_the_window_spreads_half_widths() -> None:
     assert m.total_tok_s == summary.total_tok_s
     assert spread.total_tok_s is not None and m.total_tok_s_ci == spread.total_tok_s.half_width
     assert spread.ttft_ms is not None and m.ttft_ms_ci == spread.ttft_ms.half_width
+    assert (m.ttft_ms_low, m.ttft_ms_high) == spread.ttft_ms.ends  # shown by its ends, as judge_window records it
+    assert m.ttft_ms_low is not None and m.ttft_ms_high is not None and m.ttft_ms_low < m.ttft_ms < m.ttft_ms_high
     assert m.sub_windows == spread.sub_windows == BATCHES == 2
 
 

@@ -129,3 +129,16 @@ def test_the_verdict_fills_measurement_fields_by_name_and_type() -> None:
     assert set(fields) <= set(COLUMNS) and "counters" not in fields and "speculation" not in fields
     m = Measurement(phase="decode", context_tokens=64, context="64", concurrency=2, **fields)
     assert m.total_tok_s == judged.total_tok_s and m.server_tbt_ms == judged.counters.server_tbt_ms
+
+
+def test_the_median_ttft_keeps_its_intervals_own_ends() -> None:
+    """Eight requests whose TTFTs skew right (100, 101, 102, 104, 108, 116, 132, 164 ms): the record keeps the
+    median's order-statistic interval by its ends, farther above the median than below, beside its larger side as
+    the half-width, which compare's ratio reads."""
+    ttfts = (100, 101, 102, 104, 108, 116, 132, 164)
+    results = [stream(9.0 - t / 1000, 9.0, 0.01, 400) for t in ttfts]
+    fields = judge(results, edges(snapshot(1000), snapshot(2600)), samples(8))
+    low, high = fields["ttft_ms_low"], fields["ttft_ms_high"]
+    assert fields["ttft_ms"] == pytest.approx(106.0) and low is not None and high is not None
+    assert 100.0 <= low < 106.0 < high <= 164.0 and high - 106.0 > 106.0 - low
+    assert fields["ttft_ms_ci"] == pytest.approx(high - 106.0)

@@ -312,3 +312,12 @@ def test_concurrency_held_is_a_fraction_shown_as_a_percent() -> None:
     )
     held = extras_table(df)["Concurrency held"].tolist()
     assert [float(re.sub(r"[^0-9.]", "", text)) for text in held] == [100, 62], held
+
+
+def test_a_cells_median_ttft_interval_is_shown_by_its_ends_or_as_recorded_before() -> None:
+    """The median TTFT's 95 % interval by its own ends where the record keeps them; a record made before them, by
+    the half-width it kept (the larger side)."""
+    ends = {"ttft_ms_ci": 60.0, "ttft_ms_low": 361.0, "ttft_ms_high": 442.0}
+    df = frame([Measurement("decode", 8192, "8K", 4, "Valid", 91.1, 24.8, 382.0, 40.3, **ends),
+                Measurement("decode", 8192, "8K", 8, "Valid", 186.5, 24.7, 393.0, 40.5, ttft_ms_ci=48.0)])  # fmt: skip
+    assert extras_table(df)["TTFT median 95 %"].tolist() == ["[361, 442]", "± 48 ms"]

@@ -62,6 +62,8 @@ class Measurement:
     tbt_ms_ci: float | None = None
     sub_windows: int | None = None
     ttft_ms_ci: float | None = None
+    ttft_ms_low: float | None = None  # the median TTFT's interval's own ends (order statistics, not symmetric)
+    ttft_ms_high: float | None = None
     # Repeats (docs/method/spread.md, Repeats): the record's round of the matrix (1-based; None: one round). A cell's
     # combined row (toolkit.results.rounds) holds the median of its usable rounds, how many, and their spread.
     round: int | None = None

@@ -150,6 +150,8 @@ class WindowVerdict:
     tbt_ms_ci: float | None
     sub_windows: int | None
     ttft_ms_ci: float | None
+    ttft_ms_low: float | None  # the median TTFT's interval's own ends (order statistics, not symmetric)
+    ttft_ms_high: float | None
     avg_active: float | None
     client_avg_active: float | None
     concurrency_held: float | None
@@ -223,6 +225,7 @@ def judge_window(
     total_ci, per_request_ci, tbt_ci, ttft_ci = (_half(spread.total_tok_s), _half(spread.per_request_tok_s),
                                                  _half(spread.tbt_ms), _half(spread.ttft_ms)) if spread else (
                                                  None, None, None, None)  # fmt: skip
+    ttft_ends = spread.ttft_ms.bounds if spread and spread.ttft_ms else (None, None)
     return WindowVerdict(
         status=status, error=error, disturbed=disturbed if ok or empty else None,
         total_tok_s=window.total_tok_s if ok else None, per_request_tok_s=window.per_request_tok_s if ok else None,
@@ -237,6 +240,7 @@ def judge_window(
         per_request_tok_s_p10=window.per_request_tok_s_p10,
         total_tok_s_ci=total_ci, per_request_tok_s_ci=per_request_ci, tbt_ms_ci=tbt_ci,
         sub_windows=spread.sub_windows if spread else None, ttft_ms_ci=ttft_ci, avg_active=extras.get("avg_active"),
+        ttft_ms_low=ttft_ends[0], ttft_ms_high=ttft_ends[1],
         client_avg_active=extras.get("client_avg_active", window.client_avg_active),
         concurrency_held=extras.get("concurrency_held"), max_waiting=extras.get("max_waiting"),
         waiting_fraction=extras.get("waiting_fraction"), status_basis=extras.get("status_basis"),

@@ -86,7 +86,7 @@ _EXTRAS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("per_request_tok_s_p10", "Per request tok/s p10", format_tok_s),
     ("per_request_tok_s_ci", "Per request tok/s ±", format_tok_s),
     ("tbt_ms_ci", "Time between tokens ±", format_tbt_ms),
-    ("ttft_ms_ci", "TTFT ±", format_ms),
+    ("ttft_ms_ci", "TTFT median 95 %", format_ms),  # its ends, [low, high]; ± its larger side where not kept
     ("sub_windows", "Sub-windows", format_count),
     ("spec_acceptance_rate", "Draft acceptance", format_percent),
     ("spec_acceptance_by_position", "Draft acceptance by position", _by_position),
@@ -127,6 +127,11 @@ _BOUNDED = ("ttft_p90_ms", "ttft_p99_ms", "tbt_p90_ms", "tbt_p99_ms")  # with th
 
 def _shown(row: dict[str, Any], key: str, fmt: Callable[[Any], str]) -> str:
     """One extra's display: ``41.3 ms [40.1, 43.0]`` for a bounded percentile (unbounded: too few values)."""
+    if key == "ttft_ms_ci" and as_number(row.get("ttft_ms_low")) is not None:
+        low, high = fmt(row["ttft_ms_low"]).removesuffix(" ms"), fmt(row["ttft_ms_high"]).removesuffix(" ms")
+        return f"[{low}, {high}]"
+    if key == "ttft_ms_ci" and row[key] is not None:
+        return f"± {fmt(row[key])}"
     if key not in _BOUNDED:
         return MISSING if row[key] is None else fmt(row[key])
     stem = key.removesuffix("_ms")

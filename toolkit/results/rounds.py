@@ -76,6 +76,8 @@ def combine(rounds: Sequence[Measurement]) -> Measurement:
     changes |= {name: _mean([getattr(m, name) for m in good]) for name in _REPEAT_CI}
     changes |= {field: _t_half_width([getattr(m, name) for m in good]) for name, field in _REPEAT_CI.items()}
     changes |= {
+        "ttft_ms_low": None,  # one window's order statistics: not an interval of the mean over rounds
+        "ttft_ms_high": None,
         "round": None,
         "started_at": _mean_start([m.started_at for m in good]) or base.started_at,
         "repeats": len(good),
