@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -204,13 +205,18 @@ def test_extras_only_columns_with_data() -> None:
     assert extras.values.tolist() == [["Sustained decode", "8K", "4", "2,731", "100.1%", "420 ms", "8,000", "0"]]
 
 
+def two_decode_cells(first: dict[str, Any], second: dict[str, Any]) -> pd.DataFrame:
+    """The extra columns of two decode cells of 8K (4 and 8 streams) with their own `first` and `second` fields."""
+    return extras_table(frame([Measurement("decode", 8192, "8K", 4, "Valid", 91.1, 24.8, 382.0, 40.3, **first),
+                               Measurement("decode", 8192, "8K", 8, "Valid", 186.5, 24.7, 393.0, 40.5,
+                                           **second)]))  # fmt: skip
+
+
 def test_the_gaps_percentiles_show_their_bounds() -> None:
     """TBT p99 over a window's gaps with its 95 % distribution-free interval; unbounded from too few gaps."""
     bounded = {"tbt_p99_ms": 41.26, "tbt_p99_low_ms": 40.1, "tbt_p99_high_ms": 43.04}
     short = {"tbt_p99_ms": 39.0, "tbt_p99_low_ms": 38.0, "tbt_p99_high_ms": None}
-    df = frame([Measurement("decode", 8192, "8K", 4, "Valid", 91.1, 24.8, 382.0, 40.3, **bounded),
-                Measurement("decode", 8192, "8K", 8, "Valid", 186.5, 24.7, 393.0, 40.5, **short)])  # fmt: skip
-    extras = extras_table(df)
+    extras = two_decode_cells(bounded, short)
     assert extras["Time between tokens p99 [95 %]"].tolist() == ["41.3 ms [40.1, 43.0]", "39.0 ms [38.0, unbounded]"]
 
 
@@ -218,9 +224,7 @@ def test_a_cells_ttft_percentiles_show_their_bounds() -> None:
     """A decode cell's TTFT p90 with its 95 % interval, as the gaps' are; unbounded above from fewer than 36."""
     bounded = {"ttft_p90_ms": 420.4, "ttft_p90_low_ms": 398.2, "ttft_p90_high_ms": 455.0}
     short = {"ttft_p90_ms": 380.0, "ttft_p90_low_ms": 350.5, "ttft_p90_high_ms": None}
-    df = frame([Measurement("decode", 8192, "8K", 4, "Valid", 91.1, 24.8, 382.0, 40.3, **bounded),
-                Measurement("decode", 8192, "8K", 8, "Valid", 186.5, 24.7, 393.0, 40.5, **short)])  # fmt: skip
-    extras = extras_table(df)
+    extras = two_decode_cells(bounded, short)
     assert extras["TTFT p90 [95 %]"].tolist() == ["420 ms [398, 455]", "380 ms [350, unbounded]"]
 
 
@@ -318,6 +322,4 @@ def test_a_cells_median_ttft_interval_is_shown_by_its_ends_or_as_recorded_before
     """The median TTFT's 95 % interval by its own ends where the record keeps them; a record made before them, by
     the half-width it kept (the larger side)."""
     ends = {"ttft_ms_ci": 60.0, "ttft_ms_low": 361.0, "ttft_ms_high": 442.0}
-    df = frame([Measurement("decode", 8192, "8K", 4, "Valid", 91.1, 24.8, 382.0, 40.3, **ends),
-                Measurement("decode", 8192, "8K", 8, "Valid", 186.5, 24.7, 393.0, 40.5, ttft_ms_ci=48.0)])  # fmt: skip
-    assert extras_table(df)["TTFT median 95 %"].tolist() == ["[361, 442]", "± 48 ms"]
+    assert two_decode_cells(ends, {"ttft_ms_ci": 48.0})["TTFT median 95 %"].tolist() == ["[361, 442]", "± 48 ms"]
