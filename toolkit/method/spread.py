@@ -136,8 +136,8 @@ def median_interval(values: Sequence[float], level: float = LEVEL) -> Interval |
     """The sample median with a distribution-free interval for the true median, by order statistics interpolated to
     `level` (Hettmansperger and Sheather, 1986): its `ends`, and as a half-width the larger side; None for fewer
     than `MIN_MEDIAN_SAMPLES` values. Read as `log_scale` in a ratio (latencies skew right: the larger side is the
-    upper one). Shown as ± its larger side, a window's median TTFT held the truth 0.970-0.973 of the time; a
-    report shows its ends (benchmarks/calibration.py, `ttft_ms`)."""
+    upper one). Shown as ± its larger side, a window's median TTFT held the truth 0.964-0.973 of the time; by its
+    ends, as a report shows it, 0.941-0.948 (benchmarks/calibration.py, `ttft_ms`)."""
     data = sorted(values)
     n = len(data)
     if n < MIN_MEDIAN_SAMPLES:
