@@ -73,13 +73,13 @@ sys.path.insert(0, str(REPO))
 from benchmarks.token_truth import KINDS, Cell, Noise, window_streams  # noqa: E402
 from toolkit.base.schema import COLUMNS, Measurement  # noqa: E402
 from toolkit.loadgen.client import StreamResult  # noqa: E402
+from toolkit.matrix.control import control_reading  # noqa: E402
 from toolkit.method.drift import (  # noqa: E402
     CELL_DRIFT_COLUMNS,
     CellDrift,
     cell_drift,
     cell_drift_columns,
     control_fit,
-    control_reading,
 )
 from toolkit.method.gate import Verdict, family_level, paired_interval, verdict  # noqa: E402
 from toolkit.method.goodput import ServiceLevel, meeting_fraction  # noqa: E402
@@ -90,6 +90,7 @@ from toolkit.reports.compare import ratio_table  # noqa: E402
 from toolkit.reports.compare_drift import MEDIANS, with_round_spreads  # noqa: E402,F401 (ratio_table's, see the tests)
 from toolkit.reports.compare_overall import overall_ratios  # noqa: E402
 from toolkit.reports.interleaved import Rounds, overall, paired_table  # noqa: E402
+from toolkit.results.documents.run_blocks import ControlReading  # noqa: E402
 from toolkit.results.rounds import combine  # noqa: E402
 from toolkit.results.runs import RUN_COLUMN, RUN_DRIFT  # noqa: E402
 
@@ -253,7 +254,7 @@ def window_coverage(noise: Noise, cell: Cell, trials: int, true: dict[str, float
     return batch_correlation(streams, cell.window_s)
 
 
-def _control(noise: Noise, speed: float, at_s: float, round_: int, rng: random.Random) -> dict[str, Any]:
+def _control(noise: Noise, speed: float, at_s: float, round_: int, rng: random.Random) -> ControlReading:
     """One control reading as run.json keeps it."""
     m = record(window_streams(noise, replace(CONTROL, speed=speed), rng), CONTROL.window_s, round_=round_ or None,
                at_s=at_s)  # fmt: skip

@@ -9,21 +9,22 @@ import pandas as pd
 import pytest
 
 from toolkit.base.schema import COLUMNS, Measurement
+from toolkit.matrix.control import control_block
 from toolkit.method.drift import (
     CELL_DRIFT_COLUMNS,
     cell_drift,
     cell_drift_columns,
     control_fit,
-    control_summary,
-    drift_note,
-    run_control_fit,
     run_drift,
     within_drift,
 )
 from toolkit.method.spread import t_quantile
 from toolkit.reports import compare
+from toolkit.reports.spread_text import drift_note
 from toolkit.reports.tables import TTFT_NOTE, decode_matrix, footnotes
+from toolkit.results.documents.run_blocks import ControlReading
 from toolkit.results.rounds import combine, combine_rounds, planned_rounds, still_to_do
+from toolkit.results.runs import run_control_fit
 from toolkit.servers.speculative import speculative_config
 
 
@@ -46,7 +47,7 @@ def runs_on_lines(controls: dict[str, list[Measurement]], **named: list[Measurem
     """Runs as load_runs gives them: each row placed on its run's control line (the controls' start times)."""
     rows = []
     for label, ms in named.items():
-        info = {"control": control_summary(controls[label], 2.0)}
+        info = {"control": control_block(controls[label], 2.0)}
         line = run_control_fit(info)
         rows += [{"run": label, **m.to_dict(), "run_drift": run_drift(info),
                   **cell_drift_columns(cell_drift(line, m.started_at))} for m in ms]  # fmt: skip
@@ -80,14 +81,14 @@ def test_the_control_gives_the_runs_drift_and_the_reports_note() -> None:
     controls = [dec(350.0, 5.0, round_=0, started_at=at(0)),
                 dec(400.0, round_=1, disturbed="paused", started_at=at(60)),
                 dec(280.0, 4.0, round_=1, started_at=at(120))]  # fmt: skip
-    block = control_summary(controls, 5.0)
+    block = control_block(controls, 5.0)
     assert block["change"] == pytest.approx(280 / 350 - 1) and block["drift"] == pytest.approx(0.2)
     assert block["change_low"] < -0.2 < block["change_high"] < 0  # the readings' own intervals, not the range
     info = {"control": block}
     assert run_drift(info) == pytest.approx(0.2) and run_drift({}) is None
     note = drift_note(info)
     assert note is not None and "350.0 → 280.0 tok/s: a trend of -20.0 %" in note and "within drift" in note
-    assert drift_note({"control": control_summary(controls[:1], 5.0)}) is None
+    assert drift_note({"control": control_block(controls[:1], 5.0)}) is None
     assert footnotes(pd.DataFrame([dec(1.0).to_dict()]), run_info=info)[-2:] == [note, TTFT_NOTE]
     old = {"control": {**block, "drift_basis": None, "drift": 0.25}}  # a run recorded with the range
     assert "a range of 25.0 %" in (drift_note(old) or "") and run_drift(old) == 0.25
@@ -97,10 +98,10 @@ def test_drift_is_the_trend_of_the_control_not_its_range() -> None:
     """Five readings that scatter around 310 tok/s without a trend: a range of 14 %, a change near 0 whose interval
     holds 0; a steady decline of 3 % a reading: a change near -12 % whose interval leaves out 0."""
     flat = [dec(v, 10.0, round_=i, started_at=at(60 * i)) for i, v in enumerate([300.0, 330.0, 290.0, 320.0, 305.0])]
-    block = control_summary(flat, 5.0)
+    block = control_block(flat, 5.0)
     assert abs(block["change"]) < 0.05 < 330 / 290 - 1 and block["change_low"] < 0 < block["change_high"]
     falling = [dec(300.0 * 0.97**i, 3.0, round_=i, started_at=at(60 * i)) for i in range(5)]
-    block = control_summary(falling, 5.0)
+    block = control_block(falling, 5.0)
     assert block["change"] == pytest.approx(0.97**4 - 1, rel=1e-6) and block["change_high"] < 0
 
 
@@ -111,8 +112,8 @@ def test_a_control_readings_half_width_is_read_at_the_dof_it_was_built_with(
     """Two readings 60 s apart, 300 ± 30 and 330 ± 30 tok/s: the slope times the span has the standard error
     sqrt(se_a² + se_b²), each se = 30 / value / t(dof) (halves: 0.95; 3 parts, or none recorded: 1.5), and
     Welch's dof of the two, 2 dof when the two variances are equal and dof each."""
-    readings = [{"status": "Valid", "total_tok_s": v, "total_tok_s_ci": 30.0, "sub_windows": sub_windows,
-                 "started_at": at(60 * i)} for i, v in enumerate((300.0, 330.0))]  # fmt: skip
+    readings = [ControlReading(status="Valid", total_tok_s=v, total_tok_s_ci=30.0, sub_windows=sub_windows,
+                               started_at=at(60 * i)) for i, v in enumerate((300.0, 330.0))]  # fmt: skip
     fit = control_fit(readings)
     assert fit is not None and fit.span_s == 60.0
     se_a, se_b = 30 / 300 / t_quantile(dof), 30 / 330 / t_quantile(dof)

@@ -59,7 +59,8 @@ EXPORTED: dict[str, list[str]] = {
         "prefill", "prefill_comparison", "ratios", "runs", "service_levels", "status_differences", "table",
     ],
     "toolkit.results.runs": [
-        "RESULTS_CSV", "RUN_COLUMN", "RUN_DRIFT", "default_label", "load_run", "load_runs", "unique_labels",
+        "RESULTS_CSV", "RUN_COLUMN", "RUN_DRIFT", "default_label", "load_run", "load_runs", "run_control_fit",
+        "unique_labels",
     ],
     "toolkit.jupyter.rate_notebook": [
         "OUTPUTS", "RATE_PARAMETERS", "check_rate_sweep", "new_results_dir", "rate_arguments",

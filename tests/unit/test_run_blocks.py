@@ -10,8 +10,8 @@ import pytest
 
 from toolkit.base.schema import Measurement
 from toolkit.matrix import environment
+from toolkit.matrix.control import control_block
 from toolkit.matrix.discovery import ServerInfo
-from toolkit.method.drift import control_summary
 from toolkit.method.overhead import matrix_overhead
 from toolkit.params import CapacityParams, make_params
 from toolkit.results.documents.run_blocks import ControlBlock, LaunchBlock, OverheadBlock, ServerBlock
@@ -41,7 +41,7 @@ def _written(monkeypatch: pytest.MonkeyPatch, out: Path) -> str:
     document = RunDocument.load(out)
     readings = [Measurement("decode", 64, "64", 1, "Valid", total_tok_s=60.0 + r, total_tok_s_ci=1.5, round=r,
                             sub_windows=4) for r in range(3)]  # fmt: skip
-    document.control = ControlBlock.model_validate(control_summary(readings, 0.5))
+    document.control = control_block(readings, 0.5)
     document.save(out)
     rows = [{"phase": "prefill", "cell_wall_s": 1.0, "ttft_ms": 200.0}, {"phase": "decode", "cell_wall_s": 3.0,
             "readiness_s": 0.5, "windows_s": 2.0, "drain_s": 0.1, "measured_s": 2.0, "status": "Valid"}]  # fmt: skip

@@ -4,6 +4,7 @@ and at its end; its records in control.jsonl, its summary (change, drift) in run
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,8 +15,8 @@ from toolkit.base.schema import Measurement
 from toolkit.matrix.decode import drain, measure_decode_cell
 from toolkit.matrix.failures import EXPECTED_FAILURES
 from toolkit.method.contexts import format_context
-from toolkit.method.drift import control_summary
-from toolkit.results.documents.run_blocks import ControlBlock
+from toolkit.method.drift import trend
+from toolkit.results.documents.run_blocks import ControlBlock, ControlReading
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import ResultStore
 
@@ -75,8 +76,40 @@ class Control:
     def _summarize(self) -> None:
         """run.json's `control` block, rewritten through the document's one owner (RunDocument)."""
         document = RunDocument.load(self.out)
-        document.control = ControlBlock.model_validate(control_summary(self.store.load(), self.window_s))
+        document.control = control_block(self.store.load(), self.window_s)
         document.save(self.out)
+
+
+def control_reading(m: Measurement) -> ControlReading:
+    """One control measurement as run.json's control block keeps it."""
+    return ControlReading(
+        after_round=m.round or 0,
+        started_at=m.started_at,
+        status=m.status,
+        total_tok_s=m.total_tok_s,
+        total_tok_s_ci=m.total_tok_s_ci,
+        sub_windows=m.sub_windows,
+        disturbed=m.disturbed,
+    )
+
+
+def control_block(records: Sequence[Measurement], window_s: float) -> ControlBlock:
+    """run.json's `control` block: the cell, its window, every control measurement, and over the usable ones the
+    machine's change with its interval and the drift (None with fewer than two)."""
+    first = records[0] if records else None
+    shown = [control_reading(m) for m in records]
+    change = trend(shown)
+    return ControlBlock(
+        cell=f"{first.context} × 1" if first else None,
+        context_tokens=first.context_tokens if first else None,
+        window_s=window_s,
+        measurements=shown,
+        change=None if change is None else change[0],
+        change_low=None if change is None else change[1],
+        change_high=None if change is None else change[2],
+        drift=None if change is None else abs(change[0]),
+        drift_basis="trend",
+    )
 
 
 def make_control(out: Path, decode_contexts: tuple[int, ...], duration_s: float, window_s: float) -> Control | None:

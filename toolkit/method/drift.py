@@ -26,9 +26,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from toolkit.base.schema import Measurement
 from toolkit.method.spread import (
     DOF_DISCOUNT,
     LEGACY_BATCHES,
@@ -46,27 +45,32 @@ CONTROL_KEY = "control"
 DRIFT_QUANTITIES = ("total_tok_s", "per_request_tok_s")  # what the control's change moves
 
 
-def _usable(reading: Mapping[str, Any]) -> bool:
-    return reading.get("status") == "Valid" and bool(reading.get("total_tok_s")) and not reading.get("disturbed")
+class ControlPoint(Protocol):
+    """One control reading as the drift arithmetic reads it: a Measurement, or run.json's ControlReading."""
+
+    @property
+    def started_at(self) -> str | None: ...
+    @property
+    def status(self) -> str | None: ...
+    @property
+    def total_tok_s(self) -> float | None: ...
+    @property
+    def total_tok_s_ci(self) -> float | None: ...
+    @property
+    def sub_windows(self) -> int | None: ...
+    @property
+    def disturbed(self) -> str | None: ...
 
 
-def control_reading(m: Measurement) -> dict[str, Any]:
-    """One control measurement as run.json's control block keeps it."""
-    return {
-        "after_round": m.round or 0,
-        "started_at": m.started_at,
-        "status": m.status,
-        "total_tok_s": m.total_tok_s,
-        "total_tok_s_ci": m.total_tok_s_ci,
-        "sub_windows": m.sub_windows,
-        "disturbed": m.disturbed,
-    }
+def usable(reading: ControlPoint) -> bool:
+    """Whether a control reading counts: Valid, with a throughput, its window undisturbed."""
+    return reading.status == "Valid" and bool(reading.total_tok_s) and not reading.disturbed
 
 
-def _reading_se(reading: Mapping[str, Any]) -> tuple[float, float]:
+def _reading_se(reading: ControlPoint) -> tuple[float, float]:
     """A control reading's standard error on the log scale, and its dof (from its window's half-width)."""
-    dof = window_dof(reading.get("sub_windows") or LEGACY_BATCHES, DOF_DISCOUNT)
-    value, half = reading.get("total_tok_s"), reading.get("total_tok_s_ci")
+    dof = window_dof(reading.sub_windows or LEGACY_BATCHES, DOF_DISCOUNT)
+    value, half = reading.total_tok_s, reading.total_tok_s_ci
     if not value or half is None:
         return 0.0, math.inf
     return half / value / t_quantile(dof), dof
@@ -96,18 +100,18 @@ class ControlFit:
         return self.last_s - self.first_s
 
 
-def control_fit(readings: Sequence[Mapping[str, Any]]) -> ControlFit | None:
+def control_fit(readings: Sequence[ControlPoint]) -> ControlFit | None:
     """The least-squares line through the log of each usable reading against its start time, its slope's standard
     error from the readings' own window intervals (Welch–Satterthwaite dof), pooled from three readings on with
     the line's residual spread (n - 2 dof), each weighted by its dof: the calibration benchmark covers 0.93–0.98
     so, where taking the larger of the two covered 0.98–1.00. None with fewer than two usable readings or without
     their start times."""
-    good = [r for r in readings if _usable(r)]
-    stamps = [_epoch(r.get("started_at")) for r in good]
+    good = [r for r in readings if usable(r)]
+    stamps = [_epoch(r.started_at) for r in good]
     if len(good) < 2 or any(s is None for s in stamps):
         return None
     times = [float(s) for s in stamps if s is not None]
-    logs = [math.log(float(r["total_tok_s"])) for r in good]
+    logs = [math.log(r.total_tok_s) for r in good if r.total_tok_s]  # every usable one has it
     n, t_mean, y_mean = len(good), math.fsum(times) / len(times), math.fsum(logs) / len(logs)
     sxx = math.fsum((t - t_mean) ** 2 for t in times)
     if sxx == 0:
@@ -124,7 +128,7 @@ def control_fit(readings: Sequence[Mapping[str, Any]]) -> ControlFit | None:
     return ControlFit(slope, math.sqrt(variance), dof, min(times), max(times), n)
 
 
-def trend(readings: Sequence[Mapping[str, Any]]) -> tuple[float, float, float] | None:
+def trend(readings: Sequence[ControlPoint]) -> tuple[float, float, float] | None:
     """The machine's change over the readings (a fraction) with its 95 % interval: the fitted line's slope times
     the readings' span. None with fewer than two usable readings."""
     fit = control_fit(readings)
@@ -214,31 +218,6 @@ def corrected_ratio(base: Interval, other: Interval, correction: Correction | No
     return Ratio(Interval(ratio, ratio * math.expm1(spread), dof, log_scale=True), t_p_value(log_ratio / se, dof))
 
 
-def control_summary(records: Sequence[Measurement], window_s: float) -> dict[str, Any]:
-    """run.json's `control` block: the cell, its window, every control measurement, and over the usable ones the
-    machine's change with its interval and the drift (None with fewer than two)."""
-    first = records[0] if records else None
-    shown = [control_reading(m) for m in records]
-    change = trend(shown)
-    return {
-        "cell": f"{first.context} × 1" if first else None,
-        "context_tokens": first.context_tokens if first else None,
-        "window_s": window_s,
-        "measurements": shown,
-        "change": None if change is None else change[0],
-        "change_low": None if change is None else change[1],
-        "change_high": None if change is None else change[2],
-        "drift": None if change is None else abs(change[0]),
-        "drift_basis": "trend",
-    }
-
-
-def run_control_fit(run_info: Mapping[str, Any] | None) -> ControlFit | None:
-    """The line through a run's control readings (run.json's control block); None without two usable ones."""
-    block = (run_info or {}).get(CONTROL_KEY) or {}
-    return control_fit(block.get("measurements") or [])
-
-
 def run_drift(run_info: Mapping[str, Any] | None) -> float | None:
     """The run's drift (a fraction, e.g. 0.2), or None when it measured no usable control twice."""
     block = (run_info or {}).get(CONTROL_KEY) or {}
@@ -266,30 +245,3 @@ def widened(ratio: float, half_width: float, dof: float, drift: float | None) ->
     se = math.log1p(half_width / abs(ratio)) / quantile
     spread = quantile * math.sqrt(se * se + math.log1p(drift) ** 2 / 3)
     return abs(ratio) * math.expm1(spread)
-
-
-def drift_note(run_info: Mapping[str, Any] | None) -> str | None:
-    """The report's note on the control cell: its values at the start and the end, the machine's change with its
-    interval (the range, for a run recorded before trends); None without."""
-    block = (run_info or {}).get(CONTROL_KEY) or {}
-    values = [m["total_tok_s"] for m in block.get("measurements", []) if _usable(m)]
-    drift, change = block.get("drift"), block.get("change")
-    if drift is None or change is None or len(values) < 2:
-        return None
-    head = (
-        f"Drift: the control cell {block.get('cell')} ({block.get('window_s'):g} s window), measured "
-        f"{len(values)} times from the run's start to its end, went {values[0]:,.1f} → {values[-1]:,.1f} tok/s"
-    )
-    low, high = block.get("change_low"), block.get("change_high")
-    if block.get("drift_basis") != "trend" or low is None or high is None:
-        return (
-            f"{head} ({100 * change:+.1f} %), a range of {100 * drift:.1f} %: the machine changed speed by that much "
-            "during the run. The ± intervals do not hold it; differences between runs smaller than it can be the "
-            "machine (compare marks them within drift)."
-        )
-    return (
-        f"{head}: a trend of {100 * change:+.1f} % over the run (95 %: {100 * low:+.1f} to {100 * high:+.1f} %), the "
-        "machine's change of speed with the control's own noise averaged out. The ± intervals do not hold it; "
-        "compare divides the throughput ratios by the machine's change between the two cells, and marks a difference "
-        "smaller than the drift within drift (it can be a change between the runs, which no control sees)."
-    )

@@ -74,7 +74,7 @@ class RunDocument(BaseModel):
     started_at: str | None = None
     source: str = "toolkit"
     overhead: OverheadBlock | None = None  # toolkit.method.overhead.matrix_overhead
-    control: ControlBlock | None = None  # toolkit.method.drift.control_summary (CONTROL_KEY)
+    control: ControlBlock | None = None  # toolkit.matrix.control.control_block (CONTROL_KEY)
     capacity: CapacityBlock | None = None  # the params' capacity block (toolkit.params.CapacityParams)
     max_model_len: int | None = None  # an imported report's, from its launch command
     source_file: str | None = None  # the imported report's file name

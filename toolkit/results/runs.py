@@ -12,12 +12,30 @@ import pandas as pd
 
 from toolkit.base.errors import ParamsError, ResultsError
 from toolkit.base.schema import COLUMNS, Measurement
-from toolkit.method.drift import CELL_DRIFT_COLUMNS, cell_drift, cell_drift_columns, run_control_fit, run_drift
+from toolkit.method.drift import (
+    CELL_DRIFT_COLUMNS,
+    CONTROL_KEY,
+    ControlFit,
+    cell_drift,
+    cell_drift_columns,
+    control_fit,
+    run_drift,
+)
+from toolkit.results.documents.run_blocks import ControlBlock
 from toolkit.results.rounds import combine_rounds
 from toolkit.results.run_document import RunDocument
 from toolkit.results.store import RESULTS_FILE, RUN_FILE, load_measurements, to_dataframe
 
-__all__ = ["RESULTS_CSV", "RUN_COLUMN", "RUN_DRIFT", "default_label", "load_run", "load_runs", "unique_labels"]
+__all__ = [
+    "RESULTS_CSV",
+    "RUN_COLUMN",
+    "RUN_DRIFT",
+    "default_label",
+    "load_run",
+    "load_runs",
+    "run_control_fit",
+    "unique_labels",
+]
 
 RESULTS_CSV = "results.csv"  # an imported report keeps its measurements here (no results.jsonl)
 RUN_COLUMN = "run"
@@ -73,6 +91,12 @@ def unique_labels(labels: Sequence[str]) -> list[str]:
             candidate = f"{label} #{number}"
         out.append(candidate)
     return out
+
+
+def run_control_fit(run_info: dict[str, Any] | None) -> ControlFit | None:
+    """The line through a run's control readings (run.json's control block); None without two usable ones."""
+    block = ControlBlock.model_validate((run_info or {}).get(CONTROL_KEY) or {})
+    return control_fit(block.measurements or [])
 
 
 def load_runs(directories: Sequence[str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:

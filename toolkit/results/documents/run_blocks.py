@@ -131,7 +131,7 @@ class OverheadBlock(Block):
 
 
 class ControlReading(Block):
-    """One control measurement: toolkit.method.drift.control_reading."""
+    """One control measurement: toolkit.matrix.control.control_reading."""
 
     after_round: int | None = None
     started_at: str | None = None
@@ -143,7 +143,7 @@ class ControlReading(Block):
 
 
 class ControlBlock(Block):
-    """The machine's change over the run: toolkit.method.drift.control_summary."""
+    """The machine's change over the run: toolkit.matrix.control.control_block."""
 
     cell: str | None = None
     context_tokens: int | None = None
