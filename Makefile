@@ -41,7 +41,10 @@ FAST_TESTS := $(TK) -m pytest -n 5 --dist worksteal -m "unit or component" --bud
 	tests/component tests/unit
 OFFLINE_TESTS := $(TK) -m pytest -n 4 --dist worksteal -m "not engine" --budget-tier offline $(PYTEST_EXTRA) \
 	tests/component tests/unit
-ENGINE_TESTS := $(TK) -m pytest -m engine --budget-tier engine $(PYTEST_EXTRA) tests/integration
+# The Ray module measures no engine (fake servers on a Ray cluster): in `make test` it runs beside the offline tier.
+RAY_MODULE := tests/integration/test_ray.py
+RAY_TESTS := $(TK) -m pytest -m engine --budget-tier ray $(PYTEST_EXTRA) $(RAY_MODULE)
+ENGINE_TESTS := $(TK) -m pytest -m engine --budget-tier engine $(PYTEST_EXTRA) --ignore=$(RAY_MODULE) tests/integration
 
 # The report screenshot tests drive Debian's chromium: installed when missing and permitted (root, apt-get), else
 # `make test` stops at once, before any install, with one line saying what to run.
@@ -58,19 +61,23 @@ chromium:
 		exit 1; \
 	fi
 
-# All tests: the offline tier, then the tests against real engines (vLLM, a Ray cluster) one at a time, since two
-# loads at once on a small machine disturb each other's windows. The engine tier's pytest starts beside the offline
-# tier as SCHED_IDLE (`chrt --idle 0`: it runs only on a core nothing else wants), so that its session's vLLMs start
-# in the offline tier's idle CPU; it waits for the gate file before its first test (tests/conftest.py), and its output
-# follows the offline tier's. Both tiers always run; either failing fails.
+# All tests: the offline tier, then the tests against real engines (vLLM) one at a time, since two loads at once on a
+# small machine disturb each other's windows. The engine tier's pytest starts beside the offline tier as SCHED_IDLE
+# (`chrt --idle 0`: it runs only on a core nothing else wants), so that its session's vLLMs start in the offline tier's
+# idle CPU; it waits for the gate file before its first test (tests/conftest.py), and its output follows the offline
+# tier's. The Ray module (a Ray cluster against fake servers: no engine measured) runs beside the offline tier in the
+# normal class, and the gate waits for it too. All three always run; any failing fails.
 test: chromium install model
 	@gate=$$(mktemp -u /tmp/toolkit-engine-gate.XXXXXX); log=$$(mktemp /tmp/toolkit-engine-tier.XXXXXX); \
+	raylog=$$(mktemp /tmp/toolkit-ray-tests.XXXXXX); \
 	TOOLKIT_ENGINE_GATE=$$gate chrt --idle 0 $(ENGINE_TESTS) >$$log 2>&1 & engine=$$!; \
-	trap 'kill $$engine 2>/dev/null; rm -f $$gate $$log' EXIT; \
-	echo '$(OFFLINE_TESTS)'; $(OFFLINE_TESTS); offline=$$?; touch $$gate; \
+	$(RAY_TESTS) >$$raylog 2>&1 & ray=$$!; \
+	trap 'kill $$engine $$ray 2>/dev/null; rm -f $$gate $$log $$raylog' EXIT; \
+	echo '$(OFFLINE_TESTS)'; $(OFFLINE_TESTS); offline=$$?; \
+	echo '$(RAY_TESTS) (beside the offline tier)'; wait $$ray; ray_rc=$$?; ray=; cat $$raylog; touch $$gate; \
 	echo 'chrt --idle 0 $(ENGINE_TESTS) (started beside the offline tier; its servers started meanwhile)'; \
 	tail -n +1 -f --pid=$$engine $$log; wait $$engine; engine_rc=$$?; engine=; \
-	[ $$offline -ne 0 ] && exit $$offline; exit $$engine_rc
+	[ $$offline -ne 0 ] && exit $$offline; [ $$ray_rc -ne 0 ] && exit $$ray_rc; exit $$engine_rc
 
 test-fast: install
 	$(FAST_TESTS)

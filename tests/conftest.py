@@ -268,9 +268,10 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     offline tier's idle CPU instead of after it. At the gate this process leaves the idle class, and each server
     when a test first asks for it (SessionServers.promote): the others go on starting in the CPU the tests leave
     idle (six vLLM starts at once took 111 s here, beside nothing; the first test waited 124 s for them). The server
-    in a session of its own starts when a test asks for it: its own scheduler autogroup would take a full share
-    beside the offline tier or a test whatever its policy. The wait is kept apart from the tier's time
-    (tests/budget.py)."""
+    in a session of its own starts at the gate, in the normal class: its own scheduler autogroup would take a full
+    share beside the offline tier whatever its policy, and at the gate it starts beside the first tests (the
+    speculative one's 5 s, then the batch test launching a vLLM of its own: two starts, two cores). The wait is kept
+    apart from the tier's time (tests/budget.py)."""
     gate = os.environ.get(ENGINE_GATE_ENV)
     if not gate or not session.items or session.config.option.collectonly:
         return
@@ -288,6 +289,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     session.config.stash[GATE_WAIT_KEY] = time.monotonic() - started
     servers.gate_passed = True
     leave_idle_class(os.getpid(), descend=False, keep=set(servers.threads.values()))
+    servers.start({"server_in_own_session"})
 
 
 def leave_idle_class(root: int, *, descend: bool = True, keep: set[int] | None = None) -> None:
@@ -310,10 +312,9 @@ def leave_idle_class(root: int, *, descend: bool = True, keep: set[int] | None =
 @pytest.fixture(scope="session")
 def _session_servers(request: pytest.FixtureRequest) -> Iterator[SessionServers]:
     """The session servers (SessionServers), their starts begun when the first is asked for unless the gate began
-    them (then the server in its own session starts when a test asks for it, the loop's doc); each is stopped at the
-    session's end, used or not."""
+    them (the loop's doc); each is stopped at the session's end, used or not."""
     servers = session_servers(request.session)
-    servers.start(set(SESSION_SERVERS) - ({"server_in_own_session"} if servers.gate_passed else set()))
+    servers.start(set(SESSION_SERVERS))
     try:
         yield servers
     finally:

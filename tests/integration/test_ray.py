@@ -4,9 +4,10 @@
 The same two-variant sweep runs locally and on Ray: the same folders, index and comparison, though on Ray each
 variant ran in a Ray worker process and came back as an archive. A variant interrupted on its worker comes back
 with the cells it measured, and --resume does not measure them again. Needs Ray (`pip install -e '.[ray]'`, which
-`make install` does). In the engine tier although it uses no vLLM: beside the offline tier's three workers and the
-flake hunt's two busy processes, its batches ran past their 240 s timeouts (all three tests failed, 2026-12-04),
-while one at a time they take 7-66 s.
+`make install` does). Marked engine although it uses no vLLM, so `make test-offline` leaves it out: beside the offline
+tier's three workers and the flake hunt's two busy processes, its batches ran past their 240 s timeouts (all three
+tests failed, 2026-12-04), while one at a time they take 7-66 s. `make test` runs it on its own beside the offline
+tier (the Makefile's RAY_TESTS), before the engine tier's gate.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import psutil
 import pytest
 
 from tests.component.test_batch import KEY_ENV, batch, batch_cmd, env, key, records, state, sweep_file
-from tests.conftest import session_servers
 from tests.faultserver import FaultServer
 from toolkit.rates.files import read_records, read_steps
 from toolkit.rates.params import make_rate_params
@@ -87,13 +87,6 @@ def ray_cluster() -> Iterator[Cluster]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
         shutil.rmtree(temp, ignore_errors=True)
-
-
-@pytest.fixture
-def own_session_server_starting(request: pytest.FixtureRequest) -> None:
-    """The session's server in a session of its own begins its start beside the test, which mostly waits (a core of
-    two idle, tests/integration/conftest.py); a no-op once begun."""
-    session_servers(request.session).start({"server_in_own_session"})
 
 
 def listening_addresses(root: int) -> set[str]:
@@ -175,7 +168,6 @@ def test_a_sweep_on_ray_gives_the_same_folders_index_and_compare_as_a_local_batc
 
 @pytest.mark.parametrize(("sig", "jobs"), [(signal.SIGINT, "1"), (signal.SIGTERM, "2")],
                          ids=["ctrl-c", "sigterm-jobs-2"])  # fmt: skip
-@pytest.mark.usefixtures("own_session_server_starting")
 def test_a_variant_interrupted_on_its_worker_keeps_its_cells_and_resume_measures_the_rest(
     ray_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals, jobs: str
 ) -> None:
