@@ -51,9 +51,9 @@ class Budget:
         return self.ceilings[tier] if named is None else named
 
 
-# How long the engine tier waited for the offline tier (tests/conftest.py's gate), its servers starting meanwhile: kept
-# apart from the tier's own time.
-GATE_WAIT_KEY = pytest.StashKey[float]()
+# When the engine tier passed its gate (time.monotonic(); tests/conftest.py): its time counts from there, what came
+# before (collecting and waiting beside the offline tier, its servers starting meanwhile) is shown apart.
+GATE_PASSED_KEY = pytest.StashKey[float]()
 
 
 @dataclass
@@ -116,8 +116,8 @@ class BudgetPlugin:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
         if hasattr(config, "workerinput"):  # an xdist worker: the controller sums up
             return
-        waited = config.stash.get(GATE_WAIT_KEY, 0.0)
-        spent, write = time.monotonic() - self.ledger.started - waited, terminalreporter.write_line
+        since = config.stash.get(GATE_PASSED_KEY, self.ledger.started)
+        waited, spent, write = since - self.ledger.started, time.monotonic() - since, terminalreporter.write_line
         terminalreporter.section("time budget (tests/budget.toml)")
         count = len(self.ledger.calls)
         if self.tier in self.budget.tiers:
@@ -125,7 +125,10 @@ class BudgetPlugin:
             verdict = "within it" if spent <= allowed else "OVER it"
             write(f"{self.tier} tier: {spent:.0f} s of its {allowed:g} s budget ({verdict}), {count} tests")
             if waited:
-                write(f"(after {waited:.0f} s waiting for the offline tier, its servers starting meanwhile)")
+                write(
+                    f"(after {waited:.0f} s collecting and waiting for the offline tier, its servers starting "
+                    "meanwhile)"
+                )
         else:
             write(f"{spent:.0f} s, {count} tests (no --budget-tier: no tier budget applies)")
         for title, times in (("slowest calls", self.ledger.calls), ("slowest set-ups", self.ledger.setups)):
