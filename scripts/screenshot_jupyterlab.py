@@ -58,18 +58,24 @@ def rendered(dom: str, expect: str) -> bool:
     return expect in dom and "jp-Notebook" in dom
 
 
-def shoot(chromium: str, args: list[str], timeout_s: float, attempts: int = 2) -> None:
-    """One headless Chromium screenshot. Now and then a headless Chromium here never ends (a fresh clone's CI
-    rehearsal: the screenshot of a notebook that renders in seconds ran past 120 s); it is killed after its share of
-    `timeout_s` and tried once more, with a profile of its own."""
+def shoot(chromium: str, flags: list[str], url: str, out: Path, timeout_s: float, attempts: int = 2) -> None:
+    """One headless Chromium screenshot of `url` into `out`. Now and then a headless Chromium here never ends (a fresh
+    clone's CI rehearsal: the screenshot of a notebook that renders in seconds ran past 120 s), or ends with status 0
+    and no file (another rehearsal, 2026-12-05); it is killed after its share of `timeout_s`, and either way tried
+    once more with a profile of its own."""
     for attempt in range(1, attempts + 1):
         try:
-            subprocess.run([chromium, *args], capture_output=True, timeout=timeout_s / attempts, check=True)
-            return
+            done = subprocess.run([chromium, *flags, f"--screenshot={out}", url], capture_output=True, text=True,
+                                  timeout=timeout_s / attempts, check=True)  # fmt: skip
+            if out.is_file() and out.stat().st_size:
+                return
+            if attempt == attempts:
+                tail = " ".join(done.stderr.split()[-40:])
+                raise SystemExit(f"error: chromium ended without writing {out} (its last words: {tail})")
         except subprocess.TimeoutExpired:
             if attempt == attempts:
                 raise
-            args = [a + f"-{attempt}" if a.startswith("--user-data-dir=") else a for a in args]
+        flags = [f + f"-{attempt}" if f.startswith("--user-data-dir=") else f for f in flags]
 
 
 def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0) -> None:
@@ -102,7 +108,7 @@ def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0)
             time.sleep(0.5)
         url = redirect_page(root / ".chromium-start.html", f"{base}/lab/tree/{notebook.name}?token={token}")
         flags = [*CHROMIUM_FLAGS, f"--user-data-dir={root / '.chromium'}"]
-        shoot(chromium, [*flags, f"--screenshot={out}", url], timeout_s)
+        shoot(chromium, flags, url, out, timeout_s)
         # Chromium's virtual time budget does not hold JupyterLab's real requests: under load a dump can come
         # before the notebook renders, so the page is read again until it shows the notebook or time is up.
         dom, deadline = "", time.monotonic() + timeout_s
