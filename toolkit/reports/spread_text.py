@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from toolkit.method.drift import CONTROL_KEY, usable
+from toolkit.method.drift import usable
 from toolkit.method.number_format import as_number, format_tok_s
 from toolkit.results.documents.run_blocks import ControlBlock
 
@@ -33,8 +33,8 @@ def spread_notes(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] 
 def drift_note(run_info: Mapping[str, Any] | None) -> str | None:
     """The report's note on the control cell: its values at the start and the end, the machine's change with its
     interval (the range, for a run recorded before trends); None without."""
-    block = ControlBlock.model_validate((run_info or {}).get(CONTROL_KEY) or {})
-    values = [m.total_tok_s for m in block.measurements or [] if usable(m) and m.total_tok_s]
+    block = ControlBlock.of_run(run_info)
+    values = [m.total_tok_s for m in block.measurements or [] if usable(m)]
     drift, change = block.drift, block.change
     if drift is None or change is None or len(values) < 2:
         return None

@@ -14,7 +14,6 @@ from toolkit.base.errors import ParamsError, ResultsError
 from toolkit.base.schema import COLUMNS, Measurement
 from toolkit.method.drift import (
     CELL_DRIFT_COLUMNS,
-    CONTROL_KEY,
     ControlFit,
     cell_drift,
     cell_drift_columns,
@@ -95,8 +94,7 @@ def unique_labels(labels: Sequence[str]) -> list[str]:
 
 def run_control_fit(run_info: dict[str, Any] | None) -> ControlFit | None:
     """The line through a run's control readings (run.json's control block); None without two usable ones."""
-    block = ControlBlock.model_validate((run_info or {}).get(CONTROL_KEY) or {})
-    return control_fit(block.measurements or [])
+    return control_fit(ControlBlock.of_run(run_info).measurements or [])
 
 
 def load_runs(directories: Sequence[str | Path], labels: Sequence[str] | None = None) -> pd.DataFrame:

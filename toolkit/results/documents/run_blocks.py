@@ -7,8 +7,12 @@ nature (`dict[str, str]` in RunDocument).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import Field, JsonValue
 
+from toolkit.method.drift import CONTROL_KEY
 from toolkit.results.documents.base import Block, Number
 
 
@@ -154,6 +158,11 @@ class ControlBlock(Block):
     change_high: Number | None = None
     drift: Number | None = None
     drift_basis: str | None = None
+
+    @classmethod
+    def of_run(cls, run_info: Mapping[str, Any] | None) -> ControlBlock:
+        """A run's control block as its run.json (or the dict shown from it) holds it; empty without one."""
+        return cls.model_validate((run_info or {}).get(CONTROL_KEY) or {})
 
 
 class CapacityBlock(Block):
