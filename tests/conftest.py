@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
 import signal
 import subprocess
@@ -50,6 +51,14 @@ def pytest_configure(config: pytest.Config) -> None:
     reset to the default at exec, so the processes the tests start get Python's KeyboardInterrupt again."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The heap frozen as the session ends: the interpreter's last collections at exit then skip the hundreds of
+    thousands of objects that pytest, the test modules and the toolkit made, about 1 s of CPU for every pytest and
+    xdist worker (`pytest --collect-only` of the fast tier: 3.3-3.8 s here, 2.6-2.7 s frozen at the end)."""
+    gc.freeze()
 
 
 TIERS = ("unit", "component", "process", "engine")

@@ -6,6 +6,7 @@ import gc
 
 import pytest
 
+from toolkit.__main__ import main as toolkit_main
 from toolkit.matrix.heap import frozen_heap
 
 
@@ -24,3 +25,20 @@ def test_unfrozen_after_an_error() -> None:
     with pytest.raises(RuntimeError), frozen_heap():
         raise RuntimeError
     assert gc.get_freeze_count() == 0
+
+
+def test_only_the_young_generations_are_collected_on_entry() -> None:
+    full_passes = gc.get_stats()[2]["collections"]
+    with frozen_heap():
+        pass
+    assert gc.get_stats()[2]["collections"] == full_passes  # a full pass walks the whole heap: 58-69 ms of a kernel's
+
+
+def test_a_command_freezes_its_heap_as_it_ends(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m toolkit`'s main: the interpreter's teardown then skips the objects the command made."""
+    try:
+        assert toolkit_main(["check", "/nonexistent-run-folder"]) == 2
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    assert "not a folder" in capsys.readouterr().out

@@ -23,6 +23,7 @@ import orjson
 from toolkit import __version__
 from toolkit.base.api_keys import redact_and_cut, remember_key
 from toolkit.base.errors import ReplyError
+from toolkit.base.tls import tls_context
 from toolkit.loadgen.client import error_message
 from toolkit.loadgen.open_loop import PlannedRequest, on_schedule
 
@@ -93,6 +94,7 @@ class EmbeddingClient:
             timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
             trust_env=False,
+            verify=tls_context(),
         )
 
     async def __aenter__(self) -> EmbeddingClient:

@@ -10,6 +10,7 @@ import httpx
 
 from toolkit.base.api_keys import excerpt, redact, redact_and_cut
 from toolkit.base.errors import ServerAPIError
+from toolkit.base.tls import tls_context
 from toolkit.matrix.prometheus import (
     RUNNING,
     WAITING,
@@ -45,7 +46,9 @@ class ServerAPI:
         self._key = api_key
         self._timeout_s = timeout_s
         # trust_env=False: no HTTP(S)_PROXY from the environment sees the key (the streams go direct too).
-        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s, trust_env=False)
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, timeout=timeout_s, trust_env=False, verify=tls_context()
+        )
         self.tokenize_calls = 0  # /tokenize requests made (a trace's prompts are built within a budget of them)
 
     async def __aenter__(self) -> ServerAPI:

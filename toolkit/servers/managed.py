@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from toolkit.base.errors import HealthTimeout, PortTaken, ServerError
+from toolkit.base.tls import tls_context
 from toolkit.servers.listeners import listening_pids, port_listeners
 
 TAIL_BYTES = 64 * 1024
@@ -174,7 +175,8 @@ class ManagedServer:
                     f"{self.name} {exit_description(code)} before answering /health", self.log_tail(), self.log_path
                 )
             try:
-                if httpx.get(self.base_url + "/health", timeout=2, trust_env=False).status_code == 200:
+                health = httpx.get(self.base_url + "/health", timeout=2, trust_env=False, verify=tls_context())
+                if health.status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
