@@ -30,8 +30,8 @@ demo: install model
 	$(TK) -m toolkit demo
 
 # The test tiers are pytest markers (tests/conftest.py, pyproject.toml): unit, component, process, engine.
-# test-fast: the inner loop, unit and component tests (no kernel, no toolkit subprocess, no engine). They mostly wait
-# on 1 s windows of fake servers, so five workers on two cores: 47 s here (four: 56 s, six: 47 s with more CPU).
+# test-fast: the inner loop, unit and component tests (no kernel, no toolkit subprocess, no engine). Their waits on
+# fake servers' 1 s windows overlap in five workers on two cores, which the tier's CPU then fills: 58 s here.
 # test-offline: every test that needs no real engine (works after `make install` alone). Four workers on two cores:
 # its tests wait on fake servers' real-time windows as well as computing (three: 352 s at 145 % CPU; four: 316 s at
 # 171 %, the same tree back to back on a quiet machine). The component files, the slowest, are collected first.
