@@ -6,6 +6,7 @@ The toolkit never imports vllm: the server runs from the separate `.venv-vllm` i
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -35,6 +36,7 @@ __all__ = [
     "embedded_spec",
     "ensure_lora",
     "ensure_model",
+    "ephemeral_range",
     "free_port",
     "launched_embedded",
     "vllm_settings",
@@ -155,7 +157,40 @@ def ensure_lora(adapter_dir: Path = LORA_DIR, model_dir: Path = MODEL_DIR) -> Pa
     return adapter_dir
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")  # Linux: the ports bind(0) and connect() get
+LOWEST_PORT = 10000  # below it, well-known and registered services
+PORT_TRIES = 64
+
+
+def ephemeral_range(path: Path = EPHEMERAL_RANGE) -> tuple[int, int] | None:
+    """The kernel's range of ports for bind(0) and outgoing connections, or None where it cannot be read."""
+    try:
+        low, high = (int(field) for field in path.read_text().split())
+    except (OSError, ValueError):
+        return None
+    return low, high
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
+    """A port free on 127.0.0.1 now, below the kernel's ephemeral range where there is room: a vLLM binds it only
+    after its imports (8 s here, minutes beside a busy machine), and meanwhile any process asking for a port of the
+    ephemeral range (a notebook kernel takes five, a fake server one) may be given the same one. It happened once in
+    a `make test`: a session vLLM's port taken by another process before vLLM bound it. Else the kernel's choice."""
+    known = ephemeral_range()
+    if known is not None and known[0] - LOWEST_PORT >= PORT_TRIES:
+        for _ in range(PORT_TRIES):
+            port = random.randrange(LOWEST_PORT, known[0])
+            if _bindable(port):
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
