@@ -268,7 +268,9 @@ def test_a_paused_server_disturbs_the_window_and_the_cell_is_measured_again(
     vllm_server: EmbeddedServer, tmp_path: Path, api_key_env_module: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The real vLLM, frozen with SIGSTOP for 2.5 s inside the first window (as this machine sometimes freezes
-    by itself): that window is flagged and the runner measures the cell again."""
+    by itself): that window is flagged and the runner measures the cell again. Two retries: once, in a make test,
+    the server stayed silent 9 s after SIGCONT (5.4 s of the first window, all 6 s of the second), as this
+    machine's own pauses do; a third window then measures the cell."""
     import os
     import re
     import signal
@@ -277,7 +279,7 @@ def test_a_paused_server_disturbs_the_window_and_the_cell_is_measured_again(
 
     # No drift control here: the test pauses the server once the first stream runs, which must be the cell's.
     params = _params(vllm_server, contexts=["256"], concurrency=[1], duration_s=6, max_output=4096 - 256 - 64,
-                     disturbed_retries=1, control_window_s=0)  # fmt: skip
+                     disturbed_retries=2, control_window_s=0)  # fmt: skip
     box: dict[str, object] = {}
     runner = threading.Thread(target=lambda: box.update(result=run_matrix(params, tmp_path, phases=("decode",),
                                                                           progress=False)))  # fmt: skip
@@ -294,6 +296,6 @@ def test_a_paused_server_disturbs_the_window_and_the_cell_is_measured_again(
     os.killpg(vllm_server.process.pid, signal.SIGCONT)
     runner.join(timeout=300)
     (m,) = box["result"]
-    assert m.status == "Valid" and m.attempts == 2, m
+    assert m.status == "Valid" and m.attempts in (2, 3), m
     pauses = [float(s) for s in re.findall(r"window disturbed \(no token for ([\d.]+) s\)", capsys.readouterr().err)]
     assert pauses and max(pauses) >= 2.3, pauses
