@@ -1,7 +1,8 @@
 """The fault server as a process of its own, for the managed-server tests: `python -m tests.fake_vllm --port P`.
 
-Like vLLM it takes its key from VLLM_API_KEY, prints start-up lines to its log (stdout) and stops on SIGTERM
-(with `--ignore-sigterm`, only SIGKILL stops it).
+Like vLLM it takes its key from VLLM_API_KEY, binds a socket in VLLM_RPC_BASE_PATH (its ZMQ sockets' folder) and
+leaves it there, prints start-up lines to its log (stdout) and stops on SIGTERM (with `--ignore-sigterm`, only
+SIGKILL stops it).
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import threading
+import uuid
 
 from tests.faultserver import FaultServer
 
@@ -28,6 +31,8 @@ def main() -> None:
         print("fake vLLM: SIGTERM ignored", flush=True)
 
     signal.signal(signal.SIGTERM, ignore if args.ignore_sigterm else lambda *_: stop.set())
+    if ipc := os.environ.get("VLLM_RPC_BASE_PATH"):
+        socket.socket(socket.AF_UNIX).bind(os.path.join(ipc, str(uuid.uuid4())))
     with FaultServer(api_key=os.environ.get("VLLM_API_KEY"), port=args.port) as server:
         print(f"{BANNER} on {server.base_url}", flush=True)
         print("fake vLLM: ready for requests", flush=True)

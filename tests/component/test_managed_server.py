@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from toolkit.results.store import RESULTS_FILE, RUN_FILE
 from toolkit.servers.embedded.server import free_port
 from toolkit.servers.gpu import NO_TELEMETRY
 from toolkit.servers.launch import LAUNCH_FILE
-from toolkit.servers.managed import has_live_member
+from toolkit.servers.managed import ManagedServer, has_live_member
 
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "MANAGED_TEST_KEY"
@@ -386,3 +387,37 @@ def test_a_second_signal_while_the_server_stops_kills_its_group(
         assert killed_s < 10 and record(out)["stopped_at"]
     finally:
         _reap(launcher, pgid)
+
+
+def fake_server(port: int, log_path: Path, **env_overrides: str) -> ManagedServer:
+    command = [sys.executable, "-m", "tests.fake_vllm", "--port", str(port)]
+    return ManagedServer(command, base_url=f"http://127.0.0.1:{port}", env=env() | env_overrides, log_path=log_path,
+                         health_timeout_s=30, name="fake vLLM")  # fmt: skip
+
+
+def test_a_launch_has_its_own_socket_folder_removed_when_it_stops(tmp_path: Path) -> None:
+    """vLLM leaves its ZMQ sockets in the temporary folder when it stops (three a launch): each launch gets a
+    folder of its own for them (VLLM_RPC_BASE_PATH), removed with the server."""
+    with fake_server(free_port(), tmp_path / "server.log") as server:
+        folder = server.ipc_dir
+        assert folder is not None and [p.is_socket() for p in folder.iterdir()] == [True]
+    assert server.ipc_dir is None and not folder.exists()
+
+
+def test_a_socket_folder_the_environment_names_is_used_and_kept(tmp_path: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="sockets-") as name:  # short: a socket's path has at most 107 bytes
+        mine = Path(name)
+        with fake_server(free_port(), tmp_path / "server.log", VLLM_RPC_BASE_PATH=name) as server:
+            assert server.ipc_dir is None and len(list(mine.iterdir())) == 1
+        assert len(list(mine.iterdir())) == 1  # the caller's folder and what the server left in it
+
+
+def test_where_a_socket_path_would_be_too_long_vllms_default_applies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long = tmp_path / ("long-" * 20)
+    long.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    with fake_server(free_port(), tmp_path / "server.log") as server:
+        assert server.ipc_dir is None
+    assert list(long.iterdir()) == []  # the folder it tried is gone

@@ -20,6 +20,12 @@ def test_models_lists_served_model_with_max_model_len(vllm_server: EmbeddedServe
     assert data[0]["max_model_len"] == 4096
 
 
+def test_its_sockets_are_in_a_folder_of_its_own(vllm_server: EmbeddedServer) -> None:
+    """VLLM_RPC_BASE_PATH, which ManagedServer removes when the server stops (tests/component: the fault server)."""
+    assert vllm_server.managed is not None and vllm_server.managed.ipc_dir is not None
+    assert any(path.is_socket() for path in vllm_server.managed.ipc_dir.iterdir())
+
+
 def test_tokenize_counts_tokens(vllm_server: EmbeddedServer) -> None:
     url = vllm_server.base_url + "/tokenize"
     one = httpx.post(url, json={"model": "tiny-llama", "prompt": "hello world"}).json()

@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,6 +29,10 @@ from toolkit.servers.listeners import listening_pids, port_listeners
 
 TAIL_BYTES = 64 * 1024
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # what stops a run and its launched server
+# Where vLLM makes its ZMQ sockets: the temporary folder by default, and a stopped vLLM leaves them there (three a
+# launch). Unless the caller's environment names one, each launch gets its own folder, removed when it stops.
+IPC_ENV = "VLLM_RPC_BASE_PATH"
+SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path, its NUL aside); vLLM's names are 36 characters
 
 
 def port_taken(base_url: str) -> str | None:
@@ -122,6 +127,7 @@ class ManagedServer:
         self.started_at: str | None = None
         self._log_start = 0  # where this launch's lines begin in the (appended) log
         self._stopping = threading.Event()
+        self.ipc_dir: Path | None = None  # this launch's socket folder (IPC_ENV), while it runs
 
     @property
     def pid(self) -> int | None:
@@ -143,17 +149,22 @@ class ManagedServer:
             raise PortTaken(f"{taken}: another server runs there; stop it or choose another port")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        env = self.env if IPC_ENV in self.env else self._with_ipc_dir(self.env)
         with open(self.log_path, "ab") as log:
             self._log_start = log.tell()
-            self.process = subprocess.Popen(
-                self.command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=self.env,
-                process_group=0,
-                preexec_fn=stop_with_launcher(),
-            )
+            try:
+                self.process = subprocess.Popen(
+                    self.command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    process_group=0,
+                    preexec_fn=stop_with_launcher(),
+                )
+            except BaseException:
+                self._remove_ipc_dir()
+                raise
         self._wait_healthy()
         if others := strangers(self.base_url, self.process.pid):
             self.stop()
@@ -212,6 +223,7 @@ class ManagedServer:
         wait short: SIGKILL at once. A launched process that left its group is killed by itself.
         """
         if self.process is None:
+            self._remove_ipc_dir()
             return
         self._stopping.set()
         pgid = self.process.pid
@@ -231,6 +243,22 @@ class ManagedServer:
             self.process.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(5)
+        self._remove_ipc_dir()
+
+    def _with_ipc_dir(self, env: dict[str, str]) -> dict[str, str]:
+        """`env` naming a new socket folder for this launch; as it was where a socket's path there would be too
+        long (a long TMPDIR), so that vLLM's default applies."""
+        folder = Path(tempfile.mkdtemp(prefix="tk-ipc-"))
+        if len(os.fsencode(folder)) + 1 + 36 > SOCKET_PATH_MAX:
+            folder.rmdir()
+            return env
+        self.ipc_dir = folder
+        return {**env, IPC_ENV: str(folder)}
+
+    def _remove_ipc_dir(self) -> None:
+        folder, self.ipc_dir = self.ipc_dir, None
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def __enter__(self) -> ManagedServer:
         return self.start()
