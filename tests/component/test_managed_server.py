@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -315,15 +316,18 @@ def test_a_launcher_killed_by_sigkill_takes_its_server_down_with_it(tmp_path: Pa
     """No goodbye, no `stop()`: the kernel's parent-death signal stops the server all the same."""
     launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(free_port()), str(tmp_path / "server.log")],
                                 cwd=REPO, env=env(), stdout=subprocess.PIPE, text=True)  # fmt: skip
-    pgid = None
+    pgid = sockets = None
     try:
         pgid = _server_group(launcher)
         assert has_live_member(pgid)
+        sockets = psutil.Process(pgid).environ()["VLLM_RPC_BASE_PATH"]  # a killed launcher cannot remove it
         launcher.kill()
         launcher.wait(10)
         assert_group_gone(pgid, timeout_s=10)
     finally:
         _reap(launcher, pgid)
+        if sockets is not None:
+            shutil.rmtree(sockets, ignore_errors=True)
 
 
 def _server_group(launcher: subprocess.Popen[str]) -> int:
