@@ -32,7 +32,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # what stops a ru
 # Where vLLM makes its ZMQ sockets: the temporary folder by default, and a stopped vLLM leaves them there (three a
 # launch). Unless the caller's environment names one, each launch gets its own folder, removed when it stops.
 IPC_ENV = "VLLM_RPC_BASE_PATH"
-SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path, its NUL aside); vLLM's names are 36 characters
+SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path, its NUL aside)
+SOCKET_NAME_CHARS = 36  # vLLM names each socket by a UUID
 
 
 def port_taken(base_url: str) -> str | None:
@@ -149,9 +150,9 @@ class ManagedServer:
             raise PortTaken(f"{taken}: another server runs there; stop it or choose another port")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
-        env = self.env if IPC_ENV in self.env else self._with_ipc_dir(self.env)
         with open(self.log_path, "ab") as log:
             self._log_start = log.tell()
+            env = self.env if IPC_ENV in self.env else self._with_ipc_dir(self.env)
             try:
                 self.process = subprocess.Popen(
                     self.command,
@@ -249,7 +250,7 @@ class ManagedServer:
         """`env` naming a new socket folder for this launch; as it was where a socket's path there would be too
         long (a long TMPDIR), so that vLLM's default applies."""
         folder = Path(tempfile.mkdtemp(prefix="tk-ipc-"))
-        if len(os.fsencode(folder)) + 1 + 36 > SOCKET_PATH_MAX:
+        if len(os.fsencode(folder)) + 1 + SOCKET_NAME_CHARS > SOCKET_PATH_MAX:
             folder.rmdir()
             return env
         self.ipc_dir = folder
