@@ -267,10 +267,10 @@ def test_killed_run_resumes_without_redoing_finished_cells(
 def test_a_paused_server_disturbs_the_window_and_the_cell_is_measured_again(
     vllm_server: EmbeddedServer, tmp_path: Path, api_key_env_module: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The real vLLM, frozen with SIGSTOP for 2.5 s inside the first window (as this machine sometimes freezes
-    by itself): that window is flagged and the runner measures the cell again. Two retries: once, in a make test,
-    the server stayed silent 9 s after SIGCONT (5.4 s of the first window, all 6 s of the second), as this
-    machine's own pauses do; a third window then measures the cell."""
+    """The real vLLM's API server, frozen with SIGSTOP for 2.5 s inside the first window (as this machine
+    sometimes freezes by itself): that window is flagged and the runner measures the cell again. Only the API
+    server: with its engine core frozen too, vLLM on CPU gave almost no token for 9-16 s after SIGCONT in two of
+    four make test runs here (windows silent 5.4 and 6.0 s; 5.6, 4.5 and 6.0 s), never when run alone."""
     import os
     import re
     import signal
@@ -291,9 +291,9 @@ def test_a_paused_server_disturbs_the_window_and_the_cell_is_measured_again(
             break
         time.sleep(0.1)
     time.sleep(1.5)
-    os.killpg(vllm_server.process.pid, signal.SIGSTOP)
+    os.kill(vllm_server.process.pid, signal.SIGSTOP)
     time.sleep(2.5)
-    os.killpg(vllm_server.process.pid, signal.SIGCONT)
+    os.kill(vllm_server.process.pid, signal.SIGCONT)
     runner.join(timeout=300)
     (m,) = box["result"]
     assert m.status == "Valid" and m.attempts in (2, 3), m
