@@ -224,7 +224,6 @@ class ManagedServer:
         wait short: SIGKILL at once. A launched process that left its group is killed by itself.
         """
         if self.process is None:
-            self._remove_ipc_dir()
             return
         self._stopping.set()
         pgid = self.process.pid
