@@ -93,6 +93,8 @@ lint: install
 	$(VENV)/bin/ruff check toolkit tests benchmarks scripts
 	$(VENV)/bin/ruff format --check toolkit tests benchmarks scripts
 	$(VENV)/bin/mypy
+	@# the run folder's documents (toolkit/results/documents) and all they import, to --strict
+	$(VENV)/bin/mypy --strict toolkit/results/documents
 	@# the allowed import directions and no import cycle (toolkit/__init__.py, [tool.importlinter] in pyproject.toml)
 	$(VENV)/bin/lint-imports --no-cache
 	@# every test module imports, integration ones too (a broken import would otherwise show only in `make test`)

@@ -129,7 +129,7 @@ def edges(start: float, end: float, k: int) -> list[tuple[float, float]]:
 
 def _binomial_cdf(k: int, n: int) -> float:
     """P(B <= k) for B ~ Binomial(n, 1/2)."""
-    return math.fsum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return math.fsum(math.comb(n, i) for i in range(k + 1)) / (1 << n)
 
 
 def median_interval(values: Sequence[float], level: float = LEVEL) -> Interval | None:
@@ -142,7 +142,10 @@ def median_interval(values: Sequence[float], level: float = LEVEL) -> Interval |
     n = len(data)
     if n < MIN_MEDIAN_SAMPLES:
         return None
-    coverage = lambda d: 1 - 2 * _binomial_cdf(d - 1, n)  # noqa: E731 ([x_(d), x_(n-d+1)], 1-based)
+
+    def coverage(d: int) -> float:  # of [x_(d), x_(n-d+1)], 1-based
+        return 1 - 2 * _binomial_cdf(d - 1, n)
+
     d = 1
     while d + 1 <= n // 2 and coverage(d + 1) >= level:
         d += 1
