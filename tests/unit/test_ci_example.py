@@ -58,8 +58,8 @@ def option(words: list[str], name: str) -> str:
 
 
 def configurations(sweep: list[Variant]) -> dict[str, Variant]:
-    """Each configuration's first round."""
-    return {v.configuration: v for v in reversed(sweep) if v.configuration is not None}
+    """Each configuration's first round, in the sweep's order (round 1's)."""
+    return {v.configuration: v for v in sweep if v.round == 1 and v.configuration is not None}
 
 
 @pytest.mark.parametrize("workflow", ["github-actions.yml", "gitlab-ci.yml"])
@@ -90,11 +90,10 @@ def test_a_sweep_launches_the_embedded_vllm_in_four_interleaved_rounds(name: str
         assert variant.server is not None
         command = variant.server.command
         assert command[:3] == [".venv-vllm/bin/python", "-m", "vllm.entrypoints.openai.api_server"]  # make vllm's
-        flags = dict(zip(command[3::2], command[4::2], strict=False))
-        assert flags["--model"] == model_dir.group(1)  # the folder `make model` builds
-        assert flags["--served-model-name"] == SERVED_MODEL_NAME
-        assert (flags["--host"], int(flags["--port"])) == (urlsplit(variant.params.base_url).hostname,
-                                                          urlsplit(variant.params.base_url).port)  # fmt: skip
+        assert option(command, "--model") == model_dir.group(1)  # the folder `make model` builds
+        assert option(command, "--served-model-name") == SERVED_MODEL_NAME
+        url = urlsplit(variant.params.base_url)
+        assert (option(command, "--host"), int(option(command, "--port"))) == (url.hostname, url.port)
         assert variant.server.env == vllm_settings(kv_cache_gib=1)  # the embedded vLLM's variables, no secret
 
 
@@ -108,7 +107,7 @@ def test_the_two_configurations_differ_in_max_num_seqs_alone_and_the_aa_in_nothi
     (b_cmd, b_env, b_params), (c_cmd, c_env, c_params) = launched(baseline), launched(candidate)
     assert (b_env, b_params) == (c_env, c_params)
     assert [(b, c) for b, c in zip(b_cmd, c_cmd, strict=True) if b != c] == [("4", "1")]
-    assert b_cmd[b_cmd.index("--max-num-seqs") + 1] == "4" and baseline.params.concurrency == [4]
+    assert option(b_cmd, "--max-num-seqs") == "4" and baseline.params.concurrency == [4]
     a, b = configurations(load_sweep(EXAMPLE / "sweep-aa.yaml")).values()
     assert launched(a) == launched(b) and a.server is not None and baseline.server is not None
     assert a.server.command == b_cmd  # the A/A is the baseline twice
