@@ -59,10 +59,10 @@ def check_folder(folder: str | Path, *secrets: str | None) -> list[str]:
         problems += [line for variant in variants for line in _run_problems(variant, real)]
     elif _usable(real, root / RUN_FILE):
         problems = _run_problems(root, real)
-    elif links:
-        return links
+    elif any((root / name).is_symlink() for name in (RUN_FILE, BATCH_FILE)):
+        return links  # its run.json or batch.json is a link out of it: that line says why it is not read
     else:
-        return [f"{root}: not a run folder (no {RUN_FILE}) nor a batch folder (no {BATCH_FILE})"]
+        return [f"{root}: not a run folder (no {RUN_FILE}) nor a batch folder (no {BATCH_FILE})", *links]
     problems += links + [
         line for path in files if path.suffix == ".parquet" for line in parquet_problems(path, *secrets)
     ]

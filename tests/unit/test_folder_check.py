@@ -135,6 +135,22 @@ def test_not_a_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     )
 
 
+def test_a_folder_of_neither_kind_says_so_before_the_links_it_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, outside = tmp_path / "folder", tmp_path / "elsewhere"
+    folder.mkdir()
+    outside.mkdir()
+    (folder / "venv-python").symlink_to(outside)
+    assert check(capsys, folder) == (
+        2,
+        [
+            f"{folder}: not a run folder (no run.json) nor a batch folder (no batch.json)",
+            f"{folder / 'venv-python'}: a link to {outside}, outside the folder; not followed",
+        ],
+    )
+
+
 KEY = "sk-" + "q7Vw2" * 5  # key-shaped (toolkit.base.api_keys), made up
 
 
