@@ -1,6 +1,6 @@
 """Files are written only inside the folder named (issue 40): `notebooks DIR` never writes through a link, a
 dangling one included, and `--force` replaces the link itself; `import-report` refuses a results.csv that is a
-link instead of overwriting its target."""
+link instead of overwriting its target; `notebooks FILE` is one line, exit 2."""
 
 from __future__ import annotations
 
@@ -43,3 +43,13 @@ def test_import_report_refuses_a_results_csv_that_is_a_link(tmp_path: Path, caps
         == f"error: out: {out / 'results.csv'} is a link; remove it or choose another folder"
     )
     assert target.read_text() == "keep me"
+
+
+def test_notebooks_into_a_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    file = tmp_path / "notes.txt"
+    file.write_text("mine")
+    assert main(["notebooks", str(file)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {file}: not a folder; name a folder (made when missing) to copy the notebooks into\n"
+    )
+    assert file.read_text() == "mine"

@@ -21,9 +21,11 @@ def copy_notebooks(folder: str | Path, *, overwrite: bool = False) -> list[Path]
     """Copy the notebooks into `folder` (made when missing); the copies' paths.
 
     A notebook already there with other content (perhaps edited) is kept: ParamsError naming them, nothing copied,
-    unless `overwrite`.
+    unless `overwrite`; a `folder` that is a file: ParamsError.
     """
     target = Path(folder)
+    if target.exists() and not target.is_dir():
+        raise ParamsError(f"{target}: not a folder; name a folder (made when missing) to copy the notebooks into")
     sources = shipped_notebooks()
     if not overwrite:
         links = [s.name for s in sources if (target / s.name).is_symlink()]  # a dangling one too: never written through
