@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,6 +57,7 @@ def _matrix(args: argparse.Namespace) -> int:
     from toolkit.results.store import to_dataframe
 
     out = Path(args.out)
+    _say_if_nothing_to_resume(out, args.resume)
     with hold(out):
         measurements = run_matrix(params, out, resume=args.resume, api_key=api_key)
         frame = to_dataframe(measurements)
@@ -102,16 +104,28 @@ def _run(args: argparse.Namespace) -> int:
     from toolkit.jupyter.pipeline import new_run_dir, prepare_run, run_one
     from toolkit.params import load_run_file
 
+    if args.resume and not args.out:
+        raise ParamsError("--resume: give the run's folder with --out")
     params, spec = load_run_file(args.params, base_url=args.base_url, server_metrics=args.server_metrics)
     run = prepare_run(params, spec, preflight=True)  # bad input fails here, before any load is sent or a folder made
     if args.out:
         out, resume = Path(args.out), args.resume
+        _say_if_nothing_to_resume(out, resume)
     else:
         out, resume = new_run_dir(args.outputs, params.run_label), False
     with hold(out):  # one run at a time writes into a folder: the lock is held until the reports are written
         result = run_one(run, out, resume=resume)
     _print_errors(out)
     return _reported(result)
+
+
+def _say_if_nothing_to_resume(out: Path, resume: bool) -> None:
+    """With --resume and no run in `out`, one line saying that a new run starts there: a mistyped folder would
+    otherwise measure everything again without a word."""
+    from toolkit.results.store import RUN_FILE
+
+    if resume and not (out / RUN_FILE).exists():
+        print(f"resume: {out} holds no {RUN_FILE}; nothing to continue, a new run starts there", file=sys.stderr)
 
 
 def _print_errors(out: Path) -> None:
