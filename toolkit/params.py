@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -335,8 +337,7 @@ def _one_line(exc: ValidationError, model: type[BaseModel] = RunParams, prefix: 
     where = prefix + (".".join(str(x) for x in err["loc"]) or "params")
     if err["type"] == "extra_forbidden":
         nested = NESTED.get(str(err["loc"][0])) if len(err["loc"]) > 1 else None  # a block's own fields
-        allowed = ", ".join((nested or model).model_fields)
-        return f"{where}: unknown parameter; allowed: {allowed}"
+        return f"{where}: unknown parameter; {allowed_names(str(err['loc'][-1]), (nested or model).model_fields)}"
     if err["type"] == "missing":
         return f"{where}: required"
     msg = err["msg"].removeprefix("Value error, ")
@@ -361,6 +362,20 @@ def make_server_spec(values: Any) -> ServerSpec:
         raise ParamsError(_one_line(exc, ServerSpec, "server.")) from None
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong in a YAML file and where (line and column from 1), in one line."""
+    if isinstance(exc, yaml.MarkedYAMLError) and (mark := exc.problem_mark) is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem or exc.context}"
+    return str(exc).splitlines()[0]
+
+
+def allowed_names(name: str, allowed: Iterable[str]) -> str:
+    """The names a field may have, and the one closest to a misspelt `name` ("did you mean ...?") where one is."""
+    names = list(allowed)
+    close = difflib.get_close_matches(name, names, n=1)
+    return f"allowed: {', '.join(names)}" + (f"; did you mean {close[0]}?" if close else "")
+
+
 def read_yaml_mapping(path: str | Path, what: str, error: type[ValueError]) -> dict[str, Any]:
     """A YAML file holding a mapping (empty: {}); `error` with one line naming `what` otherwise."""
     try:
@@ -368,7 +383,7 @@ def read_yaml_mapping(path: str | Path, what: str, error: type[ValueError]) -> d
     except OSError as exc:
         raise error(f"{what}: cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise error(f"{what}: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise error(f"{what}: {path} is not valid YAML: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise error(f"{what}: {path} must hold a mapping of field: value")
     return data

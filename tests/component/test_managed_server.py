@@ -161,7 +161,8 @@ def test_an_unknown_key_in_the_block_is_one_line(tmp_path: Path) -> None:
     params = fake_params(free_port())
     params["server"]["health_timeout"] = 5
     line = _one_line_error(run(toolkit_run(tmp_path, params, tmp_path / "out")), 2, "server.health_timeout: ")
-    assert line.endswith("unknown parameter; allowed: command, env, health_timeout_s, log_file")
+    assert line.endswith("unknown parameter; allowed: command, env, health_timeout_s, log_file; did you mean "
+                         "health_timeout_s?")  # fmt: skip
     assert not (tmp_path / "out").exists()
 
 

@@ -42,7 +42,7 @@ def test_a_block_as_a_command_line_or_a_list(tmp_path: Path) -> None:
         (
             "  command: vllm\n  comand: x\n",
             r"^server\.comand: unknown parameter; allowed: command, env, "
-            r"health_timeout_s, log_file$",
+            r"health_timeout_s, log_file; did you mean command\?$",
         ),
         ("  env: {A: 1}\n", r"^server\.command: required$"),
         ("  command: []\n", r"^server\.command: is empty"),

@@ -36,6 +36,7 @@ from toolkit.params import (
     ParamsError,
     RunParams,
     ServerSpec,
+    allowed_names,
     make_params,
     make_server_spec,
     read_yaml_mapping,
@@ -138,7 +139,9 @@ def _validated(model: type[BaseModel], data: dict[str, Any], prefix: str) -> Any
         err = exc.errors()[0]
         where = prefix + ".".join(str(x) for x in err["loc"])
         if err["type"] == "extra_forbidden":
-            raise SweepError(f"{where}: unknown field; allowed: {', '.join(model.model_fields)}") from None
+            raise SweepError(
+                f"{where}: unknown field; {allowed_names(str(err['loc'][-1]), model.model_fields)}"
+            ) from None
         if err["type"] == "missing":
             raise SweepError(f"{where}: required") from None
         raise SweepError(f"{where}: {err['msg']} (got {redact(repr(err.get('input')))})") from None

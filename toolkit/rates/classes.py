@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from toolkit.base.errors import DatasetError, ParamsError
 from toolkit.base.text import printable
 from toolkit.method.goodput import ServiceLevel
-from toolkit.params import _one_line
+from toolkit.params import _one_line, yaml_problem
 from toolkit.rates.dataset import DatasetItem, load_dataset
 from toolkit.rates.prompt_sources import SOURCE_FIELDS
 from toolkit.rates.rate_values import MAX_TOKENS, Lengths, checked_lengths
@@ -103,7 +103,7 @@ def read_classes_file(path: str | Path, where: str = "classes") -> Any:
     except OSError as exc:
         raise ParamsError(f"{where}: cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ParamsError(f"{where}: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise ParamsError(f"{where}: {path} is not valid YAML: {yaml_problem(exc)}") from None
     if isinstance(data, dict) and set(data) == {"classes"}:
         return data["classes"]
     if not isinstance(data, list):
