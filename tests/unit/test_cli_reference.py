@@ -88,3 +88,18 @@ def test_check_fails_on_a_stale_page_and_passes_on_a_fresh_one(tmp_path: Path) -
     assert main(["--page", str(page), "--check"]) == 1
     assert main(["--page", str(page)]) == 0
     assert main(["--page", str(page), "--check"]) == 0
+
+
+def test_version_prints_the_program_and_its_version_and_the_page_tables_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit import __version__
+    from toolkit.cli import main as toolkit_main
+
+    with pytest.raises(SystemExit) as done:
+        toolkit_main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"{CONSOLE_SCRIPT} {__version__}\n"
+    lines = render(build_parser(), CONSOLE_SCRIPT).splitlines()
+    header = lines.index("| argument | value | default | description |")  # the options before the command
+    assert lines[header + 1 : header + 3] == [
+        "|---|---|---|---|",
+        "| `--version` | flag |  | show program's version number and exit |",
+    ]

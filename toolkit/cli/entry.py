@@ -9,7 +9,7 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from toolkit import CONSOLE_SCRIPT
+from toolkit import CONSOLE_SCRIPT, __version__
 from toolkit.base.api_keys import redact
 from toolkit.base.errors import ToolkitError
 from toolkit.cli import folders, gate, measure
@@ -35,6 +35,7 @@ def _program_name() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=_program_name(), description=__doc__)
+    parser.add_argument("--version", action="version", version=f"{CONSOLE_SCRIPT} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (
         measure.add_serve,

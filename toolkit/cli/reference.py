@@ -184,8 +184,8 @@ def render(parser: argparse.ArgumentParser, prog: str = "vllm-speedtest") -> str
     top = [_row(action, prog, {}) for action in parser._actions if documented(action)]
     body = [_HEADER.format(prog=prog, regenerate=REGENERATE), f"**Commands.** {index}\n"]
     if top:
-        body.append("Options before the command:\n\n| argument | value | default | description |\n|---|---|---|---|\n")
-        body.append("\n".join(top) + "\n")
+        table = "| argument | value | default | description |\n|---|---|---|---|\n" + "\n".join(top)
+        body.append(f"Options before the command:\n\n{table}\n")
     return "\n".join(body + sections).rstrip("\n") + "\n"
 
 
