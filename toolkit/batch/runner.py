@@ -99,6 +99,9 @@ def run_batch(
         raise ParamsError(f"--jobs: {jobs}; allowed: an integer >= 1")
     check_jobs(variants, jobs, ray_address is not None)
     with hold(out):  # one batch at a time writes into `out`
+        if resume and not (out / STATE_FILE).exists():  # a mistyped folder: every variant measured without a word
+            print(f"resume: {out} holds no {STATE_FILE}; nothing to continue, a new batch starts there",
+                  file=sys.stderr)  # fmt: skip
         return _run_batch(variants, out, sweep=sweep, resume=resume, jobs=jobs, ray_address=ray_address)
 
 
@@ -360,6 +363,4 @@ def main(sweep_path: str, *, out: str | None, outputs: str, resume: bool, jobs: 
     if resume and out is None:
         raise ParamsError("--resume: give the batch's folder with --out")
     folder = Path(out) if out else default_out(outputs, sweep_path)
-    if resume and not (folder / STATE_FILE).exists():  # a mistyped folder would measure every variant without a word
-        print(f"resume: {folder} holds no {STATE_FILE}; nothing to continue, a new batch starts there", file=sys.stderr)
     return run_batch(variants, folder, sweep=str(sweep_path), resume=resume, jobs=jobs, ray_address=ray)

@@ -57,8 +57,8 @@ def _matrix(args: argparse.Namespace) -> int:
     from toolkit.results.store import to_dataframe
 
     out = Path(args.out)
-    _say_if_nothing_to_resume(out, args.resume)
     with hold(out):
+        _say_if_nothing_to_resume(out, args.resume)
         measurements = run_matrix(params, out, resume=args.resume, api_key=api_key)
         frame = to_dataframe(measurements)
         frame.to_csv(out / "results.csv", index=False)
@@ -110,18 +110,18 @@ def _run(args: argparse.Namespace) -> int:
     run = prepare_run(params, spec, preflight=True)  # bad input fails here, before any load is sent or a folder made
     if args.out:
         out, resume = Path(args.out), args.resume
-        _say_if_nothing_to_resume(out, resume)
     else:
         out, resume = new_run_dir(args.outputs, params.run_label), False
     with hold(out):  # one run at a time writes into a folder: the lock is held until the reports are written
+        _say_if_nothing_to_resume(out, resume)
         result = run_one(run, out, resume=resume)
     _print_errors(out)
     return _reported(result)
 
 
 def _say_if_nothing_to_resume(out: Path, resume: bool) -> None:
-    """With --resume and no run in `out`, one line saying that a new run starts there: a mistyped folder would
-    otherwise measure everything again without a word."""
+    """With --resume and no run in `out` (the folder already ours: a folder in use is refused first), one line saying
+    that a new run starts there: a mistyped folder would otherwise measure everything again without a word."""
     from toolkit.results.store import RUN_FILE
 
     if resume and not (out / RUN_FILE).exists():

@@ -155,11 +155,6 @@ def main(args: argparse.Namespace) -> int:
     if args.resume and params.results_dir is None:
         raise ParamsError("resume: needs --out (the folder of the sweep to continue)")
     from toolkit.base.api_keys import api_key_from_env
-    from toolkit.results.rate_runs import has_rates
-
-    if args.resume and params.results_dir is not None and not has_rates(params.results_dir):
-        print(f"resume: {params.results_dir} holds no rate sweep; nothing to continue, a new sweep starts there",
-              file=sys.stderr)  # fmt: skip
 
     api_key_from_env(params.api_key_env)  # a key that cannot be used fails before anything is written
     from toolkit.rates.files import read_steps

@@ -85,6 +85,8 @@ def run_rates(params: RateParams, *, say: Say = print, resume: bool = False) -> 
     out = default_out(params)
     stop = _Stoppable()
     with hold(out):
+        if resume and not has_rates(out):  # a mistyped folder: every step measured again without a word
+            say(f"resume: {out} holds no rate sweep; nothing to continue, a new sweep starts there")
         try:
             run_sync(lambda: stop.run(_sweep(params, out, say, resume)))
         except KeyboardInterrupt:  # under Jupyter the sweep runs in a thread: stop it before the lock is let go
