@@ -17,7 +17,8 @@ imports inside functions included, and that no import cycle exists at any depth;
     toolkit.base                       at its bottom, the error tree (base.errors); above it, independent of each
                                        other: the result record (base.schema), API keys and redaction
                                        (base.api_keys), the front end's check, the Ray driver, a file
-                                       parameter made absolute (base.file_paths)
+                                       parameter made absolute (base.file_paths), YAML files read with
+                                       one-line errors (base.yaml_files)
 """
 
 import sys

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 import shlex
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from toolkit.base.api_keys import (
@@ -23,6 +20,7 @@ from toolkit.base.api_keys import (
     secret_flag,
 )
 from toolkit.base.errors import ParamsError
+from toolkit.base.yaml_files import allowed_names, read_yaml_mapping
 from toolkit.loadgen.tools import tools_problem
 from toolkit.method.contexts import parse_contexts
 from toolkit.request_options import REQUEST_OPTIONS, MatrixRequestOptions
@@ -360,33 +358,6 @@ def make_server_spec(values: Any) -> ServerSpec:
         return ServerSpec(**values)
     except ValidationError as exc:
         raise ParamsError(_one_line(exc, ServerSpec, "server.")) from None
-
-
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """What is wrong in a YAML file and where (line and column from 1), in one line."""
-    if isinstance(exc, yaml.MarkedYAMLError) and (mark := exc.problem_mark) is not None:
-        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem or exc.context}"
-    return str(exc).splitlines()[0]
-
-
-def allowed_names(name: str, allowed: Iterable[str]) -> str:
-    """The names a field may have, and the one closest to a misspelt `name` ("did you mean ...?") where one is."""
-    names = list(allowed)
-    close = difflib.get_close_matches(name, names, n=1)
-    return f"allowed: {', '.join(names)}" + (f"; did you mean {close[0]}?" if close else "")
-
-
-def read_yaml_mapping(path: str | Path, what: str, error: type[ValueError]) -> dict[str, Any]:
-    """A YAML file holding a mapping (empty: {}); `error` with one line naming `what` otherwise."""
-    try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except OSError as exc:
-        raise error(f"{what}: cannot read {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise error(f"{what}: {path} is not valid YAML: {yaml_problem(exc)}") from None
-    if not isinstance(data, dict):
-        raise error(f"{what}: {path} must hold a mapping of field: value")
-    return data
 
 
 def load_run_file(path: str | Path, **overrides: Any) -> tuple[RunParams, ServerSpec | None]:

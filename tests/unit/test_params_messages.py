@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from toolkit.base.errors import ParamsError, SweepError
+from toolkit.base.yaml_files import allowed_names
 from toolkit.batch.sweep import load_sweep
-from toolkit.params import allowed_names, load_run_file
+from toolkit.params import load_run_file
 from toolkit.rates.classes import read_classes_file
 
 pytestmark = pytest.mark.unit

@@ -30,16 +30,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from toolkit.base.api_keys import redact
 from toolkit.base.errors import SweepError
+from toolkit.base.yaml_files import allowed_names, read_yaml_mapping
 from toolkit.method.paired import rounds_problem
 from toolkit.params import (
     MAX_LABEL,
     ParamsError,
     RunParams,
     ServerSpec,
-    allowed_names,
     make_params,
     make_server_spec,
-    read_yaml_mapping,
 )
 
 RUN_KEYS: tuple[str, ...] = (*RunParams.model_fields, "server")

@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from toolkit.base.errors import DatasetError, ParamsError
 from toolkit.base.text import printable
+from toolkit.base.yaml_files import yaml_problem
 from toolkit.method.goodput import ServiceLevel
-from toolkit.params import _one_line, yaml_problem
+from toolkit.params import _one_line
 from toolkit.rates.dataset import DatasetItem, load_dataset
 from toolkit.rates.prompt_sources import SOURCE_FIELDS
 from toolkit.rates.rate_values import MAX_TOKENS, Lengths, checked_lengths

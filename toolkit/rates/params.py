@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from toolkit.base.api_keys import DEFAULT_KEY_ENV
+from toolkit.base.yaml_files import read_yaml_mapping
 from toolkit.loadgen.arrivals import Arrival
 from toolkit.method.goodput import ServiceLevel
 from toolkit.params import (
@@ -19,7 +20,6 @@ from toolkit.params import (
     RunParams,
     _one_line,
     parse_server_metrics,
-    read_yaml_mapping,
 )
 from toolkit.rates.classes import TrafficClass, parse_classes
 from toolkit.rates.model_mix import is_mix, parse_model_mix
