@@ -24,7 +24,7 @@ from toolkit.batch.state import DONE, FAILED, INTERRUPTED, RUNNING, STATE_FILE, 
 from toolkit.batch.sweep import Variant
 from toolkit.batch.variant import ERROR_FILE, one_line_error, run_variant
 from toolkit.results.documents.batch import CompareBlock, PairedComparison
-from toolkit.results.store import RUN_FILE, check_writable
+from toolkit.results.store import RUN_FILE, check_writable, nothing_to_resume
 
 if TYPE_CHECKING:
     from toolkit.batch.ray_runner import RayTasks
@@ -99,9 +99,8 @@ def run_batch(
         raise ParamsError(f"--jobs: {jobs}; allowed: an integer >= 1")
     check_jobs(variants, jobs, ray_address is not None)
     with hold(out):  # one batch at a time writes into `out`
-        if resume and not (out / STATE_FILE).exists():  # a mistyped folder: every variant measured without a word
-            print(f"resume: {out} holds no {STATE_FILE}; nothing to continue, a new batch starts there",
-                  file=sys.stderr)  # fmt: skip
+        if resume and not (out / STATE_FILE).exists():
+            print(nothing_to_resume(out, STATE_FILE, "batch"), file=sys.stderr)
         return _run_batch(variants, out, sweep=sweep, resume=resume, jobs=jobs, ray_address=ray_address)
 
 

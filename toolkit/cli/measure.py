@@ -122,10 +122,10 @@ def _run(args: argparse.Namespace) -> int:
 def _say_if_nothing_to_resume(out: Path, resume: bool) -> None:
     """With --resume and no run in `out` (the folder already ours: a folder in use is refused first), one line saying
     that a new run starts there: a mistyped folder would otherwise measure everything again without a word."""
-    from toolkit.results.store import RUN_FILE
+    from toolkit.results.store import RUN_FILE, nothing_to_resume
 
     if resume and not (out / RUN_FILE).exists():
-        print(f"resume: {out} holds no {RUN_FILE}; nothing to continue, a new run starts there", file=sys.stderr)
+        print(nothing_to_resume(out, RUN_FILE, "run"), file=sys.stderr)
 
 
 def _print_errors(out: Path) -> None:

@@ -57,7 +57,7 @@ from toolkit.reports.rate_tables import binding_text, too_few_text
 from toolkit.results.rate_runs import has_rates
 from toolkit.results.run_document import RunDocument
 from toolkit.results.step_row import SweepStep
-from toolkit.results.store import RUN_FILE, check_writable
+from toolkit.results.store import RUN_FILE, check_writable, nothing_to_resume
 from toolkit.servers.autogroups import protected_from_autogroups
 from toolkit.servers.launch import launch_info
 
@@ -85,8 +85,8 @@ def run_rates(params: RateParams, *, say: Say = print, resume: bool = False) -> 
     out = default_out(params)
     stop = _Stoppable()
     with hold(out):
-        if resume and not has_rates(out):  # a mistyped folder: every step measured again without a word
-            say(f"resume: {out} holds no rate sweep; nothing to continue, a new sweep starts there")
+        if resume and not has_rates(out):
+            say(nothing_to_resume(out, "rate sweep", "sweep"))
         try:
             run_sync(lambda: stop.run(_sweep(params, out, say, resume)))
         except KeyboardInterrupt:  # under Jupyter the sweep runs in a thread: stop it before the lock is let go

@@ -52,6 +52,12 @@ class ResultStore:
         return load_measurements(self.path)
 
 
+def nothing_to_resume(folder: Path, missing: str, kind: str) -> str:
+    """The line a --resume prints, once it holds `folder`, where the folder has no `missing` to continue: a new
+    `kind` starts there (a mistyped folder would otherwise be measured again without a word)."""
+    return f"resume: {folder} holds no {missing}; nothing to continue, a new {kind} starts there"
+
+
 def check_writable(directory: str | Path) -> None:
     """Create `directory` if needed and write a probe file in it: StoreError (one line) before any load if not."""
     directory = Path(directory)
