@@ -10,13 +10,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import orjson
 import pytest
 from PIL import Image
 
 from tests.faultserver import FaultServer
+from tests.rate_folders import add_matrix_results
 from toolkit.base.errors import RunRefused
 from toolkit.cli.entry import main
+from toolkit.jupyter.reports import markdown_report
 from toolkit.loadgen.client import StreamClient, StreamResult, build_request
 from toolkit.rates.files import rates_dir, read_records
 from toolkit.rates.params import RateParams, make_rate_params
@@ -67,6 +70,9 @@ def test_every_request_carries_its_images_of_the_stated_size(tmp_path: Path) -> 
     assert len(records) == 8 and list(records["images"]) == [2] * 8 and records["error"].isna().all()
     summary = sweep_summary(load_rate_sweep(out))
     assert summary.endswith(" Each request carried 2 images of 32x24 pixels (synthetic PNGs)."), summary
+    report = markdown_report(add_matrix_results(out), nbformat.v4.new_notebook())  # report.md says it too
+    rates = report[report.index("## Open-loop rates") :]
+    assert " Each request carried 2 images of 32x24 pixels (synthetic PNGs).\n\n" in rates, rates[:600]
 
 
 def test_without_images_a_body_is_the_plain_requests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

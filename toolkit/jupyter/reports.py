@@ -19,7 +19,7 @@ from toolkit.jupyter.execute import execute, parameters_for
 from toolkit.jupyter.figures import drawn_images, first_drawn, save_images
 from toolkit.reports import breakdown_views, capacity_views, compare, rate_tables, reconcile, workload_views
 from toolkit.reports import tables as report_tables
-from toolkit.reports.class_compare import rates_markdown
+from toolkit.reports.class_compare import images_line, rates_markdown
 from toolkit.results import rate_runs, runs
 from toolkit.results.store import RUN_FILE
 
@@ -51,6 +51,7 @@ def markdown_report(
         sweep.sweep.search_precision,
         images={key: saved[key] for key in swept if key not in turns and key not in split},
         classes=sweep.sweep.classes,
+        carried=images_line(sweep.sweep),
     )
     breakdown = breakdown_views.breakdown_markdown(sweep.steps, split)
     workload = workload_views.workload_markdown(sweep.steps, sweep.records, sweep.controls, turns)

@@ -28,6 +28,7 @@ __all__ = [
     "CLASS_TTFT_CAPTION",
     "QUANTILE",
     "class_ttft_comparison",
+    "images_line",
     "rates_markdown",
     "run_policies",
     "scheduling_policy",
@@ -136,10 +137,10 @@ def sweep_summary(sweep: RateSweep) -> str:
     """The service level a sweep was judged against and the highest rate meeting it, one line; then the images
     each request carried, if any."""
     line = rate_tables.search_line(sweep.steps, sweep.search, sweep.sweep.search_precision, sweep.level.target)
-    return f"{rate_tables.level_line(sweep.level, sweep.sweep.classes)} {line}{_images_line(sweep.sweep)}"
+    return f"{rate_tables.level_line(sweep.level, sweep.sweep.classes)} {line}{images_line(sweep.sweep)}"
 
 
-def _images_line(sweep: SweepDocument) -> str:
+def images_line(sweep: SweepDocument) -> str:
     """`` Each request carried 2 images of 224x224 pixels (synthetic PNGs).``; a class sweep whose classes carried
     different ones, each class's: `` Each request carried, by class: chat none; vision 1 image of 448x448 pixels
     (synthetic PNGs).``; "" without images."""

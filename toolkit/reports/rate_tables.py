@@ -345,13 +345,15 @@ def rate_markdown(
     precision: Any = None,
     images: Mapping[str, str] | None = None,
     classes: Sequence[Mapping[str, Any]] | None = None,
+    carried: str = "",
 ) -> str:
     """The report.md section of a sweep: heading, service level (a class sweep's `classes`: each class's own),
-    highest rate, steps table, notes, its classes' table, a model mix's table of its models, figures."""
+    highest rate and what each request `carried` beyond text (class_compare.images_line), steps table, notes, its
+    classes' table, a model mix's table of its models, figures."""
     out = [
         "## Open-loop rates",
         level_line(level, classes),
-        search_line(steps, search, precision, level.target),
+        search_line(steps, search, precision, level.target) + carried,
         STEPS_CAPTION,
         markdown_table(steps_table(steps)),
         *step_notes(steps),
