@@ -4,6 +4,7 @@ VENV := .venv
 VENV_VLLM := .venv-vllm
 TK := $(VENV)/bin/python
 MODEL := .cache/tiny-llama/toolkit-tiny-model.json
+VISION_MODEL := .cache/tiny-vision/toolkit-tiny-model.json
 # Bytecode caches written even where the environment says not to (PYTHONDONTWRITEBYTECODE=1 here): without them
 # every test worker, kernel and subprocess compiles the toolkit and rewrites the tests' asserts again (pytest's
 # collection: 7.1 s against 3.5 s here). Empty is unset for Python; __pycache__/ is ignored by git.
@@ -22,9 +23,11 @@ vllm: $(VENV_VLLM)/.installed
 $(VENV_VLLM)/.installed: scripts/install-vllm.sh
 	bash scripts/install-vllm.sh $(VENV_VLLM)
 
-model: $(MODEL)
+model: $(MODEL) $(VISION_MODEL)
 $(MODEL): $(VENV_VLLM)/.installed toolkit/servers/embedded/build_tiny_model.py | install
 	$(TK) -c "from toolkit.servers.embedded.server import ensure_model; ensure_model()"
+$(VISION_MODEL): $(MODEL) toolkit/servers/embedded/build_tiny_vision.py
+	$(TK) -c "from toolkit.servers.embedded.models import ensure_vision_model; ensure_vision_model()"
 
 demo: install model
 	$(TK) -m toolkit demo

@@ -19,14 +19,8 @@ import time
 import httpx
 
 from toolkit.method.paired import alternating_order
-from toolkit.servers.embedded.server import (
-    SERVED_MODEL_NAME,
-    ServerConfig,
-    _vllm_env,
-    ensure_model,
-    free_port,
-    launch_command,
-)
+from toolkit.servers.embedded.models import vllm_env
+from toolkit.servers.embedded.server import SERVED_MODEL_NAME, ServerConfig, ensure_model, free_port, launch_command
 from toolkit.servers.managed import ManagedServer
 
 BACKENDS = {"A": "mp", "B": "uni"}
@@ -39,7 +33,7 @@ def one_launch(backend: str) -> dict[str, float]:
                if a not in ("--distributed-executor-backend", "uni", "mp")]  # fmt: skip
     command += ["--distributed-executor-backend", backend]
     log_path = ensure_model().parent / "logs" / f"start-{backend}-{port}.log"
-    server = ManagedServer(command, base_url=f"http://127.0.0.1:{port}", env=_vllm_env(1), log_path=log_path,
+    server = ManagedServer(command, base_url=f"http://127.0.0.1:{port}", env=vllm_env(1), log_path=log_path,
                            name="vLLM")  # fmt: skip
     started = time.monotonic()
     server.start()

@@ -34,6 +34,7 @@ from tests.budget import GATE_PASSED_KEY
 from tests.processes import assert_stop_leaves_no_vllm_process
 from toolkit.servers.embedded.server import (
     EMBEDDING_MODEL_NAME,
+    VISION_MODEL_NAME,
     EmbeddedServer,
     ServerConfig,
     ServerError,
@@ -159,6 +160,11 @@ def start_speculative_server() -> EmbeddedServer:
     return start_server(ServerConfig(max_model_len=2048, speculative_config=NGRAM))
 
 
+def start_vision_server() -> EmbeddedServer:
+    """The tiny vision-language model (`tiny-vision`: one image a chat request), max_model_len 2048, no API key."""
+    return start_server(ServerConfig(max_model_len=2048, model=VISION_MODEL_NAME))
+
+
 def start_server_in_own_session() -> tuple[subprocess.Popen[bytes], str]:
     """The embedded vLLM started from 'another terminal': `python -m toolkit serve` in a session of its own, with
     --stream-interval 4 and the test key; the process and its base URL once healthy."""
@@ -192,7 +198,11 @@ SESSION_SERVERS: dict[str, Callable[[], object]] = {
     "embedding_server": start_embedding_server,
     "lora_server": start_lora_server,
     "speculative_server": start_speculative_server,
+    "vision_server": start_vision_server,
 }
+# Started when the speculative server stops (`speculative_server`), not with the others: so many vLLMs at once
+# (2.3 GB each here) as before it was added. Its one test runs last in the engine tier (tests/integration/conftest.py).
+AFTER_SPECULATIVE = {"vision_server"}
 
 
 class SessionServers:
@@ -207,16 +217,20 @@ class SessionServers:
         self.launched: dict[str, Any] = {}  # what each start launches (`starting`)
         self.gate_passed = False  # a start begun after the gate runs in the normal class
 
-    def start(self, names: set[str]) -> dict[str, Future[Any]]:
-        """Begin the starts of those of `names` that a test uses and that have not begun; every start so far."""
+    def start(self, names: set[str], *, idle: bool = False) -> dict[str, Future[Any]]:
+        """Begin the starts of those of `names` that a test uses and that have not begun; every start so far.
+        `idle`: after the gate, start them SCHED_IDLE until a test asks (`promote`), as the gate's own are."""
         for name in sorted((names & self.needed) - set(self.starts)):
-            self.starts[name] = self.pool.submit(self._start, name)
+            self.starts[name] = self.pool.submit(self._start, name, idle)
         return self.starts
 
-    def _start(self, name: str) -> object:
+    def _start(self, name: str, idle: bool) -> object:
         self.threads[name] = threading.get_native_id()
         _STARTING.record = lambda what: self.launched.__setitem__(name, what)
-        if self.gate_passed:  # a pool thread made before the gate may be SCHED_IDLE still
+        if self.gate_passed and idle:
+            with contextlib.suppress(PermissionError):  # the thread, and what it launches, in the idle class
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        elif self.gate_passed:  # a pool thread made before the gate may be SCHED_IDLE still
             self.promote(name)
         return SESSION_SERVERS[name]()
 
@@ -251,7 +265,8 @@ class SessionServers:
             proc, _ = started["server_in_own_session"]
             proc.terminate()
             proc.wait(timeout=60)
-        for name in ("vllm_server", "embedding_server", "lora_server", "speculative_server"):  # stopped twice: a no-op
+        # the module-scoped ones were stopped after their module already: stopped twice, a no-op
+        for name in ("vllm_server", "embedding_server", "lora_server", "speculative_server", "vision_server"):
             if name in started:
                 started[name].stop()
         if "constrained_server" in started:
@@ -286,7 +301,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         return
     started = time.monotonic()
     servers = session_servers(session)
-    servers.start(set(SESSION_SERVERS) - {"server_in_own_session"})
+    servers.start(set(SESSION_SERVERS) - {"server_in_own_session"} - AFTER_SPECULATIVE)
     try:
         while not Path(gate).exists():
             if time.monotonic() - started > GATE_TIMEOUT_S:
@@ -323,7 +338,7 @@ def _session_servers(request: pytest.FixtureRequest) -> Iterator[SessionServers]
     """The session servers (SessionServers), their starts begun when the first is asked for unless the gate began
     them (the loop's doc); each is stopped at the session's end, used or not."""
     servers = session_servers(request.session)
-    servers.start(set(SESSION_SERVERS))
+    servers.start(set(SESSION_SERVERS) - AFTER_SPECULATIVE)
     try:
         yield servers
     finally:
@@ -383,7 +398,16 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 def speculative_server(_session_servers: SessionServers) -> Iterator[EmbeddedServer]:
     """tiny-llama with ngram speculation, no API key. One test uses it: it runs first (tests/integration/conftest.py)
     and the server stops after its module, so that no more vLLMs are up at once than before it was started beside
-    the others (about 2.5 GB each)."""
+    the others (about 2.5 GB each); the vision server starts in its place (AFTER_SPECULATIVE)."""
     server = _session_servers.result("speculative_server")
+    yield server
+    server.stop()
+    _session_servers.start(AFTER_SPECULATIVE, idle=True)
+
+
+@pytest.fixture(scope="module")
+def vision_server(_session_servers: SessionServers) -> Iterator[EmbeddedServer]:
+    """The tiny vision-language model, no API key; stopped after its module (one test uses it)."""
+    server = _session_servers.result("vision_server")
     yield server
     server.stop()

@@ -107,7 +107,7 @@ def test_shown_commands_are_found_and_split_as_a_shell_would() -> None:
         ("vllm-speedtest gate a b --max-regresion 3%", True, "gate has no --max-regresion"),
         ("vllm-speedtest serve [--port P] [--lora]", False, None),
         ("vllm-speedtest serve [--port P] [--lora-rank R]", False, "serve has no --lora-rank"),
-        ("vllm-speedtest serve --model tiny-vision", True, "refused by the parser"),  # not one of its choices
+        ("vllm-speedtest serve --model tiny-audio", True, "refused by the parser"),  # not one of its choices
     ],
 )
 def test_a_stale_command_is_named(command: str, whole: bool, said: str | None) -> None:

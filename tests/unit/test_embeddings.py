@@ -167,7 +167,7 @@ def test_the_embedding_model_runs_the_pooling_runner_without_generation_flags() 
     assert not set(STRUCTURED_FLAGS) & set(embedding) and "--enable-per-request-metrics" not in embedding
     generating = launch_command(ServerConfig(), 8000, Path("/m"))
     assert generating[generating.index("--served-model-name") + 1] == "tiny-llama" and "--runner" not in generating
-    with pytest.raises(ParamsError, match=r"^model: 'tiny-bert'; allowed: tiny-llama, tiny-embedding$"):
+    with pytest.raises(ParamsError, match=r"^model: 'tiny-bert'; allowed: tiny-llama, tiny-embedding, tiny-vision$"):
         ServerConfig(model="tiny-bert").check()
     with pytest.raises(ParamsError, match=r"^model: tiny-embedding generates nothing"):
         ServerConfig(model="tiny-embedding", stream_interval=4).check()

@@ -159,11 +159,14 @@ def _batch(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from toolkit.base.folder_lock import hold
     from toolkit.jupyter.pipeline import new_run_dir, prepare_run, run_one
+    from toolkit.jupyter.run_sweep import check_rate_sweep
     from toolkit.params import load_params
     from toolkit.servers.embedded.server import embedded_launch
 
     params = load_params(args.params)
-    run = prepare_run(*embedded_launch(params))  # launched, recorded and stopped as a server: block would be
+    sweep = check_rate_sweep(params)  # a sweep with images is served by the embedded vision model
+    images = 0 if sweep is None else sweep.most_images()
+    run = prepare_run(*embedded_launch(params, images=images))  # launched and stopped as a server: block would be
     print("starting the embedded vLLM (about a minute) ...", flush=True)
     out = new_run_dir(args.outputs, params.run_label)
     with hold(out):
@@ -180,8 +183,9 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--stream-interval", type=int, default=1)
     serve.add_argument("--scheduling-policy", choices=["fcfs", "priority"], default="fcfs",
                        help="priority: vLLM serves lower `priority` first (traffic classes send it)")  # fmt: skip
-    serve.add_argument("--model", choices=["tiny-llama", "tiny-embedding"], default="tiny-llama",
-                       help="tiny-embedding: the same tiny model, /v1/embeddings only")  # fmt: skip
+    serve.add_argument("--model", choices=["tiny-llama", "tiny-embedding", "tiny-vision"], default="tiny-llama",
+                       help="tiny-embedding: the same tiny model, /v1/embeddings only; tiny-vision: chat with one "
+                       "image a request (a BLIP-2 shaped model, each image 32 prompt tokens)")  # fmt: skip
     serve.add_argument("--lora", action="store_true",
                        help="also serve a random-weight LoRA adapter on tiny-llama, as model `tiny-lora`")  # fmt: skip
     serve.set_defaults(func=_serve)

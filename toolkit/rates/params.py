@@ -206,6 +206,10 @@ class RateParams(BaseModel):
         """The width and height of every image a request carries."""
         return self.kinds().image_dimensions()
 
+    def most_images(self) -> int:
+        """The most images one request carries (its class's where it has classes; 0: no request carries one)."""
+        return max([self.kinds(cls).images for cls in self.classes or []] or [self.kinds().images])
+
     def request_tools(self) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
         """The `tools` and `tool_choice` every request carries (None, None: no tools)."""
         return self.kinds().request_tools()

