@@ -151,8 +151,9 @@ def start_embedding_server() -> EmbeddedServer:
 def start_lora_server() -> EmbeddedServer:
     """tiny-llama with its LoRA adapter served beside it as `tiny-lora` (issue 47), max_model_len 2048. Its own
     server: --enable-lora slows the base model's decode by about 28 % on this CPU, which the main server's timing
-    tests would feel."""
-    return start_server(ServerConfig(max_model_len=2048, lora=True))
+    tests would feel. It logs each request it receives with its adapter (--enable-log-requests): the count by
+    adapter that its /metrics lacks."""
+    return start_server(ServerConfig(max_model_len=2048, lora=True, log_requests=True))
 
 
 def start_speculative_server() -> EmbeddedServer:

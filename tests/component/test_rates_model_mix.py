@@ -124,3 +124,20 @@ def test_a_mix_measures_beside_a_run_of_one_of_its_models(
     assert _rates(server.base_url, out, "--model", f"{MODEL}=1,other=1") == 2  # tiny-lora's run: another server
     assert capsys.readouterr().err == (f"error: out: {out} holds a run of another server (model: '{ADAPTER}' -> "
                                        f"'{MODEL}'); choose another folder\n")  # fmt: skip
+
+
+def test_a_server_log_that_names_no_request_is_said_and_a_missing_one_refused(
+    server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--server-log FILE`: a log the server writes no request line to (vLLM without --enable-log-requests) gives
+    each step zero received and a line saying so; a log that cannot be read is one line, exit 2, nothing sent."""
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO 12-06 09:12:41 [loggers.py:259] Engine 000: Avg prompt throughput: 0.0 tokens/s\n")
+    assert _rates(server.base_url, tmp_path / "run", "--model", f"{MODEL}=1,{ADAPTER}=1", "--server-log", str(log)) == 0
+    said = capsys.readouterr().err  # the step lines
+    assert [row["server_log_requests"] for row in read_steps(tmp_path / "run")] == [{"base": 0, "adapters": {}}] * 2
+    assert "step 0 server log: none of its 40 requests logged (start vLLM with --enable-log-requests)" in said, said
+    missing = tmp_path / "nowhere.log"
+    assert _rates(server.base_url, tmp_path / "refused", "--server-log", str(missing)) == 2
+    assert capsys.readouterr().err == f"error: server_log: cannot read {missing}: No such file or directory\n"
+    assert len(server.completion_requests()) == 80 and not (tmp_path / "refused" / "rates").exists()

@@ -97,12 +97,13 @@ def test_a_model_mix_at_50_50_without_classes_gives_each_model_its_figures(
 ) -> None:
     """`--model tiny-llama=1,tiny-lora=1` (issue 47): each arrival's model drawn 50/50 from the seed, named in its
     record; the step's `models` figures per model beside its total, each model's counts and median TTFT those of
-    its records; the server's request counter (the adapter's under the base's name) grew by exactly the 24 sent."""
+    its records; the server's request counter (the adapter's under the base's name) grew by exactly the 24 sent,
+    and the server's own log (`server_log`) received as many for each model as the client sent it."""
     before = sum(float(s.value) for s in _samples(lora_server.base_url, "vllm:request_success"))
     params = make_rate_params({"base_url": lora_server.base_url, "model": f"{SERVED_MODEL_NAME}=1,{LORA_NAME}=1",
                                "rates": [8], "requests_per_step": 24, "input_tokens": 64, "output_tokens": 16,
                                "slo_ttft_ms": 5000, "seed": 47, "results_dir": str(tmp_path),
-                               "api_key_env": "LORA_TEST_NO_KEY"})  # fmt: skip
+                               "api_key_env": "LORA_TEST_NO_KEY", "server_log": str(lora_server.log_path)})  # fmt: skip
     said: list[str] = []
     out = run_rates(params, say=said.append)
     after = sum(float(s.value) for s in _samples(lora_server.base_url, "vllm:request_success"))
@@ -123,3 +124,8 @@ def test_a_model_mix_at_50_50_without_classes_gives_each_model_its_figures(
     assert any(line.startswith("step 0 models: tiny-llama ") and f"; {LORA_NAME} " in line for line in said)
     # the one place vLLM names the adapter: its lora_requests_info gauge, read for the step's window
     assert LORA_NAME in row["lora_adapters"]["running"] and row["lora_adapters"]["max_lora"] == 1, row["lora_adapters"]
+    # each request's adapter as the server logged it on receipt: the split the client drew, exactly
+    sent = records[MODEL_COLUMN].value_counts().to_dict()
+    assert row["server_log_requests"] == {"base": sent[SERVED_MODEL_NAME], "adapters": {LORA_NAME: sent[LORA_NAME]}}
+    base, adapter = sent[SERVED_MODEL_NAME], sent[LORA_NAME]
+    assert f"step 0 server log: received {base} for the base model, {adapter} for tiny-lora" in said, said

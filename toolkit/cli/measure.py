@@ -28,6 +28,7 @@ def _serve(args: argparse.Namespace) -> int:
         scheduling_policy=args.scheduling_policy,
         model=args.model,
         lora=args.lora,
+        log_requests=args.log_requests,
     )
     config.check()
     return serve_forever(config)
@@ -188,6 +189,9 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
                        "image a request (a BLIP-2 shaped model, each image 32 prompt tokens)")  # fmt: skip
     serve.add_argument("--lora", action="store_true",
                        help="also serve a random-weight LoRA adapter on tiny-llama, as model `tiny-lora`")  # fmt: skip
+    serve.add_argument("--log-requests", action="store_true",
+                       help="log a line per request received, naming its LoRA adapter (rates --server-log reads "
+                       "it)")  # fmt: skip
     serve.set_defaults(func=_serve)
 
 

@@ -25,6 +25,7 @@ _FLAGS: dict[str, str] = {
     "trace_duration": "trace_duration_s", "trace_block_tokens": "trace_block_tokens", "warmup": "warmup_s",
     "percentiles": "percentiles", "response_format": "response_format", "tools": "tools",
     "tool_choice": "tool_choice", "classes": "classes", "images": "images", "image_size": "image_size",
+    "server_log": "server_log",
 }  # fmt: skip
 
 
@@ -61,6 +62,9 @@ def add_parser(sub: Any) -> None:
                    "each arrival picks its model by weight (from the seed), each step reports each model's "
                    "figures")  # fmt: skip
     p.add_argument("--api-key-env", help="environment variable holding the API key (default VLLM_API_KEY)")
+    p.add_argument("--server-log", metavar="FILE",
+                   help="the server's log (vLLM --enable-log-requests): each step counts the requests the server "
+                   "received, by LoRA adapter, beside the client's")  # fmt: skip
     p.add_argument("--endpoint", choices=["chat", "completions", "embeddings"],
                    help="embeddings: /v1/embeddings, not streamed, --batch-size inputs of --input-tokens")  # fmt: skip
     p.add_argument("--batch-size", type=int, help="embeddings: inputs per request (default 1)")

@@ -108,6 +108,9 @@ class RateParams(BaseModel):
     images: ImageCount = 0
     image_size: ImageSize | None = None
     dataset: str | None = None  # JSONL ("prompt" or "messages", optional "output_tokens") or ShareGPT JSON
+    # the server's log, where it writes a line per request received (vLLM --enable-log-requests): each step counts
+    # the requests it received by LoRA adapter (toolkit.servers.request_log; each step's `server_log_requests`)
+    server_log: str | None = None
     replay: str | None = None  # another tool's result file: one step of its arrival times and lengths (rates.replay)
     # shared-prefix: each prompt starts with one of `prefixes` prefixes of `prefix_tokens` tokens (each step its own),
     # picked uniformly or by Zipf's law (the first the most), then a unique rest. conversation: each arrival is a

@@ -11,6 +11,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -46,6 +47,7 @@ from toolkit.rates.files import records_frame
 from toolkit.rates.params import RateParams
 from toolkit.rates.ray_clients import LEAD_S, RaySenders, send_on_ray
 from toolkit.results.documents.step import RateStep
+from toolkit.servers.request_log import log_size, requests_since
 
 SAMPLE_INTERVAL_S = 0.5  # server gauges at 2 Hz: each scrape costs the sending loop a little
 
@@ -87,6 +89,8 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, Rate
     if params.drain:
         await drain(api, params.drain_timeout_s, tools.metrics)
     before = await api.metrics_or_none() if tools.metrics else None
+    log = None if params.server_log is None else Path(params.server_log)
+    log_mark = None if log is None else log_size(log)
     lead = 0.0 if tools.ray is None else LEAD_S  # Ray tasks start from a common time a little ahead
     start, start_wall = time.perf_counter() + lead, time.time() + lead
     async with Sampler(api, interval_s=SAMPLE_INTERVAL_S, use_metrics=tools.metrics) as sampler:
@@ -132,6 +136,7 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, Rate
         )
     figures = server_figures(sampler.samples, start, end, before, after)
     figures["lora_adapters"] = lora_adapters_seen(after, start_wall, end_wall)  # a LoRA server's; else None
+    figures["server_log_requests"] = None if log is None or log_mark is None else logged(log, log_mark)
     row = step_row(replace(plan, expected_hit_rate=expected), params, summary, frame, figures)
     return frame, row
 
@@ -172,7 +177,8 @@ def step_row(
     """The step's steps.jsonl line, keys in the documented order (`endpoint_generation_tokens` only when several
     `/metrics` endpoints were scraped: each one's generated tokens, in the order of `server_metrics`;
     `lora_adapters` only from a server exporting vllm:lora_requests_info: the adapters it ran and queued during the
-    step, toolkit.matrix.lora_info; `items`,
+    step, toolkit.matrix.lora_info; `server_log_requests` only with a `server_log`: the requests it received
+    during the step, for its base model and by adapter, toolkit.servers.request_log; `items`,
     `items_s` and `input_tok_s` only for an embeddings step: toolkit.method.embeddings; `classes` only for a class
     sweep's: each class's figures against its own level, toolkit.method.class_figures; `models` only for a model
     mix's: each model's figures against the sweep's level)."""
@@ -201,6 +207,7 @@ def step_row(
         "server_generation_tokens": server["server_generation_tokens"],
         **({} if shares is None else {"endpoint_generation_tokens": shares}),
         **({} if server.get("lora_adapters") is None else {"lora_adapters": server["lora_adapters"]}),
+        **{k: server[k] for k in ("server_log_requests",) if server.get(k) is not None},
         "client_prompt_tokens": int(frame.loc[prefilled, "input_tokens"].sum()),
         "client_generation_tokens": int(frame["output_tokens"].sum()),
         "prefix_cache_hit_rate": server["prefix_cache_hit_rate"],
@@ -222,6 +229,16 @@ def step_row(
     if classes is not None:  # the step meets its level when each class meets its own
         row.update(mix_total(classes))
     return RateStep.of(row)
+
+
+def logged(log: Path, mark: int) -> dict[str, Any] | None:
+    """The requests the server's log received since `mark`: `base` (the base model's) and `adapters` (by name);
+    None when the log cannot be read now (the step's records are kept whatever its log)."""
+    try:
+        received = requests_since(log, mark)
+    except OSError:
+        return None
+    return {"base": received.base, "adapters": received.adapters}
 
 
 def step_classes(params: RateParams, frame: pd.DataFrame) -> dict[str, dict[str, Any]]:

@@ -121,9 +121,21 @@ def progress_text(row: dict[str, Any], slo: bool) -> str:
     return text
 
 
+def logged_text(row: dict[str, Any]) -> str:
+    """What the server's log received during the step (`server_log_requests`), by adapter; or that it named none
+    of the step's requests (a server started without vLLM's --enable-log-requests)."""
+    logged = row["server_log_requests"]
+    counts = [f"{logged['base']} for the base model"] + [f"{n} for {name}" for name, n in logged["adapters"].items()]
+    if logged["base"] + sum(logged["adapters"].values()) == 0 and row["requests"]:
+        return (f"step {row['step']} server log: none of its {row['requests']} requests logged (start vLLM with "
+                "--enable-log-requests)")  # fmt: skip
+    return f"step {row['step']} server log: received {', '.join(counts)}"
+
+
 def step_lines(row: dict[str, Any], frame: pd.DataFrame, slo: bool) -> list[str]:
     """What a finished step prints: its progress line, then each note that applies, in a fixed order."""
     notes = [failure_text(row, frame), cut_text(row, frame), invalid_text(row), timing_text(row, frame),
              classes_text(row) if row.get("classes") else None,
-             models_text(row, slo) if row.get("models") else None]  # fmt: skip
+             models_text(row, slo) if row.get("models") else None,
+             logged_text(row) if row.get("server_log_requests") else None]  # fmt: skip
     return [progress_text(row, slo)] + [note for note in notes if note is not None]

@@ -40,6 +40,7 @@ from toolkit.servers.embedded.models import (
 from toolkit.servers.embedded.tiny_lora import LORA_RANK
 from toolkit.servers.managed import ManagedServer
 from toolkit.servers.managed import has_live_member as _has_live_member
+from toolkit.servers.request_log import LOG_REQUESTS_FLAG
 
 __all__ = [  # the models' names and folders are models.py's, named here for the callers that launch them
     "DEMO_CONFIG",
@@ -65,6 +66,7 @@ __all__ = [  # the models' names and folders are models.py's, named here for the
 
 POOLING_FLAGS = ("--runner", "pooling", "--convert", "embed")
 BLOCK_SIZE_TOKENS = 128  # vLLM's KV block size on CPU
+LOGGED_PROMPT_CHARS = 32
 # Tool calls and structured output on the random-weight model. A tool choice other than "none" needs a tool-call
 # parser in vLLM 0.32, and the tiny tokenizer has none of the special tokens the llama or hermes parsers look for:
 # the pythonic one needs none ("required" and a named tool are decoded against the tools' JSON schema whatever the
@@ -95,6 +97,7 @@ class ServerConfig:
     log_path: Path | None = None
     model: str = SERVED_MODEL_NAME  # EMBEDDED_MODELS: tiny-llama generates, tiny-embedding embeds, tiny-vision sees
     lora: bool = False  # also serve the LoRA adapter LORA_NAME on the model
+    log_requests: bool = False  # a log line per request received, naming its adapter (toolkit.servers.request_log)
 
     @property
     def embeds(self) -> bool:
@@ -203,6 +206,8 @@ def launch_command(config: ServerConfig, port: int, model_dir: Path, lora_dir: P
     ]
     if config.lora:
         cmd += ["--enable-lora", "--lora-modules", f"{LORA_NAME}={lora_dir}", "--max-lora-rank", str(LORA_RANK)]
+    if config.log_requests:  # the prompt and its tokens cut to LOGGED_PROMPT_CHARS: a line stays short
+        cmd += [LOG_REQUESTS_FLAG, "--max-log-len", str(LOGGED_PROMPT_CHARS)]
     if config.stream_interval != 1:
         cmd += ["--stream-interval", str(config.stream_interval)]
     if config.scheduling_policy != "fcfs":
