@@ -73,13 +73,13 @@ def test_a_mix_of_base_and_adapter_at_50_50_gives_each_model_its_figures(
     """Issue 47's LoRA mix: two classes that differ only in their model, drawn 50/50, the sweep's own model the
     adapter (its /v1/models card has no max_model_len: its parent's is used). Each class's requests name their
     model; each class has its figures; the server's request counter (which counts the adapter's under the base
-    model's name) grew by exactly the requests both sent, so the split between them is the client's."""
+    model's name) grew by exactly the requests both sent, and its log received each class's on its model."""
     shape = {"weight": 1, "input_tokens": 64, "output_tokens": 16, "slo_ttft_ms": 5000}
     classes = [{"name": "base", "model": SERVED_MODEL_NAME, **shape}, {"name": "lora", "model": LORA_NAME, **shape}]
     before = sum(float(s.value) for s in _samples(lora_server.base_url, "vllm:request_success"))
     params = make_rate_params({"base_url": lora_server.base_url, "model": LORA_NAME, "rates": [8],
                                "requests_per_step": 24, "classes": classes, "seed": 47, "results_dir": str(tmp_path),
-                               "api_key_env": "LORA_TEST_NO_KEY"})  # fmt: skip
+                               "api_key_env": "LORA_TEST_NO_KEY", "server_log": str(lora_server.log_path)})  # fmt: skip
     out = run_rates(params, say=lambda line: None)
     after = sum(float(s.value) for s in _samples(lora_server.base_url, "vllm:request_success"))
     records, (row,) = read_records(out), read_steps(out)
@@ -90,6 +90,7 @@ def test_a_mix_of_base_and_adapter_at_50_50_gives_each_model_its_figures(
     low, high = row["classes"]["lora"]["share_low"], row["classes"]["lora"]["share_high"]
     assert low <= 0.5 <= high  # the drawn share within its interval of the weight's
     assert read_sweep(out)["model"] == LORA_NAME
+    assert row["server_log_requests"] == {"base": counts["base"], "adapters": {LORA_NAME: counts["lora"]}}
 
 
 def test_a_model_mix_at_50_50_without_classes_gives_each_model_its_figures(
