@@ -90,7 +90,7 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, Rate
         await drain(api, params.drain_timeout_s, tools.metrics)
     before = await api.metrics_or_none() if tools.metrics else None
     log = None if params.server_log is None else Path(params.server_log)
-    log_mark = None if log is None else log_size(log)
+    log_mark = None if log is None else (log, log_size(log))  # where the server's log ends before the step
     lead = 0.0 if tools.ray is None else LEAD_S  # Ray tasks start from a common time a little ahead
     start, start_wall = time.perf_counter() + lead, time.time() + lead
     async with Sampler(api, interval_s=SAMPLE_INTERVAL_S, use_metrics=tools.metrics) as sampler:
@@ -136,7 +136,7 @@ async def run_step(tools: StepTools, plan: StepPlan) -> tuple[pd.DataFrame, Rate
         )
     figures = server_figures(sampler.samples, start, end, before, after)
     figures["lora_adapters"] = lora_adapters_seen(after, start_wall, end_wall)  # a LoRA server's; else None
-    figures["server_log_requests"] = None if log is None or log_mark is None else logged(log, log_mark)
+    figures["server_log_requests"] = None if log_mark is None else logged(*log_mark)
     row = step_row(replace(plan, expected_hit_rate=expected), params, summary, frame, figures)
     return frame, row
 
@@ -191,6 +191,7 @@ def step_row(
     classes = None if params.classes is None else step_classes(params, frame)
     structured, tooled = carrying(params, frame, "response_format"), carrying(params, frame, "tools")
     models = None if MODEL_COLUMN not in frame else step_models(params, frame)
+    log_counts = server.get("server_log_requests")
     row = {
         "step": plan.index,
         "searched": plan.searched,
@@ -207,7 +208,7 @@ def step_row(
         "server_generation_tokens": server["server_generation_tokens"],
         **({} if shares is None else {"endpoint_generation_tokens": shares}),
         **({} if server.get("lora_adapters") is None else {"lora_adapters": server["lora_adapters"]}),
-        **{k: server[k] for k in ("server_log_requests",) if server.get(k) is not None},
+        **({} if log_counts is None else {"server_log_requests": log_counts}),
         "client_prompt_tokens": int(frame.loc[prefilled, "input_tokens"].sum()),
         "client_generation_tokens": int(frame["output_tokens"].sum()),
         "prefix_cache_hit_rate": server["prefix_cache_hit_rate"],

@@ -66,7 +66,7 @@ __all__ = [  # the models' names and folders are models.py's, named here for the
 
 POOLING_FLAGS = ("--runner", "pooling", "--convert", "embed")
 BLOCK_SIZE_TOKENS = 128  # vLLM's KV block size on CPU
-LOGGED_PROMPT_CHARS = 32
+LOGGED_PROMPT_CHARS = 32  # `log_requests`: each logged prompt and its token ids cut to this (--max-log-len)
 # Tool calls and structured output on the random-weight model. A tool choice other than "none" needs a tool-call
 # parser in vLLM 0.32, and the tiny tokenizer has none of the special tokens the llama or hermes parsers look for:
 # the pythonic one needs none ("required" and a named tool are decoded against the tools' JSON schema whatever the
