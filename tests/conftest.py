@@ -201,8 +201,9 @@ SESSION_SERVERS: dict[str, Callable[[], object]] = {
     "speculative_server": start_speculative_server,
     "vision_server": start_vision_server,
 }
-# Started when the speculative server stops (`speculative_server`), not with the others: so many vLLMs at once
-# (2.3 GB each here) as before it was added. Its one test runs last in the engine tier (tests/integration/conftest.py).
+# Started when the speculative server stops (`speculative_server`), not with the others, so that no more vLLMs run at
+# once (2.3 GB each here) than before it was added. Its one test runs last in the engine tier
+# (tests/integration/conftest.py).
 AFTER_SPECULATIVE = {"vision_server"}
 
 
