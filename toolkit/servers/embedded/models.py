@@ -45,6 +45,7 @@ VISION_BUILDER = Path(__file__).with_name("build_tiny_vision.py")
 
 
 def check_vllm_installed() -> None:
+    """ServerError in one line where the embedded vLLM's Python is missing."""
     if not VLLM_PYTHON.exists():
         raise ServerError(f"{VLLM_PYTHON} {MISSING_VLLM}")
 
@@ -103,4 +104,5 @@ def vllm_settings(kv_cache_gib: int) -> dict[str, str]:
 
 
 def vllm_env(kv_cache_gib: int) -> dict[str, str]:
+    """The caller's environment with `vllm_settings` over it: what the embedded vLLM and the builders run with."""
     return {**os.environ, **vllm_settings(kv_cache_gib)}
