@@ -3,13 +3,17 @@
 Each test's call (its body, not its fixtures) has a ceiling by tier, or a named exception with its measured cost;
 a call past twice its ceiling fails, naming both, so a new slow test is seen by its author. At the end of a run the
 tier's wall time is printed against its budget (`--budget-tier`, which the Makefile gives each tier), with the
-ten slowest calls and the ten slowest fixture set-ups (a shared vLLM or pipeline is paid in one set-up).
+ten slowest calls and the ten slowest fixture set-ups (a shared vLLM or pipeline is paid in one set-up), and the
+ten tests that used the most CPU: on two cores the offline tier is bound by CPU, not by any one test's wall time, and
+most of its CPU is spent in subprocesses (notebook kernels, toolkit commands) that a call's duration does not show.
 """
 
 from __future__ import annotations
 
+import resource
 import time
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +22,7 @@ import pytest
 BUDGET_FILE = Path(__file__).with_name("budget.toml")
 TIERS = ("unit", "component", "process", "engine")
 SHOWN = 10
+CPU_PROPERTY = "cpu_s"  # a set-up's or call's CPU seconds, in its report's user_properties (xdist carries them)
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,16 @@ class Ledger:
     started: float = field(default_factory=time.monotonic)
     calls: dict[str, float] = field(default_factory=dict)
     setups: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)  # set-up and call together
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of the subprocesses it has waited for (theirs that they waited for too)."""
+    own, ended = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
+
+
+CPU_SPENT_KEY = pytest.StashKey[dict[str, float]]()
 
 
 def tier_of(item: pytest.Item) -> str:
@@ -93,10 +108,30 @@ class BudgetPlugin:
             items[:] = [item for item in items if self.budget.in_fast_tier(item.nodeid)]
 
     @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        yield from self._count_cpu(item, "setup")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        yield from self._count_cpu(item, "call")
+
+    @staticmethod
+    def _count_cpu(item: pytest.Item, when: str) -> Iterator[None]:
+        """The phase's CPU: the worker's own (its threads included, a session fixture's server among them) and that
+        of the subprocesses that ended within it. A subprocess still running when the phase ends is not counted."""
+        before = cpu_seconds()
+        yield
+        item.stash.setdefault(CPU_SPENT_KEY, {})[when] = cpu_seconds() - before
+
+    @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-        """A call past twice its ceiling fails (on the worker that ran it, so xdist reports it so)."""
+        """A call past twice its ceiling fails (on the worker that ran it, so xdist reports it so); the set-up's and
+        the call's CPU go into their reports."""
         outcome = yield
         report: pytest.TestReport = outcome.get_result()
+        spent = item.stash.get(CPU_SPENT_KEY, {}).get(report.when)
+        if spent is not None:  # a new list: the report's is the item's own, which later reports copy
+            report.user_properties = [*report.user_properties, (CPU_PROPERTY, spent)]
         if report.when != "call" or not report.passed:
             return
         ceiling = self.budget.ceiling_s(item.nodeid, tier_of(item))
@@ -112,6 +147,9 @@ class BudgetPlugin:
             self.ledger.calls[report.nodeid] = report.duration
         elif report.when == "setup":
             self.ledger.setups[report.nodeid] = report.duration
+        for name, value in report.user_properties:
+            if name == CPU_PROPERTY:
+                self.ledger.cpu[report.nodeid] = self.ledger.cpu.get(report.nodeid, 0.0) + float(value)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
         if hasattr(config, "workerinput"):  # an xdist worker: the controller sums up
@@ -135,3 +173,10 @@ class BudgetPlugin:
             write(f"{title}:")
             for nodeid, seconds in sorted(times.items(), key=lambda kv: -kv[1])[:SHOWN]:
                 write(f"  {seconds:7.1f} s  {nodeid}")
+        if self.ledger.cpu:
+            write(
+                f"most CPU ({sum(self.ledger.cpu.values()):.0f} CPU-s in all: each test's set-up and call, in its "
+                "process and the subprocesses that ended in them):"
+            )
+            for nodeid, seconds in sorted(self.ledger.cpu.items(), key=lambda kv: -kv[1])[:SHOWN]:
+                write(f"  {seconds:7.1f} CPU-s  {nodeid}")

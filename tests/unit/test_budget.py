@@ -1,9 +1,11 @@
 """The suite's time budget (tests/budget.py): a call past twice its ceiling fails naming both, an exception raises a
-test's ceiling, and the summary sets the tier's time against its budget and lists the slowest calls."""
+test's ceiling, and the summary sets the tier's time against its budget and lists the slowest calls and the tests
+that used the most CPU (their subprocesses' included)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 import types
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.budget import BUDGET_FILE, GATE_PASSED_KEY, Budget, BudgetPlugin
+from tests.budget import BUDGET_FILE, CPU_PROPERTY, GATE_PASSED_KEY, Budget, BudgetPlugin
 
 BUDGET = Budget(
     tiers={"fast": 60.0, "engine": 540.0}, ceilings={"unit": 5.0, "process": 30.0}, exceptions={"t.py::slow": 100.0}
@@ -19,7 +21,9 @@ BUDGET = Budget(
 
 
 def item(nodeid: str, tier: str) -> Any:
-    return types.SimpleNamespace(nodeid=nodeid, iter_markers=lambda: [types.SimpleNamespace(name=tier)])
+    return types.SimpleNamespace(
+        nodeid=nodeid, iter_markers=lambda: [types.SimpleNamespace(name=tier)], stash=pytest.Stash()
+    )
 
 
 def judged(nodeid: str, tier: str, seconds: float, when: str = "call") -> pytest.TestReport:
@@ -56,6 +60,48 @@ def test_the_summary_sets_the_tier_against_its_budget(capsys: pytest.CaptureFixt
     plugin.pytest_terminal_summary(reporter, types.SimpleNamespace(stash=pytest.Stash()))  # type: ignore[arg-type]
     assert lines[1] == "fast tier: 75 s of its 60 s budget (OVER it), 2 tests"
     assert lines[2:5] == ["slowest calls:", "      7.2 s  b", "      1.5 s  a"]
+
+
+# A shell that counts to 300,000 (about 0.3 CPU-s here), then prints its own user and system time (`times`).
+CHILD = "i=0; while ((i<300000)); do ((i++)); done; times"
+
+
+def shell_cpu_s(times: str) -> float:
+    """The shell's own user + system seconds from the first line of `times` (e.g. `0m0.276s 0m0.004s`)."""
+    return sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", times.splitlines()[0]))
+
+
+def test_a_calls_cpu_counts_its_own_and_its_ended_subprocesses_and_the_summary_lists_the_most() -> None:
+    """A kernel's or a toolkit command's CPU is the test's: a call that spends a subprocess's CPU (as the subprocess
+    itself counts it) and 0.2 CPU-s in its own process reports at least both; the summary sums set-up and call."""
+    plugin = BudgetPlugin(BUDGET, "fast")
+    busy = item("t.py::busy", "process")
+    wrapper = plugin.pytest_runtest_call(busy)  # type: ignore[arg-type]
+    next(wrapper)
+    child = shell_cpu_s(subprocess.run(["bash", "-c", CHILD], capture_output=True, text=True, check=True).stdout)
+    own = time.process_time()
+    while time.process_time() - own < 0.2:
+        pass
+    with pytest.raises(StopIteration):
+        wrapper.send(None)
+    report = pytest.TestReport("t.py::busy", ("t.py", 1, "busy"), {}, "passed", None, "call", duration=1.0)
+    hook = plugin.pytest_runtest_makereport(busy, None)  # type: ignore[arg-type]
+    next(hook)
+    with pytest.raises(StopIteration):
+        hook.send(types.SimpleNamespace(get_result=lambda: report))
+    ((name, spent),) = report.user_properties
+    assert name == CPU_PROPERTY and child > 0.05 and child + 0.2 <= spent < child + 0.2 + 1.0
+
+    summary = BudgetPlugin(BUDGET, "fast")
+    for nodeid, when, cpu in (("t.py::a", "setup", 2.0), ("t.py::a", "call", 1.5), ("t.py::b", "call", 9.0)):
+        summary.pytest_runtest_logreport(pytest.TestReport(nodeid, ("t.py", 1, nodeid), {}, "passed", None, when,
+                                                           user_properties=[(CPU_PROPERTY, cpu)]))  # fmt: skip
+    lines: list[str] = []
+    reporter = types.SimpleNamespace(section=lambda title: lines.append(f"== {title}"), write_line=lines.append)
+    summary.pytest_terminal_summary(reporter, types.SimpleNamespace(stash=pytest.Stash()))  # type: ignore[arg-type]
+    most = lines.index(next(line for line in lines if line.startswith("most CPU")))
+    assert lines[most].startswith("most CPU (12 CPU-s in all")
+    assert lines[most + 1 :] == ["      9.0 CPU-s  t.py::b", "      3.5 CPU-s  t.py::a"]
 
 
 def test_the_engine_tiers_wait_for_the_offline_tier_is_kept_apart_from_its_time() -> None:
