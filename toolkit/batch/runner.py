@@ -23,6 +23,7 @@ from toolkit.batch.progress import BatchProgress
 from toolkit.batch.state import DONE, FAILED, INTERRUPTED, RUNNING, STATE_FILE, BatchState, now
 from toolkit.batch.sweep import Variant
 from toolkit.batch.variant import ERROR_FILE, one_line_error, run_variant
+from toolkit.jupyter.kernels import resolve_lazy_classes
 from toolkit.results.documents.batch import CompareBlock, PairedComparison
 from toolkit.results.store import RUN_FILE, check_writable, nothing_to_resume
 
@@ -276,6 +277,7 @@ def _schedule(
     if jobs == 1:
         worker(0)
         return
+    resolve_lazy_classes()  # before the threads: their first notebooks would race to resolve them
     _in_threads(worker, min(jobs, len(todo)), stopping, on_stop)
 
 

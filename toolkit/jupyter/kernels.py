@@ -135,3 +135,23 @@ class SameSessionKernelManager(AsyncKernelManager):  # type: ignore[misc]
         await self._async_finish_shutdown(restart=restart)
 
     shutdown_kernel = _async_shutdown_kernel  # the base class binds its own function to this name
+
+
+def resolve_lazy_classes() -> None:
+    """Make, in this one thread, the first instances of the classes that papermill makes for each notebook.
+
+    traitlets names some classes of a trait by string (`Configurable.parent`, the kernel manager's `session` and
+    `client_factory`, the provisioner's `kernel_spec`) and resolves each on its class's first instance, checking
+    that it is still a string and then reading it again. Two threads making their first instances at once race
+    there: one reads the class that the other has just stored, and its notebook fails with `TypeError:
+    import_item accepts strings, not '<class 'traitlets.traitlets.MetaHasTraits'>'` (`batch --jobs 2`, seen once
+    in a `make test`). Called before notebooks run in several threads of one process."""
+    from types import SimpleNamespace
+
+    import nbformat
+    from papermill.clientwrap import PapermillNotebookClient
+
+    manager = SameSessionKernelManager(kernel_name="python3")
+    manager.client()
+    SameSessionProvisioner()
+    PapermillNotebookClient(SimpleNamespace(nb=nbformat.v4.new_notebook()), km=manager)
