@@ -42,6 +42,21 @@ def measure(base_url: str, out: Path, **extra: Any) -> tuple[float, list[tuple[s
     return took, [(m.phase, m.concurrency, m.status, m.status_basis) for m in cells]
 
 
+# The replicas count a token when they send it; the client sees it after the proxy, a thread in this test's own
+# process, has passed it on. When that relay lags more at the window's end than at its start, the server has
+# counted tokens the client has not yet received (seen once: 645 against the client's 628 at about 300 tok/s, a
+# lag 55 ms longer at the end). So the upper edge allows 2 % plus what the window's rate delivers in 200 ms.
+RELAY_LAG_S = 0.2
+
+
+def assert_in_bracket(m: Measurement) -> None:
+    """The server's count lies in the client's bracket: 2 % under its inner edge at most, and over its outer edge
+    by at most 2 % plus the tokens of `RELAY_LAG_S` at the window's rate."""
+    assert m.server_output_tokens is not None and m.client_tokens_max is not None and m.total_tok_s, m
+    relay = RELAY_LAG_S * m.total_tok_s
+    assert 0.98 * m.client_tokens_min <= m.server_output_tokens <= 1.02 * m.client_tokens_max + relay, m
+
+
 def test_a_vllm_behind_a_gateway_is_measured_client_side_in_about_the_same_time(
     vllm_server: EmbeddedServer, api_key_env: str, tmp_path: Path
 ) -> None:
@@ -72,9 +87,9 @@ def test_a_vllm_behind_a_gateway_named_in_server_metrics_is_judged_server_side_a
     ]  # fmt: skip
     decode = [m for m in cells if m.phase == "decode"]
     assert {m.status_basis for m in decode} == {"server"}
-    for m in decode:  # the counter read from the replica's /metrics lies in the client's bracket (2 % either way)
+    for m in decode:  # the counter read from the replica's /metrics lies in the client's bracket
         assert m.metrics_problem is None and m.client_tokens_min > 0, m
-        assert 0.98 * m.client_tokens_min <= m.server_output_tokens <= 1.02 * m.client_tokens_max, m
+        assert_in_bracket(m)
     timed = [m for m in decode if m.timed_requests]
     assert timed and {m.breakdown_basis for m in timed} == {"per-request"}  # vLLM's timing passes the proxy
     frame, info = runs.load_run(tmp_path / "named")
@@ -105,11 +120,11 @@ def test_two_vllms_behind_a_round_robin_gateway_are_summed_from_both_replicas_me
     ]  # fmt: skip
     decode = [m for m in cells if m.phase == "decode"]
     assert {m.status_basis for m in decode} == {"server"}  # from the two replicas' running counts, summed
-    for m in decode:  # the two counters summed lie in the client's bracket (2 % either way)
+    for m in decode:  # the two counters summed lie in the client's bracket
         print(f"decode N={m.concurrency}: server {m.server_output_tokens} tokens, client "
               f"{m.client_tokens_min}..{m.client_tokens_max}")  # fmt: skip
         assert m.metrics_problem is None and m.client_tokens_min > 0, m
-        assert 0.98 * m.client_tokens_min <= m.server_output_tokens <= 1.02 * m.client_tokens_max, m
+        assert_in_bracket(m)
     _frame, info = runs.load_run(tmp_path / "pair")
     assert info["server"]["metrics_endpoints"] == [f"{url}/metrics" for url in replicas]
     # The sweep: each request to the next replica in turn, each replica's counter grew by its share.
