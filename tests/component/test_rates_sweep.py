@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pandas as pd
 import pytest
 
@@ -343,37 +341,6 @@ def test_toolkit_run_refuses_a_bad_rate_sweep_block_before_any_load(tmp_path: Pa
         "response_format, tools, tool_choice, classes, images, image_size"
     ]
     assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.process
-def test_toolkit_run_resume_finishes_the_runs_rate_sweep(server: FaultServer, tmp_path: Path) -> None:
-    """A run stopped in its rate sweep (here: its last step's line and records gone, as a stop in that step
-    leaves them) measures only that step on `--resume`, in the same sweep, and reports the whole of it."""
-    params, out = tmp_path / "run.yaml", tmp_path / "out"
-    params.write_text(json.dumps({"base_url": server.base_url, "contexts": [64], "concurrency": [1],
-                                  "duration_s": 1, "max_output": 8, "control_window_s": 0,
-                                  "rate_sweep": {"rates": [5, 10], "requests_per_step": 4, "input_tokens": 30,
-                                                 "output_tokens": 4}}))  # fmt: skip
-    command = [sys.executable, "-m", "toolkit", "run", str(params), "--out", str(out)]
-    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(REPO)}
-    first = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=REPO)
-    assert first.returncode == 0, first.stderr[-3000:]
-    steps = rates_dir(out) / "steps.jsonl"
-    kept = steps.read_text().splitlines()[0] + "\n"
-    steps.write_text(kept)
-    (rates_dir(out) / "step-001.parquet").unlink()
-    (out / "report.md").unlink()
-    sent = server.state.requests_total
-
-    again = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=240, env=env, cwd=REPO)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert steps.read_text().startswith(kept) and [r["offered_rate"] for r in read_steps(out)] == [5.0, 10.0]
-    assert server.state.requests_total - sent < 10  # step 1's four requests, and no matrix cell measured again
-    executed = nbformat.read(out / "rate_sweep.ipynb", as_version=4)
-    assert f"resuming the sweep in {out.resolve()}; finished steps kept: 1" in json.dumps(
-        [c.get("outputs") for c in executed.cells]
-    )
-    assert "| 1 | 10.00 |" in (out / "report.md").read_text()  # step 1 at 10 req/s, measured on resume
 
 
 INTERRUPTED_IN_A_NOTEBOOK = """
