@@ -41,10 +41,10 @@ def test_one_run_makes_each_check_once_per_process_and_resume_finishes_its_rate_
     The resume's assertions were test_rates_sweep.py's test_toolkit_run_resume_finishes_the_runs_rate_sweep, whose
     own first run this one shares (issue 41: a run with a sweep costs four kernels)."""
     out = tmp_path / "out"
-    params = run_params("") | {"rate_sweep": {"rates": [5, 10], "requests_per_step": 4, "input_tokens": 30,
-                                              "output_tokens": 4}}  # fmt: skip
     with FaultServer(api_key=KEY) as server:
-        assert_each_check_once(count_run(params | {"base_url": server.base_url}, out))
+        params = run_params(server.base_url) | {"rate_sweep": {"rates": [5, 10], "requests_per_step": 4,
+                                                               "input_tokens": 30, "output_tokens": 4}}  # fmt: skip
+        assert_each_check_once(count_run(params, out))
         assert (out / "report.md").is_file()
         steps = rates_dir(out) / STEPS_FILE
         kept = steps.read_text().splitlines()[0] + "\n"
@@ -52,7 +52,7 @@ def test_one_run_makes_each_check_once_per_process_and_resume_finishes_its_rate_
         (rates_dir(out) / "step-001.parquet").unlink()
         (out / "report.md").unlink()
         sent = server.state.requests_total
-        assert_each_check_once(count_run(params | {"base_url": server.base_url}, out, resume=True), resumed=True)
+        assert_each_check_once(count_run(params, out, resume=True), resumed=True)
         assert server.state.requests_total - sent < 10  # step 1's four requests, and no matrix cell measured again
     assert steps.read_text().startswith(kept) and [r["offered_rate"] for r in read_steps(out)] == [5.0, 10.0]
     executed = nbformat.read(out / "rate_sweep.ipynb", as_version=4)
