@@ -5,13 +5,15 @@
 Starts the tests' fault server (tests/faultserver.py), which asks for a key, and runs `python -m toolkit run` on
 small params against it (a `rate_sweep:` block unless `--no-rate-sweep`; `--resume`: the run again, resumed), with
 this file loaded first in every Python process the run starts: a sitecustomize on PYTHONPATH, which the kernels
-inherit. There `install` wraps the functions that make each check and counts their calls, an audit hook counts
-the opens of run.json for reading, and the counts go to a file per process. One line per process.
+inherit (a kernel forked from the zygote inherits it from there). There `install` wraps the functions that make each
+check and counts their calls, an audit hook counts the opens of run.json for reading, and the counts go to a file per
+process. One line per process.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import subprocess
@@ -49,14 +51,22 @@ def install() -> None:
 
     from toolkit.jupyter import execute
 
-    name, started, counts = os.environ.get(NOTEBOOK_ENV, "toolkit run"), time.time(), dict[str, int]()
-    path = Path(folder) / f"{os.getpid()}.json"
+    # A kernel forked from the zygote (toolkit.jupyter.kernel_zygote) inherits this hook: there it counts from
+    # zero, under the name its own environment gives, once that is set; the zygote itself runs no notebook.
+    this: dict[str, Any] = {"zygote": "toolkit.jupyter.kernel_zygote" in sys.orig_argv, "started": time.time(),
+                            "counts": dict[str, int]()}  # fmt: skip
 
     def write() -> None:
-        path.write_text(json.dumps({"process": name, "started": started, "counts": counts}))
+        if not this["zygote"]:
+            record = {"process": os.environ.get(NOTEBOOK_ENV, "toolkit run"), "started": this["started"],
+                      "counts": this["counts"]}  # fmt: skip
+            (Path(folder) / f"{os.getpid()}.json").write_text(json.dumps(record))
+
+    def forked() -> None:
+        this.update(zygote=False, started=time.time(), counts={})
 
     def count(check: str) -> None:
-        counts[check] = counts.get(check, 0) + 1
+        this["counts"][check] = this["counts"].get(check, 0) + 1
         write()
 
     def audit(event: str, args: tuple[Any, ...]) -> None:
@@ -74,6 +84,8 @@ def install() -> None:
                 setattr(module, attribute, wrapped[id(value)])
     execute.execute_path = _naming_kernel(execute.execute_path)
     sys.addaudithook(audit)
+    os.register_at_fork(after_in_child=forked)
+    atexit.register(write)  # a forked kernel's record, under its own name, if it counted nothing
     write()
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.jupyter import kernel_forks
+
 BUDGET_FILE = Path(__file__).with_name("budget.toml")
 TIERS = ("unit", "component", "process", "engine")
 SHOWN = 10
@@ -72,9 +74,10 @@ class Ledger:
 
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process and of the subprocesses it has waited for (theirs that they waited for too)."""
+    """CPU seconds of this process and of the subprocesses it has waited for (theirs that they waited for too), and
+    of its kernel zygote with the kernels that one has reaped (toolkit.jupyter.kernel_forks)."""
     own, ended = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
+    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime + kernel_forks.cpu_seconds()
 
 
 CPU_SPENT_KEY = pytest.StashKey[dict[str, float]]()

@@ -7,7 +7,7 @@ asked to shut down had not ended after 60 s (not reproduced on its own; ipykerne
 joins its control thread and terminates its zmq context without a bound). Here the exit handlers get
 `EXIT_HANDLERS_S`, and then the process ends at once: every reply was sent before the loop stopped, and a handler
 that a notebook registered still runs. `SameSessionProvisioner` (toolkit.jupyter.kernels) starts this module in
-place of `ipykernel_launcher`.
+place of `ipykernel_launcher`, or forks it from toolkit.jupyter.kernel_zygote with its imports done.
 
     python -m toolkit.jupyter.kernel_launcher -f CONNECTION_FILE
 """
@@ -31,9 +31,15 @@ def run_exit_handlers(bound_s: float) -> bool:
 
 
 def main() -> None:
-    """ipykernel_launcher's kernel; once its loop has stopped, the exit handlers within their bound, then exit."""
+    """ipykernel_launcher's kernel, started as a process of its own."""
     if sys.path and sys.path[0] in ("", os.getcwd()):  # as ipykernel_launcher: the working folder shadows nothing
         del sys.path[0]
+    serve()
+
+
+def serve() -> None:
+    """The kernel (argv: sys.argv); once its loop has stopped, the exit handlers within their bound, then exit.
+    Here the process ends (toolkit.jupyter.kernel_zygote's forked kernels call this too)."""
     from ipykernel.kernelapp import IPKernelApp
 
     IPKernelApp.launch_instance()

@@ -22,8 +22,12 @@ from jupyter_client.manager import AsyncKernelManager, in_pending_state
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Float, default
 
+from toolkit.jupyter import kernel_launcher
+from toolkit.jupyter.kernel_forks import fork_kernel
+
 IPYKERNEL_LAUNCHER = ["-m", "ipykernel_launcher"]
 TOOLKIT_LAUNCHER = ["-m", "toolkit.jupyter.kernel_launcher"]
+LAUNCHER_FILE = str(kernel_launcher.__file__)  # a forked kernel's argv[0], as `-m` would have set it
 
 
 def toolkit_kernel_command(cmd: list[str]) -> list[str]:
@@ -36,7 +40,8 @@ def toolkit_kernel_command(cmd: list[str]) -> list[str]:
 
 class SameSessionProvisioner(LocalProvisioner):  # type: ignore[misc]
     """The local provisioner, launching the kernel in its own process group but not in a new session, and as
-    toolkit.jupyter.kernel_launcher (ipykernel's kernel, without the interpreter's teardown at its end)."""
+    toolkit.jupyter.kernel_launcher (ipykernel's kernel, without the interpreter's teardown at its end): forked
+    from this process's zygote (toolkit.jupyter.kernel_forks) where it can, else a process started from scratch."""
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         cmd = toolkit_kernel_command(cmd)
@@ -45,6 +50,14 @@ class SameSessionProvisioner(LocalProvisioner):  # type: ignore[misc]
         env = dict(popen_kwargs.pop("env", None) or os.environ)
         env["JPY_PARENT_PID"] = str(os.getpid())  # the kernel exits when this process does
         stdin = popen_kwargs.pop("stdin", None)
+        self.cwd = popen_kwargs.get("cwd") or os.getcwd()
+        if cmd[1:3] == TOOLKIT_LAUNCHER:
+            streams = (_fileno(popen_kwargs.get("stdout"), 1), _fileno(popen_kwargs.get("stderr"), 2))
+            forked = await asyncio.to_thread(fork_kernel, [LAUNCHER_FILE, *cmd[3:]], env, self.cwd, streams)
+            if forked is not None:
+                self.process = forked  # type: ignore[assignment]  # has what the provisioner uses of a Popen
+                self.pid, self.pgid = forked.pid, forked.pid
+                return self.connection_info
         self.process = subprocess.Popen(
             [os.path.expanduser(part) for part in cmd],
             stdin=subprocess.PIPE if stdin is None else stdin,
@@ -54,8 +67,14 @@ class SameSessionProvisioner(LocalProvisioner):  # type: ignore[misc]
         )
         self.pid = self.process.pid
         self.pgid = os.getpgid(self.pid)
-        self.cwd = popen_kwargs.get("cwd") or os.getcwd()
         return self.connection_info
+
+
+def _fileno(stream: Any, default: int) -> int:
+    """The file descriptor a Popen stream argument names (an int, a file, or None for this process's own)."""
+    if stream is None:
+        return default
+    return stream if isinstance(stream, int) else int(stream.fileno())
 
 
 class SameSessionKernelManager(AsyncKernelManager):  # type: ignore[misc]
