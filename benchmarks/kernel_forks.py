@@ -44,8 +44,6 @@ def one_run(params: Path, out: Path, forked: bool) -> tuple[float, float]:
     started, cpu = time.monotonic(), children_cpu_s()
     done = subprocess.run([sys.executable, "-m", "toolkit", "run", str(params), "--out", str(out)],
                    env=env, check=False, capture_output=True, text=True)  # fmt: skip
-    if time.monotonic() - started > 15:
-        print(done.stdout[-2500:])
     if done.returncode != 0:
         raise SystemExit(f"error: toolkit run failed: {done.stderr.strip().splitlines()[-1:]}")
     return time.monotonic() - started, children_cpu_s() - cpu
