@@ -19,6 +19,7 @@ from papermill.exceptions import PapermillExecutionError
 from toolkit.base.api_keys import DEFAULT_KEY_ENV, ApiKey, RedactingWriter, env_secret, redact, redact_file
 from toolkit.base.errors import CellTimeout, NotebookError
 from toolkit.jupyter.kernels import SameSessionKernelManager
+from toolkit.jupyter.papermill_engine import ENGINE_NAME
 from toolkit.jupyter.shipped import NOTEBOOKS
 from toolkit.jupyter.watchdog import MEASURING_FLOOR_S, CellBounds, Watchdog
 from toolkit.params import RunParams
@@ -69,8 +70,9 @@ def execute_path(
     bounds: CellBounds = ANALYSIS_ONLY,
     api_key: ApiKey | None = None,
 ) -> None:
-    """papermill with a kernel in this process's session (toolkit.jupyter.kernels: no autogroup of its own), each
-    cell within its bound (toolkit.jupyter.watchdog): CellTimeout naming the cell, after the kernel is stopped; a
+    """papermill with a kernel in this process's session (toolkit.jupyter.kernels: no autogroup of its own), the
+    executed notebook saved at most every 2 s while it runs (toolkit.jupyter.papermill_engine), each cell within its
+    bound (toolkit.jupyter.watchdog): CellTimeout naming the cell, after the kernel is stopped; a
     cell that raised: NotebookError naming it (papermill's PapermillExecutionError, translated here).
 
     The key is redacted at the exits: from the kernel's output as it is relayed, and from the executed notebook
@@ -87,6 +89,7 @@ def execute_path(
             str(output),
             parameters=parameters,
             kernel_name="python3",
+            engine_name=ENGINE_NAME,
             cwd=str(NOTEBOOKS),
             progress_bar=False,
             stdout_file=stdout,
