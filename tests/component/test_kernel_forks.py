@@ -122,3 +122,18 @@ def test_the_zygote_preloads_what_the_notebooks_import_magics_read_as_ipython_re
         "a.b",
         "c",
     ]
+
+
+def test_a_zygote_that_cannot_start_leaves_the_kernels_to_start_from_scratch_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    def fails() -> None:
+        raise ConnectionError("the zygote ended")
+
+    monkeypatch.setattr(kernel_forks, "_here", kernel_forks._ThisProcess())  # this process's own, put back after
+    monkeypatch.setattr(kernel_forks, "Zygote", fails)
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    seen = [what_a_kernel_sees(tmp_path, name)[0] for name in ("first", "second")]
+    assert [s["ppid"] for s in seen] == [os.getpid()] * 2 and kernel_forks.zygote_pid() is None
+    said = [line for line in capfd.readouterr().err.splitlines() if "zygote" in line]
+    assert said == ["notebook kernels start from scratch: their zygote did not start (the zygote ended)"]

@@ -44,7 +44,12 @@ class Zygote:
         ours.settimeout(ANSWER_S)
         self.channel = ours
         self.lock = threading.Lock()
-        self.pid = int(self._answer()["ready"])
+        try:
+            self.pid = int(self._answer()["ready"])
+        except ConnectionError:  # it ended (its error on stderr) or never said ready: reaped here
+            self.process.kill()
+            self.close()
+            raise
 
     def ask(self, request: dict[str, Any], fds: tuple[int, ...] = ()) -> dict[str, Any]:
         """Send one request (with file descriptors), return its answer; ConnectionError when there is none."""
