@@ -10,7 +10,6 @@ most of its CPU is spent in subprocesses (notebook kernels, toolkit commands) th
 
 from __future__ import annotations
 
-import resource
 import time
 import tomllib
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.jupyter import kernel_forks
+from toolkit.jupyter.kernel_zygote import cpu_seconds as own_and_ended_cpu_seconds
 
 BUDGET_FILE = Path(__file__).with_name("budget.toml")
 TIERS = ("unit", "component", "process", "engine")
@@ -76,8 +76,7 @@ class Ledger:
 def cpu_seconds() -> float:
     """CPU seconds of this process and of the subprocesses it has waited for (theirs that they waited for too), and
     of its kernel zygote with the kernels that one has reaped (toolkit.jupyter.kernel_forks)."""
-    own, ended = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime + kernel_forks.cpu_seconds()
+    return own_and_ended_cpu_seconds() + kernel_forks.cpu_seconds()
 
 
 CPU_SPENT_KEY = pytest.StashKey[dict[str, float]]()
