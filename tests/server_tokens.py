@@ -13,14 +13,21 @@ tests' gateway proxy (a thread in the test's process), 645 tokens against the cl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from toolkit.base.schema import Measurement
+
 DELIVERY_LAG_S = 0.2
 
 
-def assert_server_agrees(server_tokens: float | None, client_min: float | None, client_max: float | None,
-                         total_tok_s: float | None, silence_s: float | None, shown: object) -> None:  # fmt: skip
-    """The server's count lies in the client's bracket: 2 % under its inner edge at most, and over its outer edge by
-    at most 2 % plus the tokens of the longer of `DELIVERY_LAG_S` and `silence_s` (the cell's longest silence) at
-    the window's rate (`shown` names the cell on failure)."""
-    assert server_tokens is not None and client_min and client_max is not None and total_tok_s, shown
-    lag = max(DELIVERY_LAG_S, silence_s or 0.0) * total_tok_s
-    assert 0.98 * client_min <= server_tokens <= 1.02 * client_max + lag, shown
+def assert_server_agrees(cell: Measurement | Mapping[str, Any]) -> None:
+    """The cell's server count lies in its client bracket: 2 % under the inner edge at most, and over the outer edge
+    by at most 2 % plus the tokens of the longer of `DELIVERY_LAG_S` and the cell's longest silence at the window's
+    rate. `cell`: a measurement, or a run folder's row of one (the failure shows it whole)."""
+    m = cell.to_dict() if isinstance(cell, Measurement) else cell
+    server, low, high, rate = (m[k] for k in ("server_output_tokens", "client_tokens_min", "client_tokens_max",
+                                              "total_tok_s"))  # fmt: skip
+    assert server is not None and low and high is not None and rate, cell
+    lag = max(DELIVERY_LAG_S, m["longest_silence_s"] or 0.0) * rate
+    assert 0.98 * low <= server <= 1.02 * high + lag, cell
