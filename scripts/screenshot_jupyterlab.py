@@ -58,24 +58,32 @@ def rendered(dom: str, expect: str) -> bool:
     return expect in dom and "jp-Notebook" in dom
 
 
-def shoot(chromium: str, flags: list[str], url: str, out: Path, timeout_s: float, attempts: int = 2) -> None:
-    """One headless Chromium screenshot of `url` into `out`. Now and then a headless Chromium here never ends (a fresh
-    clone's CI rehearsal: the screenshot of a notebook that renders in seconds ran past 120 s), or ends with status 0
-    and no file (another rehearsal, 2026-12-05); it is killed after its share of `timeout_s`, and either way tried
-    once more with a profile of its own."""
-    for attempt in range(1, attempts + 1):
+def shoot(
+    chromium: str, flags: list[str], url: str, out: Path, expect: str, timeout_s: float, call_s: float = 30.0
+) -> str:
+    """Headless Chromium's screenshot of `url` into `out` and its DOM in one run, repeated until the DOM shows the
+    notebook or `timeout_s` is up; the last DOM. Chromium's virtual time budget does not hold JupyterLab's real
+    requests, so under load a run can end before the notebook renders. Now and then a headless Chromium here never
+    ends (CI rehearsals: past 120 s for a notebook that renders in 8 s; `make test`: two runs in three 60 s longer
+    than the third), or ends with status 0 and no file (a rehearsal, 2026-12-05): each run is killed after `call_s`
+    and tried again with a profile of its own."""
+    deadline, dom, attempt = time.monotonic() + timeout_s, "", 0
+    while time.monotonic() < deadline:
+        attempt += 1
+        out.unlink(missing_ok=True)
+        profile = [f"{f}-{attempt}" if f.startswith("--user-data-dir=") else f for f in flags]
         try:
-            done = subprocess.run([chromium, *flags, f"--screenshot={out}", url], capture_output=True, text=True,
-                                  timeout=timeout_s / attempts, check=True)  # fmt: skip
-            if out.is_file() and out.stat().st_size:
-                return
-            if attempt == attempts:
-                tail = " ".join(done.stderr.split()[-40:])
-                raise SystemExit(f"error: chromium ended without writing {out} (its last words: {tail})")
+            done = subprocess.run([chromium, *profile, f"--screenshot={out}", "--dump-dom", url], capture_output=True,
+                                  text=True, timeout=min(call_s, max(deadline - time.monotonic(), 1)))  # fmt: skip
         except subprocess.TimeoutExpired:
-            if attempt == attempts:
-                raise
-        flags = [f + f"-{attempt}" if f.startswith("--user-data-dir=") else f for f in flags]
+            print(f"chromium run {attempt} killed after {call_s:.0f} s", file=sys.stderr)
+            continue
+        dom = done.stdout
+        if out.is_file() and out.stat().st_size and rendered(dom, expect):
+            return dom
+    if not (out.is_file() and out.stat().st_size):
+        raise SystemExit(f"error: chromium wrote no {out} in {timeout_s:.0f} s ({attempt} runs)")
+    return dom
 
 
 def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0) -> None:
@@ -108,13 +116,7 @@ def screenshot(notebook: Path, out: Path, expect: str, timeout_s: float = 120.0)
             time.sleep(0.5)
         url = redirect_page(root / ".chromium-start.html", f"{base}/lab/tree/{notebook.name}?token={token}")
         flags = [*CHROMIUM_FLAGS, f"--user-data-dir={root / '.chromium'}"]
-        shoot(chromium, flags, url, out, timeout_s)
-        # Chromium's virtual time budget does not hold JupyterLab's real requests: under load a dump can come
-        # before the notebook renders, so the page is read again until it shows the notebook or time is up.
-        dom, deadline = "", time.monotonic() + timeout_s
-        while not rendered(dom, expect) and time.monotonic() < deadline:
-            dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True,
-                                 timeout=timeout_s).stdout  # fmt: skip
+        dom = shoot(chromium, flags, url, out, expect, timeout_s)
     finally:
         lab.terminate()
         lab.wait(timeout=30)
