@@ -37,7 +37,8 @@ demo: install model
 # fake servers' 1 s windows overlap in five workers on two cores, which the tier's CPU then fills: 58 s here.
 # test-offline: every test that needs no real engine (works after `make install` alone). Four workers on two cores:
 # its tests wait on fake servers' real-time windows as well as computing (three: 352 s at 145 % CPU; four: 316 s at
-# 171 %, the same tree back to back on a quiet machine). The component files, the slowest, are collected first.
+# 171 %, the same tree back to back on a quiet machine; five: 274 s against four's 277 s, 2026-12-07, no gain worth
+# the load). The component files, the slowest, are collected first.
 PYTEST_EXTRA ?=
 # Each tier is held to its budget in tests/budget.toml (tests/budget.py prints it at the end of the run).
 FAST_TESTS := $(TK) -m pytest -n 5 --dist worksteal -m "unit or component" --budget-tier fast $(PYTEST_EXTRA) \

@@ -26,7 +26,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.fake_vllm import BANNER
+from tests.fake_vllm import BANNER, DIST_STORE
 from tests.faultserver import FaultServer
 from tests.processes import assert_group_gone
 from tests.tiny_params import tiny_params
@@ -405,21 +405,24 @@ def fake_server(port: int, log_path: Path, **env_overrides: str) -> ManagedServe
                          health_timeout_s=30, name="fake vLLM")  # fmt: skip
 
 
-def test_a_launch_has_its_own_socket_folder_removed_when_it_stops(tmp_path: Path) -> None:
-    """vLLM leaves its ZMQ sockets in the temporary folder when it stops (three a launch): each launch gets a
-    folder of its own for them (VLLM_RPC_BASE_PATH), removed with the server."""
+def test_a_launch_has_its_own_socket_and_temporary_folder_removed_when_it_stops(tmp_path: Path) -> None:
+    """vLLM leaves its ZMQ sockets (three a launch) and its torch.distributed file store (`vllm_dist_<hex>`) in the
+    temporary folder when it stops: each launch gets a folder of its own as both (VLLM_RPC_BASE_PATH and TMPDIR),
+    removed with the server."""
     with fake_server(free_port(), tmp_path / "server.log") as server:
-        folder = server.ipc_dir
-        assert folder is not None and [p.is_socket() for p in folder.iterdir()] == [True]
-    assert server.ipc_dir is None and not folder.exists()
+        folder = server.launch_tmp
+        assert folder is not None
+        left = sorted(folder.iterdir(), key=lambda p: p.is_socket())
+        assert [(p.name.startswith(DIST_STORE), p.is_socket()) for p in left] == [(True, False), (False, True)]
+    assert server.launch_tmp is None and not folder.exists()
 
 
 def test_a_socket_folder_the_environment_names_is_used_and_kept(tmp_path: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="sockets-") as name:  # short: a socket's path has at most 107 bytes
         mine = Path(name)
-        with fake_server(free_port(), tmp_path / "server.log", VLLM_RPC_BASE_PATH=name) as server:
-            assert server.ipc_dir is None and len(list(mine.iterdir())) == 1
-        assert len(list(mine.iterdir())) == 1  # the caller's folder and what the server left in it
+        with fake_server(free_port(), tmp_path / "server.log", VLLM_RPC_BASE_PATH=name, TMPDIR=name) as server:
+            assert server.launch_tmp is None and len(list(mine.iterdir())) == 2  # its socket and its file store
+        assert len(list(mine.iterdir())) == 2  # the caller's folder and what the server left in it
 
 
 def test_where_a_socket_path_would_be_too_long_vllms_default_applies(
@@ -428,6 +431,6 @@ def test_where_a_socket_path_would_be_too_long_vllms_default_applies(
     long = tmp_path / ("long-" * 20)
     long.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(long))
-    with fake_server(free_port(), tmp_path / "server.log") as server:
-        assert server.ipc_dir is None
-    assert list(long.iterdir()) == []  # the folder it tried is gone
+    with fake_server(free_port(), tmp_path / "server.log", TMPDIR=str(long)) as server:
+        assert server.launch_tmp is None
+    assert [p.name.startswith(DIST_STORE) for p in long.iterdir()] == [True]  # the folder it tried is gone

@@ -8,6 +8,7 @@ import os
 import httpx
 
 from tests.conftest import TEST_API_KEY
+from tests.fake_vllm import DIST_STORE  # the file store vLLM names so (vllm.utils.network_utils)
 from toolkit.matrix.prometheus import cache_config, parse_metrics
 from toolkit.servers.embedded.server import BLOCK_SIZE_TOKENS, EmbeddedServer, ServerConfig
 
@@ -20,10 +21,13 @@ def test_models_lists_served_model_with_max_model_len(vllm_server: EmbeddedServe
     assert data[0]["max_model_len"] == 4096
 
 
-def test_its_sockets_are_in_a_folder_of_its_own(vllm_server: EmbeddedServer) -> None:
-    """VLLM_RPC_BASE_PATH, which ManagedServer removes when the server stops (tests/component: the fault server)."""
-    assert vllm_server.managed is not None and vllm_server.managed.ipc_dir is not None
-    assert any(path.is_socket() for path in vllm_server.managed.ipc_dir.iterdir())
+def test_its_sockets_and_temporary_files_are_in_a_folder_of_its_own(vllm_server: EmbeddedServer) -> None:
+    """VLLM_RPC_BASE_PATH and TMPDIR, which ManagedServer removes when the server stops (tests/component: the fault
+    server): vLLM's sockets and its torch.distributed file store are there, not in the machine's /tmp."""
+    assert vllm_server.managed is not None and vllm_server.managed.launch_tmp is not None
+    left = list(vllm_server.managed.launch_tmp.iterdir())
+    assert any(path.is_socket() for path in left)
+    assert [p for p in left if p.name.startswith(DIST_STORE)]
 
 
 def test_tokenize_counts_tokens(vllm_server: EmbeddedServer) -> None:

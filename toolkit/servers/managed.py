@@ -30,8 +30,11 @@ from toolkit.servers.listeners import listening_pids, port_listeners
 TAIL_BYTES = 64 * 1024
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # what stops a run and its launched server
 # Where vLLM makes its ZMQ sockets: the temporary folder by default, and a stopped vLLM leaves them there (three a
-# launch). Unless the caller's environment names one, each launch gets its own folder, removed when it stops.
+# launch), as it leaves its torch.distributed file store (`vllm_dist_<hex>`, one a launch: 203 of them in this
+# machine's /tmp on 2026-12-07). Unless the caller's environment names a socket folder, each launch gets a folder of
+# its own as both its socket folder and its TMPDIR, removed when it stops.
 IPC_ENV = "VLLM_RPC_BASE_PATH"
+TMP_ENV = "TMPDIR"
 SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path, its NUL aside)
 SOCKET_NAME_CHARS = 36  # vLLM names each socket by a UUID
 
@@ -128,7 +131,7 @@ class ManagedServer:
         self.started_at: str | None = None
         self._log_start = 0  # where this launch's lines begin in the (appended) log
         self._stopping = threading.Event()
-        self.ipc_dir: Path | None = None  # this launch's socket folder (IPC_ENV), while it runs
+        self.launch_tmp: Path | None = None  # this launch's socket and temporary folder, while it runs
 
     @property
     def pid(self) -> int | None:
@@ -152,7 +155,7 @@ class ManagedServer:
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         with open(self.log_path, "ab") as log:
             self._log_start = log.tell()
-            env = self.env if IPC_ENV in self.env else self._with_ipc_dir(self.env)
+            env = self.env if IPC_ENV in self.env else self._with_launch_tmp(self.env)
             try:
                 self.process = subprocess.Popen(
                     self.command,
@@ -164,7 +167,7 @@ class ManagedServer:
                     preexec_fn=stop_with_launcher(),
                 )
             except BaseException:
-                self._remove_ipc_dir()
+                self._remove_launch_tmp()
                 raise
         self._wait_healthy()
         if others := strangers(self.base_url, self.process.pid):
@@ -243,20 +246,20 @@ class ManagedServer:
             self.process.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(5)
-        self._remove_ipc_dir()
+        self._remove_launch_tmp()
 
-    def _with_ipc_dir(self, env: dict[str, str]) -> dict[str, str]:
-        """`env` naming a new socket folder for this launch; as it was where a socket's path there would be too
-        long (a long TMPDIR), so that vLLM's default applies."""
-        folder = Path(tempfile.mkdtemp(prefix="tk-ipc-"))
+    def _with_launch_tmp(self, env: dict[str, str]) -> dict[str, str]:
+        """`env` naming a new folder for this launch as its socket folder and its TMPDIR; as it was where a
+        socket's path there would be too long (a long TMPDIR), so that vLLM's defaults apply."""
+        folder = Path(tempfile.mkdtemp(prefix="tk-launch-"))
         if len(os.fsencode(folder)) + 1 + SOCKET_NAME_CHARS > SOCKET_PATH_MAX:
             folder.rmdir()
             return env
-        self.ipc_dir = folder
-        return {**env, IPC_ENV: str(folder)}
+        self.launch_tmp = folder
+        return {**env, IPC_ENV: str(folder), TMP_ENV: str(folder)}
 
-    def _remove_ipc_dir(self) -> None:
-        folder, self.ipc_dir = self.ipc_dir, None
+    def _remove_launch_tmp(self) -> None:
+        folder, self.launch_tmp = self.launch_tmp, None
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
 
