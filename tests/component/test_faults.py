@@ -81,7 +81,8 @@ def test_a_prefill_redone_by_resume_is_cold_again(server: FaultServer, tmp_path:
 def test_fault_mid_cell_is_an_error_cell_and_resume_redoes_only_it(
     kind: str, server: FaultServer, tmp_path: Path
 ) -> None:
-    p = params(server, read_timeout_s=0.5 if kind == "stall" else 5.0)
+    # A stall must outlast the read timeout inside the cell's window: 1 s, not tiny_params' 0.5 s.
+    p = params(server, read_timeout_s=0.5, duration_s=1.0) if kind == "stall" else params(server)
     # Request 1 is the prefill, 2 and 3 are the first two of cell 64 × 1 (one stream, one after the
     # other), so the fault hits that cell mid-way; the cell after it (64 × 2) runs clean.
     server.set_fault(kind, after=3, times=1)

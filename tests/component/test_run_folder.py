@@ -28,7 +28,7 @@ from toolkit.results.store import RESULTS_FILE, RUN_FILE
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "FOLDER_TEST_API_KEY"  # unset: the fault servers need no key
 COMMON = tiny_params(concurrency=[1, 2], api_key_env=KEY_ENV)
-MATRIX_ARGS = ["--contexts", "64", "--concurrency", "1,2", "--duration", "1", "--max-output", "8",
+MATRIX_ARGS = ["--contexts", "64", "--concurrency", "1,2", "--duration", "0.5", "--max-output", "8",
                "--api-key-env", KEY_ENV, "--control-window", "0"]  # fmt: skip
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(240)]
