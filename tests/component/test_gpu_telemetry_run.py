@@ -29,7 +29,9 @@ def server(fault_server: FaultServer) -> FaultServer:
 
 
 def _params(server: FaultServer) -> Any:
-    return make_params(tiny_params(base_url=server.base_url, concurrency=[1, 2], read_timeout_s=None,
+    # 1 s windows, not tiny_params' 0.5 s: energy needs two readings of each GPU inside the window (4 a second), which
+    # a 0.5 s window missed once beside two busy processes (gpu_energy_w None).
+    return make_params(tiny_params(base_url=server.base_url, concurrency=[1, 2], read_timeout_s=None, duration_s=1.0,
                                    api_key_env="GPU_TEST_NO_KEY", control_window_s=0.5))  # fmt: skip
 
 
