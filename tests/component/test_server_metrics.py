@@ -81,11 +81,13 @@ def test_a_matrix_through_a_gateway_is_judged_server_side(
     decode = [m for m in cells if m.phase == "decode"]
     assert [(m.concurrency, m.status, m.status_basis) for m in decode] == [(1, "Valid", "server"),
                                                                            (2, "Valid", "server")]  # fmt: skip
-    for m in decode:  # the summed counter lies in the client's bracket, 2 % allowed either way: the gateway delays
-        # every token on its way to the client, so the client's view of the scrapes' edges lags the servers' (a fresh
-        # clone's CI rehearsal, on a busy machine, saw 382 server tokens against a bracket from 384)
+    for m in decode:  # the summed counter lies in the client's bracket, give or take what the gateway holds back:
+        # it delays every token on its way to the client, so the client's view of the scrapes' edges lags the
+        # servers'. On a busy machine that lag varies by tens of ms (CI saw 354 server tokens against a bracket up to
+        # 347, a rehearsal 382 against one from 384), so the slack is 100 ms of the window's tokens, not a share.
+        slack = 0.1 * m.total_tok_s
         assert m.metrics_problem is None and m.client_tokens_min > 0, m
-        assert 0.98 * m.client_tokens_min <= m.server_output_tokens <= 1.02 * m.client_tokens_max, m
+        assert m.client_tokens_min - slack <= m.server_output_tokens <= m.client_tokens_max + slack, m
     frame, info = runs.load_run(tmp_path)
     report = report_markdown(frame, info)
     assert CLIENT_BASIS_NOTE not in report
