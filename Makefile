@@ -35,7 +35,8 @@ demo: install model
 # The test tiers are pytest markers (tests/conftest.py, pyproject.toml): unit, component, process, engine.
 # test-fast: the inner loop, unit and component tests (no kernel, no toolkit subprocess, no engine). Their waits on
 # fake servers' 0.5 s windows (tests/tiny_params.py) overlap in five workers on two cores, which the tier's CPU then
-# fills: 51-68 s here, as busy as the machine is: 0.95 of the time with 1 s windows (median of four pairs in turn).
+# fills: 47-50 s on a freshly started machine here, up to 68 s on a busy one; 0.95 of the time with 1 s windows
+# (median of four pairs in turn).
 # test-offline: every test that needs no real engine (works after `make install` alone). Four workers on two cores:
 # its tests wait on fake servers' real-time windows as well as computing (three: 352 s at 145 % CPU; four: 316 s at
 # 171 %, the same tree back to back on a quiet machine; five: 274 s against four's 277 s, 2026-12-07, no gain worth
