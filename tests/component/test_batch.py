@@ -166,9 +166,11 @@ def test_a_failed_variant_and_a_kill_9_mid_variant_then_resume(
     server = servers[0]
     gone = f"http://127.0.0.1:{closed_port()}"
     variants = [{"label": "a"}, {"label": "gone", "base_url": gone}, {"label": "b"}, {"label": "c"}]
-    # 1 s windows, not tiny_params' 0.5 s: the killed cell must outlast its kernel's notice that the batch is gone
-    # (ipykernel's parent poller looks once a second), or it ends and is recorded before the kernel exits.
-    sweep = sweep_file(tmp_path, variants, base_url=server.base_url, duration_s=1.0)
+    # 2 s windows, not tiny_params' 0.5 s: the killed cell must outlast its kernel's notice that the batch is gone
+    # (ipykernel's parent poller looks once a second), or it ends and is recorded before the kernel exits. With 1 s
+    # the stalled cell was recorded 1.3 s after the stall's first hit on a quiet machine, and once in a busy make
+    # test before its kernel exited; with 2 s, 5.0 s after it.
+    sweep = sweep_file(tmp_path, variants, base_url=server.base_url, duration_s=2.0)
     out = tmp_path / "out"
     log = (tmp_path / "first.log").open("wb")
     proc = subprocess.Popen(batch_cmd(sweep, out), cwd=REPO, env=env(), stdout=log, stderr=subprocess.STDOUT,
