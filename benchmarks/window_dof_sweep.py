@@ -1,4 +1,4 @@
-"""Can any choice of degrees of freedom put a two-half window's intervals in 0.93–0.97 at every noise level?
+"""Can any choice of degrees of freedom put a two-half window's intervals in 0.93–0.97 at every goal level?
 
 A window's interval is batch means over its two halves read at t with `WINDOW_DOF` degrees of freedom; compare's
 ratio of two windows at `RATIO_WINDOW_DOF` (`toolkit.method.spread`). Both were chosen by measured coverage
@@ -11,8 +11,8 @@ then judged again with its t quantile at other dofs:
   recorded upper side `log1p(hw / r) / t(RATIO_WINDOW_DOF)` (`ratio_test`), shown again as
   `r × expm1(t(d) × se)` and judged as `Tally.table` judges it (± that half-width around the ratio, truth 1).
 
-A dof that moves one level into the band moves the others with it; the output shows where no single choice fits
-(at which the two halves cannot tell a trend inside the window from the noise).
+A dof that moves one level into the band moves the others with it; the output shows, kind by kind, which dofs
+(if any) keep every goal level (independent, 0.25 and 0.5 between batches, drifting) inside at once.
 
     .venv/bin/python benchmarks/window_dof_sweep.py [--seeds 1,2,3] [--trials 2000] [--json PATH]
 
@@ -28,6 +28,7 @@ import math
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ class KeptTally(calibration.Tally):
                                                                               strict=True)]  # fmt: skip
 
 
-def coverage(rows: list[tuple[float, float, float]], half: Any) -> float:
+def coverage(rows: list[tuple[float, float, float]], half: Callable[[float, float], float]) -> float:
     """The share of rows whose interval `value ± half(value, half_width)` holds their truth (finite rows only)."""
     held = [abs(v - t) <= half(v, hw) for v, hw, t in rows if math.isfinite(v) and math.isfinite(hw)]
     return sum(held) / len(held)
