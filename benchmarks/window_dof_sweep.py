@@ -69,8 +69,9 @@ class KeptTally(calibration.Tally):
 
 
 def coverage(rows: list[tuple[float, float, float]], half: Callable[[float, float], float]) -> float:
-    """The share of rows whose interval `value ± half(value, half_width)` holds their truth (finite rows only)."""
-    held = [abs(v - t) <= half(v, hw) for v, hw, t in rows if math.isfinite(v) and math.isfinite(hw)]
+    """The share of rows whose interval `value ± half(value, half_width)` holds their truth, judged as calibration
+    judges it (`calibration._holds`: rows without a finite interval left out)."""
+    held = [h for v, hw, t in rows if (h := calibration._holds(v, half(v, hw), t)) is not None]
     return sum(held) / len(held)
 
 
