@@ -123,7 +123,7 @@ def _stamp(at_s: float) -> str:
 def record(results: list[StreamResult], window_s: float, key: int = 1, round_: int | None = None,
            at_s: float = 0.0) -> Measurement:  # fmt: skip
     """One window as a run records it (toolkit.matrix.verdict.judge_window's fields): each quantity, its 95 %
-    half-width from `window_spread`, the window's batches, its round and start time."""
+    half-width from `window_spread`, the window's batches and their dof, its round and start time."""
     summary, spread = summarize_window(results, 0.0, window_s), window_spread(results, 0.0, window_s)
     half = lambda i: None if i is None else i.half_width  # noqa: E731
     ttft_low, ttft_high = spread.ttft_ms.bounds if spread.ttft_ms else (None, None)
@@ -133,7 +133,7 @@ def record(results: list[StreamResult], window_s: float, key: int = 1, round_: i
         tbt_ms=summary.tbt_ms, total_tok_s_ci=half(spread.total_tok_s),
         per_request_tok_s_ci=half(spread.per_request_tok_s), tbt_ms_ci=half(spread.tbt_ms),
         ttft_ms_ci=half(spread.ttft_ms), ttft_ms_low=ttft_low, ttft_ms_high=ttft_high, sub_windows=spread.sub_windows,
-        round=round_, started_at=_stamp(at_s),
+        window_dof=spread.dof, round=round_, started_at=_stamp(at_s),
     )  # fmt: skip
 
 
@@ -283,7 +283,7 @@ def drift_coverage(noise: Noise, cell: Cell, trials: int, machine_drift: float, 
     tally.table("drift_plain", ratio_table(runs_frame(plain), "A", "B", ["total_tok_s"]), "total_tok_s")
 
 
-CARRIED = ("phase", "context_tokens", "context", "concurrency", "status", "disturbed", "sub_windows")
+CARRIED = ("phase", "context_tokens", "context", "concurrency", "status", "disturbed", "sub_windows", "window_dof")
 ROUND_COLUMNS = (*CARRIED, *RATIOS.values(), *(f"{q}_ci" for q in RATIOS.values()))  # a round's own intervals too
 
 

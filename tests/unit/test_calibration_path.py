@@ -23,7 +23,7 @@ import toolkit.results.rounds as rounds
 from benchmarks.token_truth import Cell, Noise, window_streams
 from toolkit.method.drift import cell_drift, control_fit
 from toolkit.method.effective_n import design_effect
-from toolkit.method.spread import BATCHES, Interval, ratio_test, t_quantile
+from toolkit.method.spread import BATCHES, WINDOW_DOF, Interval, ratio_test, t_quantile
 
 CELL = Cell(streams=8, window_s=4.0)
 
@@ -60,16 +60,15 @@ def test_a_window_is_recorded_with_the_window_spreads_half_widths() -> None:
     assert (m.ttft_ms_low, m.ttft_ms_high) == spread.ttft_ms.ends  # shown by its ends, as judge_window records it
     assert m.ttft_ms_low is not None and m.ttft_ms_high is not None and m.ttft_ms_low < m.ttft_ms < m.ttft_ms_high
     assert m.sub_windows == spread.sub_windows == BATCHES == 2
+    assert m.window_dof == spread.dof == WINDOW_DOF == 0.9  # recorded, as judge_window records it
 
 
 def test_the_ratio_is_compares_with_the_windows_own_degrees_of_freedom() -> None:
     a, b = _records(5, 2)
     table = calibration.compare_table([a], [b])
-    # with_round_spreads: each window's half-width read at the 0.95 degrees of freedom it was built with
-    # (`window_dof`), not its 2 halves less one
-    by_hand = ratio_test(
-        Interval(a.total_tok_s, a.total_tok_s_ci, 0.95), Interval(b.total_tok_s, b.total_tok_s_ci, 0.95)
-    )
+    # with_round_spreads: each window's half-width read at the 0.9 degrees of freedom it was built with (its
+    # record's `window_dof`), not its 2 halves less one
+    by_hand = ratio_test(Interval(a.total_tok_s, a.total_tok_s_ci, 0.9), Interval(b.total_tok_s, b.total_tok_s_ci, 0.9))
     assert table["total_tok_s_ratio_dof"][0] == pytest.approx(by_hand.interval.dof)
     assert table["total_tok_s_ratio"][0] == pytest.approx(by_hand.interval.value)
     assert table["total_tok_s_ratio_hw"][0] == pytest.approx(by_hand.interval.half_width)
@@ -144,12 +143,12 @@ def test_two_windows_ratio_reads_ratio_dof_and_the_drift_ratio_adds_the_lines_ch
     places = [cell_drift(line, "1970-01-01T00:01:40+00:00"), cell_drift(line, "1970-01-01T00:06:40+00:00")]
     plain = calibration.compare_table([a], [b])
     corrected = compare.ratio_table(calibration.runs_frame({"A": [(a, places[0])], "B": [(b, places[1])]}), "A", "B")
-    pooled = 2 * 0.95 - 0.25  # two windows' halves at 0.95 each, pooled, less the ratio's discount
+    pooled = 2 * 0.95 - 0.25  # two windows' halves, pooled at 0.95 each, less the ratio's discount: 1.65 measured
     assert plain["total_tok_s_ratio_dof"][0] == pytest.approx(pooled)
     assert plain["total_tok_s_ratio_hw"][0] == pytest.approx(ratio_test(
-        Interval(a.total_tok_s, a.total_tok_s_ci, 0.95), Interval(b.total_tok_s, b.total_tok_s_ci, 0.95)
+        Interval(a.total_tok_s, a.total_tok_s_ci, 0.9), Interval(b.total_tok_s, b.total_tok_s_ci, 0.9)
     ).interval.half_width)  # fmt: skip
-    cells = sum((m.total_tok_s_ci / m.total_tok_s / t_quantile(0.95)) ** 2 for m in (a, b))
+    cells = sum((m.total_tok_s_ci / m.total_tok_s / t_quantile(0.9)) ** 2 for m in (a, b))
     change, change_dof = corrected["machine_change_se"][0] ** 2, corrected["machine_change_dof"][0]
     welch = (cells + change) ** 2 / (cells**2 / pooled + change**2 / change_dof)
     assert corrected["total_tok_s_ratio_dof"][0] == pytest.approx(welch)

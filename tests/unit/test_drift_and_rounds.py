@@ -19,7 +19,7 @@ from toolkit.method.drift import (
     within_drift,
 )
 from toolkit.method.spread import t_quantile
-from toolkit.reports import compare
+from toolkit.reports import compare, compare_drift
 from toolkit.reports.spread_text import drift_note
 from toolkit.reports.tables import TTFT_NOTE, decode_matrix, footnotes
 from toolkit.results.documents.run_blocks import ControlReading
@@ -105,20 +105,38 @@ def test_drift_is_the_trend_of_the_control_not_its_range() -> None:
     assert block["change"] == pytest.approx(0.97**4 - 1, rel=1e-6) and block["change_high"] < 0
 
 
-@pytest.mark.parametrize(("sub_windows", "dof"), [(2, 0.95), (3, 1.5), (None, 1.5)])
+@pytest.mark.parametrize(("sub_windows", "recorded", "dof"), [(2, 0.9, 0.9), (2, None, 0.95), (3, None, 1.5),
+                                                          (None, None, 1.5)])  # fmt: skip
 def test_a_control_readings_half_width_is_read_at_the_dof_it_was_built_with(
-    sub_windows: int | None, dof: float
+    sub_windows: int | None, recorded: float | None, dof: float
 ) -> None:
     """Two readings 60 s apart, 300 ± 30 and 330 ± 30 tok/s: the slope times the span has the standard error
-    sqrt(se_a² + se_b²), each se = 30 / value / t(dof) (halves: 0.95; 3 parts, or none recorded: 1.5), and
-    Welch's dof of the two, 2 dof when the two variances are equal and dof each."""
+    sqrt(se_a² + se_b²), each se = 30 / value / t(dof) (as recorded; halves without it: 0.95; 3 parts, or none
+    recorded: 1.5), and Welch's dof of the two, 2 dof when the two variances are equal and dof each."""
     readings = [ControlReading(status="Valid", total_tok_s=v, total_tok_s_ci=30.0, sub_windows=sub_windows,
-                               started_at=at(60 * i)) for i, v in enumerate((300.0, 330.0))]  # fmt: skip
+                               window_dof=recorded, started_at=at(60 * i))
+                for i, v in enumerate((300.0, 330.0))]  # fmt: skip
     fit = control_fit(readings)
     assert fit is not None and fit.span_s == 60.0
     se_a, se_b = 30 / 300 / t_quantile(dof), 30 / 330 / t_quantile(dof)
     assert fit.slope_se * fit.span_s == pytest.approx(math.sqrt(se_a**2 + se_b**2), rel=1e-9)
     assert fit.dof == pytest.approx((se_a**2 + se_b**2) ** 2 / ((se_a**4 + se_b**4) / dof), rel=1e-9)
+
+
+def test_compare_reads_each_windows_half_width_at_the_dof_its_record_names() -> None:
+    """A folder made before `window_dof` was recorded (halves at 0.95) and one made after (0.9) compare: each
+    half-width is taken back to the standard error it was built from, so the same spread gives the same ratio."""
+    frame = pd.DataFrame({"total_tok_s": [400.0, 400.0, 400.0], "sub_windows": [2, 2, 3],
+                          "total_tok_s_ci": [10 * t_quantile(0.95), 10 * t_quantile(0.9), 10 * t_quantile(2.0)],
+                          "window_dof": [math.nan, 0.9, math.nan]})  # fmt: skip
+    spreads = compare_drift.with_round_spreads(frame, ["total_tok_s"])
+    assert spreads["total_tok_s_dof"].tolist() == [0.95, 0.9, 2.0]  # 3 parts: as compare read them then
+    before = [dec(400.0, 10 * t_quantile(0.95), sub_windows=2)]
+    after = [dec(400.0, 10 * t_quantile(0.9), sub_windows=2, window_dof=0.9)]
+    table = compare.ratio_table(runs(None, None, A=before, B=after), "A", "B")
+    alike = compare.ratio_table(runs(None, None, A=before, B=before), "A", "B")
+    assert table["total_tok_s_ratio_hw"][0] == pytest.approx(alike["total_tok_s_ratio_hw"][0])
+    assert table["total_tok_s_ratio_dof"][0] == pytest.approx(1.65)
 
 
 def test_a_ten_percent_difference_is_within_a_twenty_percent_drift() -> None:
@@ -220,3 +238,15 @@ def test_compare_divides_throughput_by_the_machines_change_between_the_cells() -
     assert guarded["total_tok_s_ratio_hw"][0] > plain["total_tok_s_ratio_hw"][0]  # widened by the drift instead
     overall = compare.overall_ratios(table)["total_tok_s"]
     assert overall.value == pytest.approx(1.0, abs=1e-3) and overall.half_width >= table["total_tok_s_ratio_hw"][0]
+
+
+@pytest.mark.parametrize(("recorded", "dof"), [(0.9, 0.9), (None, 0.95)])
+def test_the_gate_plan_and_the_batch_index_read_a_half_width_at_its_recorded_dof(
+    recorded: float | None, dof: float
+) -> None:
+    from toolkit.batch import index
+    from toolkit.reports import gate_planning
+
+    row = {"total_tok_s": 400.0, "total_tok_s_ci": 10 * t_quantile(dof), "sub_windows": 2, "window_dof": recorded}
+    assert gate_planning._relative_se(row, "total_tok_s") == pytest.approx(10 / 400)  # the standard error it came from
+    assert index._interval(400.0, row["total_tok_s_ci"], row).relative_se == pytest.approx(10 / 400)

@@ -67,6 +67,7 @@ def test_two_steady_streams() -> None:
     # Perfectly steady streams cut in 2 halves of 100 tokens each (3 parts gave 66 or 67): neither the total nor the
     # time between tokens spreads; 2 requests are too few for a TTFT interval.
     assert fields["sub_windows"] == 2 and fields["ttft_ms_ci"] is None
+    assert fields["window_dof"] == pytest.approx(0.9)  # recorded, so a later dof still reads this record as made
     assert fields["total_tok_s_ci"] == pytest.approx(0.0, abs=1e-6) and fields["tbt_ms_ci"] == pytest.approx(
         0.0, abs=1e-6
     )
@@ -91,7 +92,7 @@ def test_an_empty_window_is_an_error_that_says_why() -> None:
     results = [stream(8.9, 9.0, 0.01, 10)]  # all tokens before the window
     fields = judge(results, edges(snapshot(0), snapshot(0)), samples(1))
     assert fields["status"] == "Error" and fields["total_tok_s"] is None
-    assert fields["total_tok_s_ci"] is None and fields["sub_windows"] is None
+    assert fields["total_tok_s_ci"] is None and fields["sub_windows"] is None and fields["window_dof"] is None
     assert fields["error"] == "no token arrived in the 2 s window (no token for 2.0 s)"
     assert fields["disturbed"] == "no token for 2.0 s"  # so the runner measures it again first
 

@@ -117,13 +117,13 @@ def test_batch_means_and_t_quantiles() -> None:
         t_quantile(0)
 
 
-def test_window_interval_is_two_halves_at_095_degrees_of_freedom() -> None:
+def test_window_interval_is_two_halves_at_0_9_degrees_of_freedom() -> None:
     # halves 10 and 12: mean 11, sd sqrt(((10-11)^2 + (12-11)^2) / 1) = sqrt(2), standard error sqrt(2)/sqrt(2) = 1
     interval = window_interval([10.0, 12.0])
-    assert interval is not None and interval.value == pytest.approx(11.0) and interval.dof == pytest.approx(0.95)
-    assert interval.half_width == pytest.approx(t_quantile(0.95))
+    assert interval is not None and interval.value == pytest.approx(11.0) and interval.dof == pytest.approx(0.9)
+    assert interval.half_width == pytest.approx(t_quantile(0.9))
     # 400 and 380 tok/s: mean 390, sd sqrt(200), standard error 10
-    assert window_interval([400.0, 380.0]).half_width == pytest.approx(10 * t_quantile(0.95))  # type: ignore[union-attr]
+    assert window_interval([400.0, 380.0]).half_width == pytest.approx(10 * t_quantile(0.9))  # type: ignore[union-attr]
     assert window_interval([400.0, 400.0]).half_width == 0.0  # type: ignore[union-attr]
     assert window_interval([10.0, 12.0, 11.0]) is None and window_interval([10.0]) is None
 
@@ -144,10 +144,20 @@ def test_t_quantile_at_095_degrees_of_freedom_against_the_density() -> None:
 
 
 def test_window_dof_reads_each_record_as_it_was_built() -> None:
-    assert window_dof(2) == pytest.approx(0.95)  # the halves, whatever the reader's legacy discount
-    assert window_dof(2, 0.5) == pytest.approx(0.95)
+    assert window_dof(2, recorded=0.9) == 0.9 and window_dof(2, 0.5, 0.9) == 0.9  # as the record says
+    assert window_dof(2) == pytest.approx(0.95)  # halves recorded before the dof was, whatever the legacy discount
+    assert window_dof(2, 0.5) == pytest.approx(0.95) and window_dof(2, recorded=math.nan) == pytest.approx(0.95)
     assert window_dof(3) == 2.0 and window_dof(3, 0.5) == 1.5  # 3 parts, as compare and the control line read them
     assert window_dof(5.0) == 4.0
+
+
+def test_a_ratio_reads_windows_recorded_at_either_halves_dof_alike() -> None:
+    # one window's standard error 10 on 400 tok/s, its half-width recorded at 0.9 (now) or 0.95 (before)
+    now, before = Interval(400.0, 10 * t_quantile(0.9), 0.9), Interval(400.0, 10 * t_quantile(0.95), 0.95)
+    assert now.relative_se == pytest.approx(before.relative_se) == pytest.approx(10 / 400)
+    assert ratio_dof(now, before) == ratio_dof(before, before) == ratio_dof(now, now) == pytest.approx(1.65)
+    assert ratio_test(before, now).interval.half_width == pytest.approx(ratio_test(before, before).interval.half_width)
+    assert ratio_dof(now, Interval(400.0, 10 * t_quantile(1.5), 1.5)) != pytest.approx(1.65)  # 3 parts: Welch
 
 
 def test_a_run_against_itself_is_not_significant() -> None:

@@ -61,6 +61,7 @@ class Measurement:
     per_request_tok_s_ci: float | None = None
     tbt_ms_ci: float | None = None
     sub_windows: int | None = None
+    window_dof: float | None = None  # the t dof those half-widths were read at (None: before it was recorded)
     ttft_ms_ci: float | None = None
     ttft_ms_low: float | None = None  # the median TTFT's interval's own ends (order statistics, not symmetric)
     ttft_ms_high: float | None = None

@@ -87,7 +87,7 @@ def tied_with(best: pd.Series, cells: pd.DataFrame, drift: float | None) -> list
 def _interval(value: float, half_width: float, row: Any) -> Interval:
     """A cell's total tok/s interval with the t degrees of freedom of its window's half-width (`window_dof`)."""
     batches = as_number(row.get("sub_windows")) or LEGACY_BATCHES
-    return Interval(value, half_width, max(WINDOW_DOF, window_dof(batches)))
+    return Interval(value, half_width, max(WINDOW_DOF, window_dof(batches, recorded=as_number(row.get("window_dof")))))
 
 
 def _run_headline(folder: Path) -> dict[str, Any] | None:

@@ -89,6 +89,7 @@ def control_reading(m: Measurement) -> ControlReading:
         total_tok_s=m.total_tok_s,
         total_tok_s_ci=m.total_tok_s_ci,
         sub_windows=m.sub_windows,
+        window_dof=m.window_dof,
         disturbed=m.disturbed,
     )
 

@@ -149,6 +149,7 @@ class WindowVerdict:
     per_request_tok_s_ci: float | None
     tbt_ms_ci: float | None
     sub_windows: int | None
+    window_dof: float | None
     ttft_ms_ci: float | None
     ttft_ms_low: float | None  # the median TTFT's interval's own ends (order statistics, not symmetric)
     ttft_ms_high: float | None
@@ -239,7 +240,8 @@ def judge_window(
         ttft_p99_low_ms=window.ttft_p99_low_ms, ttft_p99_high_ms=window.ttft_p99_high_ms,
         per_request_tok_s_p10=window.per_request_tok_s_p10,
         total_tok_s_ci=total_ci, per_request_tok_s_ci=per_request_ci, tbt_ms_ci=tbt_ci,
-        sub_windows=spread.sub_windows if spread else None, ttft_ms_ci=ttft_ci, avg_active=extras.get("avg_active"),
+        sub_windows=spread.sub_windows if spread else None, window_dof=spread.dof if spread else None,
+        ttft_ms_ci=ttft_ci, avg_active=extras.get("avg_active"),
         ttft_ms_low=ttft_ends[0], ttft_ms_high=ttft_ends[1],
         client_avg_active=extras.get("client_avg_active", window.client_avg_active),
         concurrency_held=extras.get("concurrency_held"), max_waiting=extras.get("max_waiting"),

@@ -59,6 +59,8 @@ class ControlPoint(Protocol):
     @property
     def sub_windows(self) -> int | None: ...
     @property
+    def window_dof(self) -> float | None: ...
+    @property
     def disturbed(self) -> str | None: ...
 
 
@@ -69,7 +71,7 @@ def usable(reading: ControlPoint) -> bool:
 
 def _reading_se(reading: ControlPoint) -> tuple[float, float]:
     """A control reading's standard error on the log scale, and its dof (from its window's half-width)."""
-    dof = window_dof(reading.sub_windows or LEGACY_BATCHES, DOF_DISCOUNT)
+    dof = window_dof(reading.sub_windows or LEGACY_BATCHES, DOF_DISCOUNT, reading.window_dof)
     value, half = reading.total_tok_s, reading.total_tok_s_ci
     if not value or half is None:
         return 0.0, math.inf

@@ -18,7 +18,7 @@ from typing import Any
 
 from toolkit.method.goodput import percentile_of
 from toolkit.method.quantile_bounds import quantile_bounds
-from toolkit.method.spread import BATCHES, edges, window_interval
+from toolkit.method.spread import BATCHES, WINDOW_DOF, edges, window_interval
 from toolkit.method.status import decode_status, decode_status_client_only
 
 E2E_PERCENTILES: tuple[int, ...] = (50, 90, 99)
@@ -116,7 +116,8 @@ def judge_embeddings_window(
     if status == "Error":
         return figures
     latencies = [(r.ended - r.started) * 1000 for r in done]
-    return figures | window_rates(requests, start, end) | e2e_percentiles(latencies) | {"sub_windows": BATCHES}
+    halves = {"sub_windows": BATCHES, "window_dof": WINDOW_DOF}
+    return figures | window_rates(requests, start, end) | e2e_percentiles(latencies) | halves
 
 
 def _ticks(start: float, end: float, count: int = 20) -> list[float]:

@@ -1,18 +1,19 @@
 """How far a decode window's numbers can be trusted: 95 % intervals whose coverage is measured (pure).
 
 The kept window is cut into `BATCHES` = 2 halves; each gives its own total tok/s, per-request tok/s and time
-between tokens, and the half-width is Student's t over those two values (batch means) with `WINDOW_DOF` = 0.95
-degrees of freedom. Token rates are autocorrelated (a slow machine stays slow for a while): batches then look more
-alike than the windows do, their spread understates the window's, and what no window can see (its own level
-while the machine wanders slowly) can be paid for only by a heavy-tailed quantile. Two halves see the least of
-that correlation as signal, and t with one degree of freedom (less `WINDOW_DOF_DISCOUNT`) has the heaviest tail;
-chosen by measuring coverage on synthetic streams whose truth is known (`benchmarks/calibration.py`,
-`benchmarks/window_estimators.py`, docs/method/spread.md, Spread): 0.93-0.97 with independent gaps, under a drift,
-and under a wandering speed up to 0.5 correlation between three batches, where three batches at 1.5 degrees of
-freedom (the previous interval) covered 0.92, and estimators that learn the correlation from inside the window
-less (an effective sample size from the lag-1 autocorrelation of 10 or 30 finer batches 0.59-0.85, overlapping
-batch means 0.80-0.93 at 0.97-1.00 with independent gaps). The price is width: about twice the previous
-half-width.
+between tokens, and the half-width is Student's t over those two values (batch means) with `WINDOW_DOF` = 0.9
+degrees of freedom, which each result records (`window_dof`) so that a later choice still reads it as made. Token
+rates are autocorrelated (a slow machine stays slow for a while): batches then look more alike than the windows
+do, their spread understates the window's, and what no window can see (its own level while the machine wanders
+slowly) can be paid for only by a heavy-tailed quantile. Two halves see the least of that correlation as signal,
+and t with one degree of freedom (less `WINDOW_DOF_DISCOUNT`) has the heaviest tail; chosen by measuring coverage
+on synthetic streams whose truth is known (`benchmarks/calibration.py`, `benchmarks/window_estimators.py`,
+`benchmarks/window_dof_sweep.py`, docs/method/spread.md, Spread): 0.93-0.97 with independent gaps, under a drift,
+and under a wandering speed up to 0.5 correlation between three batches (0.95 degrees of freedom, before, fell
+to 0.929 there on one seed), where three batches at 1.5 degrees of freedom (the previous interval) covered 0.92,
+and estimators that learn the correlation from inside the window less (an effective sample size from the lag-1
+autocorrelation of 10 or 30 finer batches 0.59-0.85, overlapping batch means 0.80-0.93 at 0.97-1.00 with
+independent gaps). The price is width: about twice the previous half-width.
 
 A cell's TTFT is a median over few requests: its interval is distribution-free, from order statistics
 (Hettmansperger–Sheather interpolation), and needs at least 6 requests; in a ratio it is read on the log scale
@@ -29,10 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 BATCHES = 2  # a decode window's interval: its halves (see the module's docstring)
-WINDOW_DOF_DISCOUNT = 0.05  # degrees of freedom taken off the halves' k - 1 = 1 (measured, see the docstring)
-WINDOW_DOF = BATCHES - 1 - WINDOW_DOF_DISCOUNT
-RATIO_DOF_DISCOUNT = 0.25  # taken off the pooled dof of a ratio of two windows (measured, see `ratio_dof`)
-RATIO_WINDOW_DOF = 2 * WINDOW_DOF - RATIO_DOF_DISCOUNT
+WINDOW_DOF_DISCOUNT = 0.1  # degrees of freedom taken off the halves' k - 1 = 1 (measured, see the docstring)
+WINDOW_DOF = BATCHES - 1 - WINDOW_DOF_DISCOUNT  # recorded in each result as `window_dof`
+UNRECORDED_HALVES_DOF = 0.95  # the halves' dof before results recorded it (`window_dof`)
+HALVES_DOFS = (WINDOW_DOF, UNRECORDED_HALVES_DOF)  # a decode window's two-halves interval, either way
+RATIO_WINDOW_DOF = 1.65  # a ratio of two such windows (measured, see `ratio_dof`)
 LEGACY_BATCHES = 3  # records made before the halves: 3 parts at 1.5 degrees of freedom (`window_dof`)
 DOF_DISCOUNT = 0.5  # degrees of freedom taken off other batch means' k - 1 (the SLO fraction's, reconcile's)
 LEVEL = 0.95
@@ -114,11 +116,14 @@ def window_interval(values: Sequence[float]) -> Interval | None:
     return batch_means(values, WINDOW_DOF_DISCOUNT) if len(values) == BATCHES else None
 
 
-def window_dof(sub_windows: float, legacy_discount: float = 0.0) -> float:
-    """The degrees of freedom to read a recorded window half-width with, from its record's `sub_windows`:
-    `WINDOW_DOF` for the current halves; for a record made before (`LEGACY_BATCHES` parts, built at 1.5) its parts
-    less one less `legacy_discount`, as each reader took it then (compare 2, the control line 1.5)."""
-    return WINDOW_DOF if sub_windows == BATCHES else sub_windows - 1 - legacy_discount
+def window_dof(sub_windows: float, legacy_discount: float = 0.0, recorded: float | None = None) -> float:
+    """The degrees of freedom to read a recorded window half-width with: the record's own `window_dof` where it
+    has one; halves recorded without it, `UNRECORDED_HALVES_DOF`; a record made before the halves
+    (`LEGACY_BATCHES` parts, built at 1.5) its parts less one less `legacy_discount`, as each reader took it then
+    (compare 2, the control line 1.5)."""
+    if recorded is not None and recorded > 0:
+        return recorded
+    return UNRECORDED_HALVES_DOF if sub_windows == BATCHES else sub_windows - 1 - legacy_discount
 
 
 def edges(start: float, end: float, k: int) -> list[tuple[float, float]]:
@@ -176,7 +181,8 @@ def welch_dof(parts: Sequence[tuple[float, float]]) -> float:
 
 def ratio_dof(base: Interval, other: Interval) -> float:
     """Degrees of freedom of other / base's log-scale variance (the sum of both relative ones). Two decode windows
-    (both at `WINDOW_DOF`): `RATIO_WINDOW_DOF`, the pooled 2 × 0.95 less `RATIO_DOF_DISCOUNT`. The same cell in two
+    (both read from their halves, `HALVES_DOFS`): `RATIO_WINDOW_DOF`, measured as the pooled 2 × 0.95 less 0.25
+    (the ratio's standard error does not depend on the dof a half-width was recorded at). The same cell in two
     runs has alike relative variances, and Welch–Satterthwaite from two 1-dof estimates of them mostly comes out
     near 1 (the larger estimate dominates by chance), which covered 0.976-0.988; the pooled 1.9 covers about 0.91
     at 0.5 correlation between batches; 1.65 covers 0.939-0.968 from independent gaps to 0.5, 0.971-0.976 under a
@@ -184,7 +190,7 @@ def ratio_dof(base: Interval, other: Interval) -> float:
     as many independent rounds (`rounds`): the pooled t's dof, both sides' summed, exact when the cell's variance is
     alike in both runs (Welch–Satterthwaite from two 2-dof estimates covered 0.964-0.976). Any other pair:
     Welch–Satterthwaite."""
-    if base.dof == other.dof == WINDOW_DOF:
+    if base.dof in HALVES_DOFS and other.dof in HALVES_DOFS:
         return RATIO_WINDOW_DOF
     if base.rounds and other.rounds and base.dof == other.dof:
         return base.dof + other.dof

@@ -9,7 +9,7 @@ from itertools import pairwise
 from toolkit.loadgen.client import StreamResult
 from toolkit.method.goodput import supported
 from toolkit.method.quantile_bounds import quantile_bounds
-from toolkit.method.spread import BATCHES, Interval, edges, median_interval, window_interval
+from toolkit.method.spread import BATCHES, WINDOW_DOF, Interval, edges, median_interval, window_interval
 from toolkit.method.stats import mean, median, percentile
 
 
@@ -157,6 +157,11 @@ class WindowSpread:
     per_request_tok_s: Interval | None
     tbt_ms: Interval | None
     ttft_ms: Interval | None = None
+
+    @property
+    def dof(self) -> float | None:
+        """The t degrees of freedom of its half-widths (`WINDOW_DOF`), which a result records; None without halves."""
+        return WINDOW_DOF if self.sub_windows == BATCHES else None
 
 
 def _sub_window_values(results: Sequence[StreamResult], start: float, end: float, k: int) -> list[list[float]]:

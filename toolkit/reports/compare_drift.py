@@ -28,11 +28,13 @@ WITHIN_DRIFT = "within drift"
 MEDIANS = ("ttft_ms",)  # a window's median over its requests: an order-statistic interval (spread.median_interval)
 
 
-def _window_dof(quantity: str, sub_windows: Any) -> float:
-    """Degrees of freedom of a window's half-width (`window_dof` of its batches); TTFT's order-statistic interval
-    and a record without `sub_windows` count as normal (inf)."""
+def _window_dof(quantity: str, sub_windows: Any, recorded: Any) -> float:
+    """Degrees of freedom of a window's half-width (`window_dof` of its batches, or as its record says); TTFT's
+    order-statistic interval and a record without `sub_windows` count as normal (inf)."""
     batches = as_number(sub_windows)
-    return window_dof(batches) if quantity not in MEDIANS and batches is not None and batches >= 2 else math.inf
+    if quantity in MEDIANS or batches is None or batches < 2:
+        return math.inf
+    return window_dof(batches, recorded=as_number(recorded))
 
 
 def with_round_spreads(frame: pd.DataFrame, quantities: Sequence[str]) -> pd.DataFrame:
@@ -43,12 +45,13 @@ def with_round_spreads(frame: pd.DataFrame, quantities: Sequence[str]) -> pd.Dat
     (benchmarks/calibration.py)."""
     frame = frame.copy()
     sub_windows = frame["sub_windows"] if "sub_windows" in frame.columns else [None] * len(frame)
+    recorded = frame["window_dof"] if "window_dof" in frame.columns else [None] * len(frame)
     repeats = frame["repeats"] if "repeats" in frame.columns else [None] * len(frame)
     for q in quantities:
         inside = frame[f"{q}_ci"] if f"{q}_ci" in frame.columns else [math.nan] * len(frame)
         across = frame[f"{q}_repeat_ci"] if f"{q}_repeat_ci" in frame.columns else [None] * len(frame)
         kept, dofs, of_rounds = [], [], []
-        for hw, round_hw, k, r in zip(inside, across, sub_windows, repeats, strict=True):
+        for hw, round_hw, k, d, r in zip(inside, across, sub_windows, recorded, repeats, strict=True):
             rounds, spread = as_number(r), as_number(round_hw)
             if spread is not None and rounds is not None and rounds >= 2:
                 kept.append(spread)
@@ -57,7 +60,7 @@ def with_round_spreads(frame: pd.DataFrame, quantities: Sequence[str]) -> pd.Dat
             else:
                 window = as_number(hw)
                 kept.append(math.nan if window is None else window)
-                dofs.append(_window_dof(q, k))
+                dofs.append(_window_dof(q, k, d))
                 of_rounds.append(False)
         frame[f"{q}_ci"], frame[f"{q}_dof"], frame[f"{q}_rounds"] = kept, dofs, of_rounds
     return frame

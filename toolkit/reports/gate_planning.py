@@ -1,9 +1,9 @@
 """`gate plan`: a run's own spread, read per quantity, and the rounds and window that resolve a change (pure).
 
 Within a window: a decode cell's relative standard error (its 95 % half-width over the value, without the t
-quantile it was made with: `toolkit.method.spread.window_dof` of its batches, 0.95 for the halves and 1.5 for
-the 3 parts of older records; TTFT's normal), the median over the cells, at the median window measured. Between
-rounds, what moves all cells of a round alike:
+quantile it was made with: `toolkit.method.spread.window_dof`, as its record says (0.9), the halves recorded
+without it 0.95 and the 3 parts of older records 1.5; TTFT's normal), the median over the cells, at the
+median window measured. Between rounds, what moves all cells of a round alike:
 - an interleaved folder: the rounds' overall log ratios' variance less what the windows explain
   (toolkit.method.gate_plan.between_from_rounds);
 - one run with repeats: each cell's spread across its rounds less its window's, for each side of a pair (so
@@ -45,7 +45,9 @@ def _relative_se(row: Mapping[Any, Any], q: str) -> float | None:
     if value is None or half is None or value <= 0:
         return None
     batches = as_number(row.get("sub_windows"))
-    dof = window_dof(batches, DOF_DISCOUNT) if q != "ttft_ms" and batches is not None and batches >= 2 else math.inf
+    if q == "ttft_ms" or batches is None or batches < 2:
+        return half / value / t_quantile(math.inf)
+    dof = window_dof(batches, DOF_DISCOUNT, as_number(row.get("window_dof")))
     return half / value / t_quantile(dof)
 
 

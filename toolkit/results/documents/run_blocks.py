@@ -143,6 +143,7 @@ class ControlReading(Block):
     total_tok_s: Number | None = None
     total_tok_s_ci: Number | None = None
     sub_windows: int | None = None
+    window_dof: Number | None = None
     disturbed: str | None = None
 
 
