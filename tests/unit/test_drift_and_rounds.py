@@ -250,3 +250,15 @@ def test_the_gate_plan_and_the_batch_index_read_a_half_width_at_its_recorded_dof
     row = {"total_tok_s": 400.0, "total_tok_s_ci": 10 * t_quantile(dof), "sub_windows": 2, "window_dof": recorded}
     assert gate_planning._relative_se(row, "total_tok_s") == pytest.approx(10 / 400)  # the standard error it came from
     assert index._interval(400.0, row["total_tok_s_ci"], row).relative_se == pytest.approx(10 / 400)
+
+
+def test_a_results_line_holds_a_recorded_dof_the_toolkit_could_write_or_is_refused_in_one_line() -> None:
+    from toolkit.base.errors import ResultsError
+    from toolkit.results.measurement_row import validated_measurement
+
+    line = {"phase": "decode", "context_tokens": 1024, "context": "1K", "concurrency": 4, "status": "Valid",
+            "total_tok_s": 400.0, "total_tok_s_ci": 20.0, "sub_windows": 2}  # fmt: skip
+    assert validated_measurement({**line, "window_dof": 0.9}, lambda loc: "results.jsonl:1").window_dof == 0.9
+    assert validated_measurement(line, lambda loc: "results.jsonl:1").window_dof is None  # made before: read at 0.95
+    with pytest.raises(ResultsError, match=r"^results\.jsonl:1: window_dof: .*greater than or equal to 0\.5"):
+        validated_measurement({**line, "window_dof": 1e-9}, lambda loc: f"results.jsonl:1: {loc[0]}")

@@ -147,6 +147,7 @@ def test_window_dof_reads_each_record_as_it_was_built() -> None:
     assert window_dof(2, recorded=0.9) == 0.9 and window_dof(2, 0.5, 0.9) == 0.9  # as the record says
     assert window_dof(2) == pytest.approx(0.95)  # halves recorded before the dof was, whatever the legacy discount
     assert window_dof(2, 0.5) == pytest.approx(0.95) and window_dof(2, recorded=math.nan) == pytest.approx(0.95)
+    assert window_dof(2, recorded=1e-9) == pytest.approx(0.95)  # no dof the toolkit writes (a damaged run.json)
     assert window_dof(3) == 2.0 and window_dof(3, 0.5) == 1.5  # 3 parts, as compare and the control line read them
     assert window_dof(5.0) == 4.0
 

@@ -33,6 +33,7 @@ BATCHES = 2  # a decode window's interval: its halves (see the module's docstrin
 WINDOW_DOF_DISCOUNT = 0.1  # degrees of freedom taken off the halves' k - 1 = 1 (measured, see the docstring)
 WINDOW_DOF = BATCHES - 1 - WINDOW_DOF_DISCOUNT  # recorded in each result as `window_dof`
 UNRECORDED_HALVES_DOF = 0.95  # the halves' dof before results recorded it (`window_dof`)
+MIN_RECORDED_DOF = 0.5  # fewer is no dof the toolkit records (a damaged file): read as unrecorded
 HALVES_DOFS = (WINDOW_DOF, UNRECORDED_HALVES_DOF)  # a decode window's two-halves interval, either way
 RATIO_WINDOW_DOF = 1.65  # a ratio of two such windows (measured, see `ratio_dof`)
 LEGACY_BATCHES = 3  # records made before the halves: 3 parts at 1.5 degrees of freedom (`window_dof`)
@@ -118,10 +119,10 @@ def window_interval(values: Sequence[float]) -> Interval | None:
 
 def window_dof(sub_windows: float, legacy_discount: float = 0.0, recorded: float | None = None) -> float:
     """The degrees of freedom to read a recorded window half-width with: the record's own `window_dof` where it
-    has one; halves recorded without it, `UNRECORDED_HALVES_DOF`; a record made before the halves
-    (`LEGACY_BATCHES` parts, built at 1.5) its parts less one less `legacy_discount`, as each reader took it then
-    (compare 2, the control line 1.5)."""
-    if recorded is not None and recorded > 0:
+    has one (at least `MIN_RECORDED_DOF`); halves recorded without it, `UNRECORDED_HALVES_DOF`; a record made
+    before the halves (`LEGACY_BATCHES` parts, built at 1.5) its parts less one less `legacy_discount`, as each
+    reader took it then (compare 2, the control line 1.5)."""
+    if recorded is not None and recorded >= MIN_RECORDED_DOF:
         return recorded
     return UNRECORDED_HALVES_DOF if sub_windows == BATCHES else sub_windows - 1 - legacy_discount
 

@@ -15,8 +15,10 @@ from pydantic import Field, create_model
 from toolkit.base.errors import ResultsError
 from toolkit.base.schema import SCHEMA_VERSION, Measurement
 from toolkit.method.speculation import POSITIONS_PATTERN
+from toolkit.method.spread import MIN_RECORDED_DOF
 from toolkit.results.limits import (
     MAX_CONCURRENCY,
+    MAX_FIGURE,
     MAX_STEPS,
     MAX_TOKENS,
     MAX_TOTAL_TOKENS,
@@ -43,6 +45,7 @@ OWN_RANGE: dict[str, Any] = {
     "tool_called_share": Fraction,
     "tool_args_valid_share": Fraction,
     "spec_acceptance_by_position": Annotated[str, Field(pattern=POSITIONS_PATTERN)],
+    "window_dof": Annotated[float, Field(ge=MIN_RECORDED_DOF, le=MAX_FIGURE)],  # a t quantile's dof
     "wire_ttft_p50_ms": SignedMs,  # a server timing that breaks the cross-check (toolkit.method.breakdown)
     "wire_ttft_mean_ms": SignedMs,
 }
