@@ -71,9 +71,9 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "toolkit.reports.rate_tables": [
         "CLASSES_CAPTION", "HITS_COLUMN", "LAG_MARK", "LAG_NOTE", "REJUDGED_COLUMNS", "SEARCHED_MARK", "SHARE_COLUMNS",
-        "STEPS_CAPTION", "STEP_COLUMNS", "binding_text", "classes_table", "endpoint_share_line", "format_rate",
-        "level_line", "level_text", "rate_markdown", "rejudge", "rejudge_level", "search_line", "step_notes",
-        "steps_table", "too_few_text", "verdict_mark",
+        "STEPS_CAPTION", "STEP_COLUMNS", "binding_text", "classes_table", "correlated_text", "endpoint_share_line",
+        "format_rate", "level_line", "level_text", "rate_markdown", "rejudge", "rejudge_level", "search_line",
+        "step_notes", "steps_table", "too_few_text", "verdict_mark",
     ],
     "toolkit.reports.rate_views": [
         "BREAKDOWN_ID", "HEADING", "RejudgePanel", "SLIDERS_ELSEWHERE", "breakdown", "class_comparison",

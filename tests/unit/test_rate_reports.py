@@ -67,6 +67,30 @@ def test_the_steps_table_formats_every_step_like_the_report_tables(sweep: RateSw
         "Step 5, the first reply that broke the response format: not JSON; the reply began '&lt;img&gt;'."]  # fmt: skip
 
 
+def test_a_step_undecided_by_requests_that_moved_together_says_so_and_what_they_were_worth(sweep: RateSweep) -> None:
+    """64 steady requests are enough to show 90 % (36 needed) when independent; with a design effect of 6.4 they
+    are worth 10, so the step is undecided, and a note says why. Too few requests, or a decided step: no note."""
+    row = {"step": 2, "offered_rate": 48.0, "slo_verdict": "undecided", "steady_requests": 64,
+           "slo_fraction_deff": 6.4, "slo_fraction": 1.0}  # fmt: skip
+    assert rate_tables.correlated_text(row, 0.9) == (
+        "Step 2 (48.00 req/s) is undecided although its 64 steady requests are enough to show 90 % with 100.0% of "
+        "them meeting the level: their latencies moved together (design effect 6.4, as when a queue builds), so they "
+        "count as 10.0 independent requests, fewer than the 36 it takes; a longer step would decide it."
+    )
+    for other in ({"slo_verdict": "meets"}, {"steady_requests": 30}, {"slo_fraction_deff": 1.0},
+                  {"slo_fraction_deff": None}):  # fmt: skip
+        assert rate_tables.correlated_text({**row, **other}, 0.9) == ""
+    steps = pd.DataFrame([{**row, "step": 3}, {**row, "slo_verdict": "meets"}])
+    assert rate_tables.step_notes(steps, 0.9) == [rate_tables.correlated_text({**row, "step": 3}, 0.9)]
+    assert rate_tables.step_notes(steps) == []  # without the level's target, nothing to say
+    first = sweep.steps["step"] == sweep.steps["step"].min()  # 12 of 12 met: undecided, too few to show 90 %
+    assert "moved together" not in rate_tables.rate_markdown(sweep.steps, sweep.level)
+    correlated = sweep.steps.assign(steady_requests=sweep.steps["steady_requests"].where(~first, 64),
+                                    slo_fraction_deff=sweep.steps["slo_fraction_deff"].where(~first, 6.4))  # fmt: skip
+    shown = rate_tables.rate_markdown(correlated, sweep.level)
+    assert "Step 0 (" in shown and "count as 10.0 independent requests, fewer than the 36 it takes" in shown
+
+
 def test_the_shares_of_valid_replies_and_tool_calls_are_columns_only_when_a_step_has_them(sweep: RateSweep) -> None:
     """A response format's valid share, tools' called and valid-arguments shares: before the notes, "—" for a step
     without one; a sweep without them keeps the plain columns."""

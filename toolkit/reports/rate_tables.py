@@ -25,6 +25,7 @@ from toolkit.method.number_format import (
     format_tbt_ms,
     format_tok_s,
 )
+from toolkit.method.quantile_bounds import min_bounded_n
 from toolkit.reports.class_tables import CLASSES_CAPTION, MODELS_CAPTION, SHARE_COLUMNS, classes_table, models_table
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
@@ -41,6 +42,7 @@ __all__ = [
     "STEP_COLUMNS",
     "binding_text",
     "classes_table",
+    "correlated_text",
     "endpoint_share_line",
     "format_rate",
     "level_line",
@@ -62,7 +64,7 @@ STEPS_CAPTION = (
     f"{bounds_note(90, 99)}) · "
     "goodput: requests/s meeting the service level, TTFT and end-to-end counted from the scheduled arrival · ✓: "
     "shown to meet it (the 95 % interval of the fraction meeting it lies at or above the target), ?: undecided "
-    "(too few requests to tell)"
+    "(too few requests to tell, counted for what they are worth when their latencies move together)"
 )
 STEP_COLUMNS: tuple[str, ...] = (
     "Step", "Offered req/s", "Achieved req/s", "Completed", "Failed", "Output tok/s", "TTFT p50", "TTFT p99",
@@ -203,11 +205,15 @@ def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def step_notes(steps: pd.DataFrame) -> list[str]:
+def step_notes(steps: pd.DataFrame, target: float | None = None) -> list[str]:
     """The note on lag-flagged steps, when any step is; each `/metrics` endpoint's share of the generated tokens,
     when several were scraped (`endpoint_share_line`); per step with invalid replies, why its first one broke the
-    response format and how it began (`invalid_reply`)."""
+    response format and how it began (`invalid_reply`); with the level's `target`, per step left undecided by
+    requests that moved together (`correlated_text`)."""
     notes = [LAG_NOTE] if "lag_flagged" in steps and steps["lag_flagged"].astype(bool).any() else []
+    if target is not None:
+        rows = steps.sort_values("step").to_dict("records")
+        notes += [text for row in rows if (text := correlated_text(row, target))]
     notes += [line] if (line := endpoint_share_line(steps)) else []
     if "invalid_reply" in steps:
         for row in steps.sort_values("step").to_dict("records"):
@@ -215,6 +221,24 @@ def step_notes(steps: pd.DataFrame) -> list[str]:
                 notes.append(f"Step {int(row['step'])}, the first reply that broke the response format: "
                              f"{inert(row['invalid_reply'])}.")  # fmt: skip
     return notes
+
+
+def correlated_text(row: Mapping[Any, Any], target: float) -> str:
+    """Why a step with enough steady requests to show `target` was left undecided: their latencies moved together
+    (a design effect above 1, toolkit.method.effective_n), so they counted as fewer independent ones than showing
+    the target takes (`min_bounded_n`); empty for any other step."""
+    steady, deff = as_number(row.get("steady_requests")), as_number(row.get("slo_fraction_deff"))
+    needed = min_bounded_n(100 * target) if 0 < target < 1 else 1
+    if row.get("slo_verdict") != "undecided" or steady is None or deff is None or deff <= 1 or steady < needed:
+        return ""
+    fraction = as_number(row.get("slo_fraction"))
+    met = "" if fraction is None else f" with {format_percent(fraction)} of them meeting the level"
+    return (
+        f"Step {int(row['step'])} ({format_rate(row.get('offered_rate'))} req/s) is undecided although its "
+        f"{format_count(steady)} steady requests are enough to show {100 * target:g} %{met}: their latencies moved "
+        f"together (design effect {deff:.1f}, as when a queue builds), so they count as {steady / deff:.1f} "
+        f"independent requests, fewer than the {needed:,} it takes; a longer step would decide it."
+    )
 
 
 def endpoint_share_line(steps: pd.DataFrame) -> str | None:
@@ -356,7 +380,7 @@ def rate_markdown(
         search_line(steps, search, precision, level.target) + carried,
         STEPS_CAPTION,
         markdown_table(steps_table(steps)),
-        *step_notes(steps),
+        *step_notes(steps, level.target),
     ]
     if (by_class := classes_table(steps)) is not None:
         out += [CLASSES_CAPTION, markdown_table(by_class)]

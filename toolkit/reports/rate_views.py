@@ -46,12 +46,14 @@ def heading(sweep: RateSweep | None) -> HTML | None:
 
 
 def steps(sweep: RateSweep | None) -> HTML | None:
-    """The per-step table, then the note on lag-flagged steps if any, then a class sweep's table of its classes or
-    a model mix's of its models; None without a sweep."""
+    """The per-step table, then its notes (`rate_tables.step_notes`: lag-flagged steps, steps undecided by requests
+    that moved together, …), then a class sweep's table of its classes or a model mix's of its models; None
+    without a sweep."""
     if sweep is None:
         return None
     table = views.table(rate_tables.steps_table(sweep.steps), caption=rate_tables.STEPS_CAPTION)
-    notes = "".join(f'<p class="footnote">{html.escape(n)}</p>' for n in rate_tables.step_notes(sweep.steps))
+    shown_notes = rate_tables.step_notes(sweep.steps, sweep.level.target)
+    notes = "".join(f'<p class="footnote">{html.escape(n)}</p>' for n in shown_notes)
     classes = class_tables.classes_table(sweep.steps)  # a class sweep's steps, class by class
     shown = "" if classes is None else views.table(classes, caption=class_tables.CLASSES_CAPTION).to_html()
     if (models := class_tables.models_table(sweep.steps)) is not None:  # a model mix's steps, model by model
