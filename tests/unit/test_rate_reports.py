@@ -77,6 +77,8 @@ def test_a_step_undecided_by_requests_that_moved_together_says_so_and_what_they_
         "them meeting the level: their latencies moved together (design effect 6.4, as when a queue builds), so they "
         "count as 10.0 independent requests, fewer than the 36 it takes; a longer step would decide it."
     )
+    all_at_once = rate_tables.correlated_text({**row, "offered_rate": math.inf}, 0.9)
+    assert all_at_once.startswith("Step 2 (all at once) is undecided although its 64 steady requests")
     for other in ({"slo_verdict": "meets"}, {"steady_requests": 30}, {"slo_fraction_deff": 1.0},
                   {"slo_fraction_deff": None}):  # fmt: skip
         assert rate_tables.correlated_text({**row, **other}, 0.9) == ""

@@ -231,10 +231,11 @@ def correlated_text(row: Mapping[Any, Any], target: float) -> str:
     needed = min_bounded_n(100 * target) if 0 < target < 1 else 1
     if row.get("slo_verdict") != "undecided" or steady is None or deff is None or deff <= 1 or steady < needed:
         return ""
-    fraction = as_number(row.get("slo_fraction"))
+    fraction, rate = as_number(row.get("slo_fraction")), row.get("offered_rate")
     met = "" if fraction is None else f" with {format_percent(fraction)} of them meeting the level"
+    offered = format_rate(rate) + (" req/s" if as_number(rate) is not None else "")  # "all at once" for inf
     return (
-        f"Step {int(row['step'])} ({format_rate(row.get('offered_rate'))} req/s) is undecided although its "
+        f"Step {int(row['step'])} ({offered}) is undecided although its "
         f"{format_count(steady)} steady requests are enough to show {100 * target:g} %{met}: their latencies moved "
         f"together (design effect {deff:.1f}, as when a queue builds), so they count as {steady / deff:.1f} "
         f"independent requests, fewer than the {needed:,} it takes; a longer step would decide it."
