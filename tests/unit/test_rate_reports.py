@@ -79,8 +79,10 @@ def test_a_step_undecided_by_requests_that_moved_together_says_so_and_what_they_
     )
     all_at_once = rate_tables.correlated_text({**row, "offered_rate": math.inf}, 0.9)
     assert all_at_once.startswith("Step 2 (all at once) is undecided although its 64 steady requests")
-    for other in ({"slo_verdict": "meets"}, {"steady_requests": 30}, {"slo_fraction_deff": 1.0},
-                  {"slo_fraction_deff": None}):  # fmt: skip
+    # decided, too few, no design effect or none recorded, or worth enough (64 / 1.5 = 42.7): no note
+    others = ({"slo_verdict": "meets"}, {"steady_requests": 30}, {"slo_fraction_deff": 1.0},
+              {"slo_fraction_deff": None}, {"slo_fraction_deff": 1.5})  # fmt: skip
+    for other in others:
         assert rate_tables.correlated_text({**row, **other}, 0.9) == ""
     steps = pd.DataFrame([{**row, "step": 3}, {**row, "slo_verdict": "meets"}])
     assert rate_tables.step_notes(steps, 0.9) == [rate_tables.correlated_text({**row, "step": 3}, 0.9)]

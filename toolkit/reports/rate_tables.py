@@ -226,10 +226,13 @@ def step_notes(steps: pd.DataFrame, target: float | None = None) -> list[str]:
 def correlated_text(row: Mapping[Any, Any], target: float) -> str:
     """Why a step with enough steady requests to show `target` was left undecided: their latencies moved together
     (a design effect above 1, toolkit.method.effective_n), so they counted as fewer independent ones than showing
-    the target takes (`min_bounded_n`); empty for any other step."""
+    the target takes (`min_bounded_n`); empty for any other step, one undecided by a fraction near the target
+    included."""
     steady, deff = as_number(row.get("steady_requests")), as_number(row.get("slo_fraction_deff"))
     needed = min_bounded_n(100 * target) if 0 < target < 1 else 1
     if row.get("slo_verdict") != "undecided" or steady is None or deff is None or deff <= 1 or steady < needed:
+        return ""
+    if steady / deff >= needed:  # worth enough: undecided by its fraction near the target, not by its count
         return ""
     fraction, rate = as_number(row.get("slo_fraction")), row.get("offered_rate")
     met = "" if fraction is None else f" with {format_percent(fraction)} of them meeting the level"
