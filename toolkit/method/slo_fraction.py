@@ -10,7 +10,16 @@ import math
 from collections.abc import Sequence
 from itertools import pairwise
 
+from toolkit.method.quantile_bounds import min_bounded_n
+
 SLO_BATCHES = 5  # the fraction meeting the level, also over 5 batches of the step's requests in schedule order
+
+
+def requests_to_show(target: float) -> int:
+    """The fewest requests that can show a fraction reaching `target` at 95 %: all of n meeting the level give a
+    Clopper–Pearson low end of 0.025^(1/n), which reaches 0.99 from 368 requests, 0.95 from 72, 0.9 from 36."""
+    # the same count as a percentile's upper bound needs: target^n at most 2.5 % (toolkit.method.quantile_bounds)
+    return min_bounded_n(100 * target) if 0 < target < 1 else 1
 
 
 def fraction_interval(k: float, n: float, level: float = 0.95) -> tuple[float, float]:

@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from toolkit.method.quantile_bounds import min_bounded_n
 from toolkit.method.rate_verdicts import (
     CONFIRM_STEPS,
     bracket,
@@ -37,6 +36,7 @@ from toolkit.method.rate_verdicts import (
     pooled_verdicts,
     rate_verdicts,
 )
+from toolkit.method.slo_fraction import requests_to_show
 from toolkit.rates.params import rate_text
 
 
@@ -72,13 +72,6 @@ def next_probe(steps: Sequence[dict[str, Any]], precision: float, target: float,
     if b - a <= precision * a:
         return None
     return (a + b) / 2
-
-
-def requests_to_show(target: float) -> int:
-    """The fewest requests that can show a fraction reaching `target` at 95 %: all of n meeting the level give a
-    Clopper–Pearson low end of 0.025^(1/n), which reaches 0.99 from 368 requests, 0.95 from 72, 0.9 from 36."""
-    # the same count as a percentile's upper bound needs: target^n at most 2.5 % (toolkit.method.quantile_bounds)
-    return min_bounded_n(100 * target) if 0 < target < 1 else 1
 
 
 def search_result(steps: Sequence[dict[str, Any]], target: float) -> dict[str, Any]:

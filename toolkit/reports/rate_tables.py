@@ -25,7 +25,7 @@ from toolkit.method.number_format import (
     format_tbt_ms,
     format_tok_s,
 )
-from toolkit.method.quantile_bounds import min_bounded_n
+from toolkit.method.slo_fraction import requests_to_show
 from toolkit.reports.class_tables import CLASSES_CAPTION, MODELS_CAPTION, SHARE_COLUMNS, classes_table, models_table
 from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
@@ -226,10 +226,10 @@ def step_notes(steps: pd.DataFrame, target: float | None = None) -> list[str]:
 def correlated_text(row: Mapping[Any, Any], target: float) -> str:
     """Why a step with enough steady requests to show `target` was left undecided: their latencies moved together
     (a design effect above 1, toolkit.method.effective_n), so they counted as fewer independent ones than showing
-    the target takes (`min_bounded_n`); empty for any other step, one undecided by a fraction near the target
+    the target takes (`requests_to_show`); empty for any other step, one undecided by a fraction near the target
     included."""
     steady, deff = as_number(row.get("steady_requests")), as_number(row.get("slo_fraction_deff"))
-    needed = min_bounded_n(100 * target) if 0 < target < 1 else 1
+    needed = requests_to_show(target)
     if row.get("slo_verdict") != "undecided" or steady is None or deff is None or deff <= 1 or steady < needed:
         return ""
     if steady / deff >= needed:  # worth enough: undecided by its fraction near the target, not by its count
