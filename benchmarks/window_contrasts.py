@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import calibration  # noqa: E402
 from benchmarks.token_truth import Cell, Noise, window_streams  # noqa: E402
-from toolkit.method.spread import RATIO_WINDOW_DOF, WINDOW_DOF, t_quantile  # noqa: E402
+from toolkit.method.spread import RATIO_WINDOW_DOF, WINDOW_DOF, Interval, ratio_test, t_quantile, window_interval  # noqa: E402
 from toolkit.method.window import _sub_window_values, summarize_window  # noqa: E402
 
 LEVELS = ("independent", "ar1@0.25", "ar1@0.5", "drift")
@@ -62,26 +62,32 @@ def _window(noise: Noise, cell: Cell, rng: random.Random) -> tuple[float, list[f
     return total, halves, _sub_window_values(results, 0.0, cell.window_s, 4)[0]
 
 
+def _half_width(halves: Sequence[float]) -> float:
+    """The product's window half-width from its halves (`window_interval`); 0 where it gives none."""
+    found = window_interval(halves)
+    return 0.0 if found is None else found.half_width
+
+
 def level_coverage(noise: Noise, cell: Cell, trials: int, true: float, rng: random.Random) -> dict[str, list[float]]:
     """Coverage and median half-width (fraction of the value) per estimator over `trials` pairs of windows."""
     hits: dict[str, list[bool]] = {k: [] for k in (*WINDOW_ESTIMATORS, *RATIO_ESTIMATORS)}
     widths: dict[str, list[float]] = {k: [] for k in hits}
     for _ in range(trials):
         pair = [_window(noise, cell, rng) for _ in range(2)]
-        for total, halves, quarters in pair:
-            spreads = {"halves": abs(halves[0] - halves[1]) / 2, "trend_free_quarters": trend_free_se(quarters),
-                       "quarters": statistics.stdev(quarters) / 2}  # fmt: skip
-            for k, se in spreads.items():
-                half_width = t_quantile(WINDOW_ESTIMATORS[k]) * se
+        shown = [Interval(total, _half_width(halves), WINDOW_DOF) for total, halves, _ in pair]  # as a report shows
+        for (total, _, quarters), window in zip(pair, shown, strict=True):
+            finer = {"trend_free_quarters": trend_free_se(quarters), "quarters": statistics.stdev(quarters) / 2}
+            half_widths = {"halves": window.half_width} | {k: t_quantile(WINDOW_ESTIMATORS[k]) * se
+                                                           for k, se in finer.items()}  # fmt: skip
+            for k, half_width in half_widths.items():
                 hits[k].append(abs(total - true) <= half_width)
                 widths[k].append(half_width / total)
-        (total_a, halves_a, _), (total_b, halves_b, _) = pair
-        ratio = total_b / total_a
-        pooled = math.hypot(abs(halves_a[0] - halves_a[1]) / 2 / total_a, abs(halves_b[0] - halves_b[1]) / 2 / total_b)
-        for k, se in (("pooled_halves", pooled), ("paired_halves", paired_halves_se(halves_a, halves_b))):
-            half_width = ratio * math.expm1(t_quantile(RATIO_ESTIMATORS[k]) * se)
-            hits[k].append(abs(ratio - 1) <= half_width)
-            widths[k].append(half_width / ratio)
+        pooled = ratio_test(*shown).interval  # compare's ratio of the two windows
+        paired_se = paired_halves_se(pair[0][1], pair[1][1])
+        paired = pooled.value * math.expm1(t_quantile(RATIO_ESTIMATORS["paired_halves"]) * paired_se)
+        for k, half_width in (("pooled_halves", pooled.half_width), ("paired_halves", paired)):
+            hits[k].append(abs(pooled.value - 1) <= half_width)
+            widths[k].append(half_width / pooled.value)
     return {k: [statistics.fmean(hits[k]), statistics.median(widths[k])] for k in hits}
 
 
