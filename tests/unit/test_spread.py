@@ -11,6 +11,7 @@ import pytest
 from scipy.special import stdtr
 
 from benchmarks.token_truth import Cell, Noise, window_streams
+from toolkit.loadgen.client import StreamResult
 from toolkit.method.multiplicity import adjusted_p_values, marked, overall_ratio
 from toolkit.method.spread import (
     BATCHES,
@@ -26,7 +27,7 @@ from toolkit.method.spread import (
     window_dof,
     window_interval,
 )
-from toolkit.method.window import summarize_window, window_spread
+from toolkit.method.window import summarize_window, tokens_between, window_spread
 
 CELL = Cell(streams=4, window_s=10.0)
 
@@ -74,6 +75,21 @@ def test_a_window_with_a_silent_part_has_no_interval() -> None:
         r.token_events = [(t, c) for t, c in r.token_events if t <= 4.0]
     spread = window_spread(results, 0.0, CELL.window_s)
     assert spread.total_tok_s is None and spread.tbt_ms is None and spread.per_request_tok_s is None
+
+
+def test_halves_that_received_the_same_whole_tokens_still_get_an_interval() -> None:
+    """Lockstep streams whose halves each received 24 tokens: counted continuously (`progress_at`), the halves
+    still differ by how far each stream was into its next gap, so the interval is not ± 0."""
+    times = [-0.1, *(0.2 * i for i in range(1, 25)), *(5.3 + 0.2 * j for j in range(24)), 10.1]
+    streams = [StreamResult(started=-0.5, first_token_at=-0.1, token_events=[(t, c) for c, t in enumerate(times, 1)],
+                            completion_tokens=len(times)) for _ in range(2)]  # fmt: skip
+    assert [sum(tokens_between(r, a, b) for r in streams) for a, b in ((0.0, 5.0), (5.0, 10.0))] == [48, 48]
+    spread = window_spread(streams, 0.0, 10.0).total_tok_s
+    assert spread is not None and spread.half_width > 0
+    first, second = 2 * (25.4 - (1 + 0.1 / 0.3)) / 5, 2 * (49.5 - 25.4) / 5  # each stream's progress at 0, 5, 10
+    assert spread.value == pytest.approx((first + second) / 2)
+    expected = window_interval([first, second])
+    assert expected is not None and spread.half_width == pytest.approx(expected.half_width)
 
 
 def test_ttft_interval_needs_six_requests() -> None:

@@ -3,7 +3,14 @@
 import pytest
 
 from toolkit.loadgen.client import StreamResult
-from toolkit.method.window import active_at, longest_silence_s, summarize_window, tbt_in_window_s, tokens_between
+from toolkit.method.window import (
+    active_at,
+    longest_silence_s,
+    progress_at,
+    summarize_window,
+    tbt_in_window_s,
+    tokens_between,
+)
 
 
 def result(events: list[tuple[float, int]], *, started: float = 0.0, first: float | None = None,
@@ -131,3 +138,13 @@ def test_ttft_percentiles_carry_their_bounds_by_the_rule_of_every_percentile() -
     twelve = summarize_window([result([(0.001 * (i + 1), 1)]) for i in range(12)], 0.0, 1.0)
     assert twelve.ttft_p90_ms is not None and twelve.ttft_p90_low_ms is not None
     assert twelve.ttft_p90_high_ms is None  # unbounded above: 0.9^12 = 28 % that all 12 fall below the true p90
+
+
+def test_progress_accrues_each_arrivals_tokens_over_the_gap_before_it() -> None:
+    r = result([(1.0, 1), (2.0, 2), (3.0, 5)])
+    assert progress_at(r, 0.5) == 0.0  # before the first token: nothing (its prefill is no progress)
+    assert progress_at(r, 1.0) == 1.0
+    assert progress_at(r, 1.5) == pytest.approx(1.5)
+    assert progress_at(r, 2.5) == pytest.approx(3.5)  # a 3-token chunk at 3.0: half of it by halfway
+    assert progress_at(r, 3.0) == progress_at(r, 10.0) == 5.0  # all of it from the last arrival on
+    assert progress_at(result([]), 1.0) == 0.0

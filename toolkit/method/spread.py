@@ -186,7 +186,7 @@ def ratio_dof(base: Interval, other: Interval) -> float:
     (the ratio's standard error does not depend on the dof a half-width was recorded at). The same cell in two
     runs has alike relative variances, and Welch–Satterthwaite from two 1-dof estimates of them mostly comes out
     near 1 (the larger estimate dominates by chance), which covered 0.976-0.988; the pooled 1.9 covers about 0.91
-    at 0.5 correlation between batches; 1.65 covers 0.939-0.968 from independent gaps to 0.5, 0.971-0.976 under a
+    at 0.5 correlation between batches; 1.65 covers 0.933-0.968 from independent gaps to 0.5, 0.973-0.977 under a
     drift inside the window (`benchmarks/calibration.py --windows-only`, docs/method/spread.md). Two means over
     as many independent rounds (`rounds`): the pooled t's dof, both sides' summed, exact when the cell's variance is
     alike in both runs (Welch–Satterthwaite from two 2-dof estimates covered 0.964-0.976). Any other pair:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -55,6 +56,21 @@ def tokens_between(result: StreamResult, start: float, end: float) -> int:
         else:
             break
     return after - before
+
+
+def progress_at(result: StreamResult, at: float) -> float:
+    """One request's tokens by time `at`, counted continuously: each arrival's tokens accrue evenly over the gap
+    before it (none before the first arrival, all of them from the last). Two parts of a window that received
+    the same whole number of tokens then still differ by how far each stream was into its next gap."""
+    events = result.token_events
+    i = bisect_right(events, at, key=lambda event: event[0])
+    if i == 0:
+        return 0.0
+    (t0, c0), following = events[i - 1], events[i] if i < len(events) else None
+    if following is None:
+        return float(c0)
+    t1, c1 = following
+    return c0 + (c1 - c0) * (at - t0) / (t1 - t0)
 
 
 def tbt_in_window_s(result: StreamResult, start: float, end: float) -> float | None:
@@ -165,10 +181,12 @@ class WindowSpread:
 
 
 def _sub_window_values(results: Sequence[StreamResult], start: float, end: float, k: int) -> list[list[float]]:
-    """Per sub-window: total tok/s, median per-request tok/s, median TBT in ms (the last two where measurable)."""
+    """Per sub-window: total tok/s (tokens counted continuously, `progress_at`; 0 for a part no token arrived in),
+    median per-request tok/s, median TBT in ms (the last two where measurable)."""
     total, per_request, tbt = [], [], []
     for a, b in edges(start, end, k):
-        total.append(sum(tokens_between(r, a, b) for r in results) / (b - a))
+        arrived = any(tokens_between(r, a, b) for r in results)
+        total.append(sum(progress_at(r, b) - progress_at(r, a) for r in results) / (b - a) if arrived else 0.0)
         tbts = [x for r in results if (x := tbt_in_window_s(r, a, b))]
         if tbts:
             per_request.append(median([1.0 / x for x in tbts]) or 0.0)
