@@ -603,6 +603,22 @@ def family(rng: random.Random, args: argparse.Namespace) -> str:
     return f" aa_any_marked={aa_any:.3f} ab_detected={ab_detected:.3f} ab_cells_marked={ab_cells:.3f}"
 
 
+def save_results(args: argparse.Namespace, started: float, **parts: Any) -> None:
+    """A benchmark's results file (`args.json`): its arguments, the seconds since `started`, and `parts`."""
+    document = {"args": {k: str(v) for k, v in vars(args).items()}, "elapsed_s": round(time.monotonic() - started)}
+    args.json.write_text(json.dumps(document | parts, indent=1, default=str) + "\n")
+
+
+def keep_seed(args: argparse.Namespace, started: float, results: dict[str, Any], seed: int,
+              entry: dict[str, Any]) -> None:  # fmt: skip
+    """One seed's results (with its last `line`) kept and printed, and the file saved so far: a run stopped early
+    keeps the seeds it finished."""
+    results[str(seed)] = entry
+    print(entry["line"], flush=True)
+    if args.json:
+        save_results(args, started, seeds=results)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--trials", type=int, default=400)
@@ -642,9 +658,7 @@ def main(argv: list[str] | None = None) -> None:
     for seed in seeds:
         results[str(seed)] = run_seed(seed, args, maps)
         if args.json:  # after every seed: a run stopped early keeps the seeds it finished
-            args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "maps": maps,
-                                             "elapsed_s": round(time.monotonic() - started), "seeds": results},
-                                            indent=1, default=str) + "\n")  # fmt: skip
+            save_results(args, started, maps=maps, seeds=results)
 
 
 if __name__ == "__main__":

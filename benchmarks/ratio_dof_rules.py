@@ -22,7 +22,6 @@ Per seed, a table of coverage by rule (rows) and level (columns); the last line 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
@@ -121,12 +120,7 @@ def main(argv: list[str] | None = None) -> None:
         levels = {name: level_coverage(name, args.pairs, rng, rho_map) for name in LEVELS}
         print(f"seed {seed}: ratio coverage by rule (rows) and level (columns), {args.pairs} pairs a level")
         print(pd.DataFrame(levels).round(3).to_string())
-        results[str(seed)] = {"levels": levels, "line": seed_line(seed, levels)}
-        print(results[str(seed)]["line"], flush=True)
-        if args.json:  # after every seed: a run stopped early keeps the seeds it finished
-            args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                             "elapsed_s": round(time.monotonic() - started), "seeds": results},
-                                            indent=1) + "\n")  # fmt: skip
+        calibration.keep_seed(args, started, results, seed, {"levels": levels, "line": seed_line(seed, levels)})
 
 
 if __name__ == "__main__":

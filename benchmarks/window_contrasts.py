@@ -19,7 +19,6 @@ the level's truth (calibration's `truth`), each ratio against 1 as compare's tab
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import statistics
@@ -108,9 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"window-contrasts: seed={args.seed} level={name} "
               + " ".join(f"{k}={c:.3f}@{100 * w:.1f}%" for k, (c, w) in levels[name].items()), flush=True)  # fmt: skip
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                         "elapsed_s": round(time.monotonic() - started), "levels": levels},
-                                        indent=1) + "\n")  # fmt: skip
+        calibration.save_results(args, started, levels=levels)
 
 
 if __name__ == "__main__":

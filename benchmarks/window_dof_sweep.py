@@ -23,7 +23,6 @@ Per seed, a table per kind: a row per dof, a column per level; the last line per
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
@@ -124,12 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         for kind in (*WINDOW_KINDS, *RATIO_KINDS):
             print(f"seed {seed}, {kind}: coverage by dof (rows) and level (columns)")
             print(pd.DataFrame({name: v[kind] for name, v in levels.items()}).rename_axis("dof").round(3).to_string())
-        results[str(seed)] = {"levels": levels, "line": seed_line(seed, levels)}
-        print(results[str(seed)]["line"], flush=True)
-        if args.json:  # after every seed: a run stopped early keeps the seeds it finished
-            args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                             "elapsed_s": round(time.monotonic() - started), "seeds": results},
-                                            indent=1) + "\n")  # fmt: skip
+        calibration.keep_seed(args, started, results, seed, {"levels": levels, "line": seed_line(seed, levels)})
 
 
 if __name__ == "__main__":

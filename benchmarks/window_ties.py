@@ -20,7 +20,6 @@ half-width, % of the value> continuous=<coverage>@<width> zero_width=<share of t
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -84,9 +83,7 @@ def main(argv: list[str] | None = None) -> None:
               f"whole={r['whole']:.3f}@{r['whole_width_pct']:.1f}% continuous={r['continuous']:.3f}@"
               f"{r['continuous_width_pct']:.1f}% zero_width={r['zero_width']:.3f}", flush=True)  # fmt: skip
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                         "elapsed_s": round(time.monotonic() - started), "levels": found},
-                                        indent=1) + "\n")  # fmt: skip
+        calibration.save_results(args, started, levels=found)
 
 
 if __name__ == "__main__":
