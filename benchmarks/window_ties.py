@@ -50,6 +50,24 @@ def judged(intervals: list[tuple[float, Interval | None]], true: float) -> tuple
     return held, 100 * statistics.median(hw / v for v, hw in kept)
 
 
+def compared(whole: list[tuple[float, Interval | None]], continuous: list[tuple[float, Interval | None]], ties: int,
+             true: float) -> dict[str, float]:  # fmt: skip
+    """Both estimators judged on the same windows: the share that tied, each one's coverage and median width, and
+    the share of the product's intervals at ± 0."""
+    (w_cov, w_width), (c_cov, c_width) = judged(whole, true), judged(continuous, true)
+    zero = sum(i is not None and i.half_width == 0 for _, i in continuous) / len(continuous)
+    return {"ties": ties / len(whole), "whole": w_cov, "whole_width_pct": w_width, "continuous": c_cov,
+            "continuous_width_pct": c_width, "zero_width": zero}  # fmt: skip
+
+
+def figures(r: dict[str, float]) -> str:
+    """A result as its line shows it."""
+    return (
+        f"ties={r['ties']:.3f} whole={r['whole']:.3f}@{r['whole_width_pct']:.1f}% "
+        f"continuous={r['continuous']:.3f}@{r['continuous_width_pct']:.1f}% zero_width={r['zero_width']:.3f}"
+    )
+
+
 def level(name: str, windows: int, rng: random.Random, rho_map: list[tuple[float, float]]) -> dict[str, float]:
     kind, target = calibration.level_target(name)
     rho = calibration.invert(rho_map, target) if target is not None else Noise().rho
@@ -64,10 +82,7 @@ def level(name: str, windows: int, rng: random.Random, rho_map: list[tuple[float
         ties += halves[0] == halves[1]
         whole.append((value, window_interval(halves)))
         continuous.append((value, window_spread(results, 0.0, cell.window_s).total_tok_s))
-    (w_cov, w_width), (c_cov, c_width) = judged(whole, true), judged(continuous, true)
-    zero = sum(i is not None and i.half_width == 0 for _, i in continuous) / windows
-    return {"ties": ties / windows, "whole": w_cov, "whole_width_pct": w_width, "continuous": c_cov,
-            "continuous_width_pct": c_width, "zero_width": zero}  # fmt: skip
+    return compared(whole, continuous, ties, true)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,9 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     rng, rho_map, started, found = random.Random(args.seed), calibration.rho_map(), time.monotonic(), {}
     for name in LEVELS:
         r = found[name] = level(name, args.windows, rng, rho_map)
-        print(f"window-ties: seed={args.seed} level={name} ties={r['ties']:.3f} "
-              f"whole={r['whole']:.3f}@{r['whole_width_pct']:.1f}% continuous={r['continuous']:.3f}@"
-              f"{r['continuous_width_pct']:.1f}% zero_width={r['zero_width']:.3f}", flush=True)  # fmt: skip
+        print(f"window-ties: seed={args.seed} level={name} {figures(r)}", flush=True)
     if args.json:
         calibration.save_results(args, started, levels=found)
 

@@ -59,6 +59,16 @@ def test_uneven_halves_give_the_window_interval_at_0_9_degrees_of_freedom() -> N
         window_rates(requests, 3.0, 3.0)
 
 
+def test_a_part_counts_the_share_of_each_request_done_inside_it_but_nothing_where_no_reply_came() -> None:
+    from toolkit.method.embedding_cell import _part_rates
+
+    # a 1 s request from 1.5 s to 2.5 s: half of it done in (1, 2], all of its reply in (2, 3]
+    one = [EmbeddingRequest(1.5, 2.5, 2, 200), request(1.2), request(2.9)]
+    assert _part_rates(one, 1.0, 2.0) == pytest.approx(((2 + 0.5 * 2) / 1, (200 + 0.5 * 200) / 1))
+    assert _part_rates(one, 2.0, 3.0) == pytest.approx(((0.5 * 2 + 2) / 1, (0.5 * 200 + 200) / 1))
+    assert _part_rates([EmbeddingRequest(0.5, 3.5, 2, 200)], 1.0, 2.0) == (0.0, 0.0)  # in flight, no reply: silent
+
+
 def test_percentiles_need_enough_values_and_come_with_distribution_free_bounds() -> None:
     latencies = [float(v) for v in range(1, 41)]  # 40 values: p90 bounded (36 needed), p99 not supported
     found = e2e_percentiles(latencies)

@@ -3,7 +3,8 @@
 `concurrency` loops each send an embeddings request of `batch_size` inputs as soon as the last one's reply came.
 Over a fixed window, the requests whose whole reply came inside it count: inputs (`items_s`) and their prompt
 tokens (`input_tok_s`) per second, each with a 95 % interval by batch means over the window's `BATCHES` equal
-parts (toolkit.method.spread, as a decode cell's total tok/s), and the end-to-end latency's p50/p90/p99 with their
+parts, each part counting the share of every request done inside it (toolkit.method.spread, as a decode cell's
+total tok/s; `benchmarks/embedding_ties.py`), and the end-to-end latency's p50/p90/p99 with their
 95 % distribution-free bounds (toolkit.method.quantile_bounds, as a rate step's). The status follows a decode
 cell's rules (toolkit.method.status): Error when a request failed or no reply came in the window, Requests queued
 when the server held requests waiting, else Valid. The prompt tokens the server counted over the whole cell are
@@ -51,13 +52,34 @@ def _rates(requests: Sequence[EmbeddingRequest], start: float, end: float) -> tu
     return sum(r.items for r in done) / seconds, sum(r.prompt_tokens or 0 for r in done) / seconds
 
 
+def _share_by(request: EmbeddingRequest, at: float) -> float:
+    """How much of a request's work was done by `at`: its items and tokens accrue evenly from its send to its reply."""
+    if at >= request.ended:
+        return 1.0
+    if at <= request.started:
+        return 0.0
+    return (at - request.started) / (request.ended - request.started)
+
+
+def _part_rates(requests: Sequence[EmbeddingRequest], start: float, end: float) -> tuple[float, float]:
+    """A part's items and tokens per second counted continuously (each completed request's share done inside
+    it, `_share_by`), so that two parts in which as many replies came still differ by how far the requests
+    in flight at their edges had got; (0, 0) for a part in which no reply came."""
+    if not ended_in(requests, start, end):
+        return 0.0, 0.0
+    shares = [(r, _share_by(r, end) - _share_by(r, start)) for r in requests if r.ok]
+    seconds = end - start
+    return (sum(r.items * f for r, f in shares) / seconds,
+            sum((r.prompt_tokens or 0) * f for r, f in shares) / seconds)  # fmt: skip
+
+
 def window_rates(requests: Sequence[EmbeddingRequest], start: float, end: float) -> dict[str, float | None]:
-    """items_s and input_tok_s over the window, each with its 95 % half-width (`_ci`; None when the window is
-    empty); the window's rate is the mean of its equal parts' rates."""
+    """items_s and input_tok_s over the window (the replies that came in it), each with its 95 % half-width
+    (`_ci`) by batch means over the window's equal parts, each part counted continuously (`_part_rates`)."""
     if end <= start:
         raise ValueError(f"window: end {end} is not after start {start}")
     items, tokens = _rates(requests, start, end)
-    parts = [_rates(requests, a, b) for a, b in edges(start, end, BATCHES)]
+    parts = [_part_rates(requests, a, b) for a, b in edges(start, end, BATCHES)]
     item_spread, token_spread = window_interval([p[0] for p in parts]), window_interval([p[1] for p in parts])
     return {
         "items_s": items,
