@@ -38,9 +38,9 @@ from toolkit.method.window import summarize_window, tokens_between, window_sprea
 LEVELS = ("independent", "ar1@0.25", "ar1@0.5", "drift", "lockstep", "ar1@0.7")
 
 
-def whole_token_halves(results: list[StreamResult], window_s: float) -> list[float]:
+def whole_token_halves(results: list[StreamResult], start: float, end: float) -> list[float]:
     """Each half's total tok/s from the tokens that arrived in it, in whole tokens."""
-    return [sum(tokens_between(r, a, b) for r in results) / (b - a) for a, b in edges(0.0, window_s, BATCHES)]
+    return [sum(tokens_between(r, a, b) for r in results) / (b - a) for a, b in edges(start, end, BATCHES)]
 
 
 def judged(intervals: list[tuple[float, Interval | None]], true: float) -> tuple[float, float]:
@@ -78,7 +78,7 @@ def level(name: str, windows: int, rng: random.Random, rho_map: list[tuple[float
         results = window_streams(noise, cell, rng)
         value = summarize_window(results, 0.0, cell.window_s).total_tok_s
         assert value is not None
-        halves = whole_token_halves(results, cell.window_s)
+        halves = whole_token_halves(results, 0.0, cell.window_s)
         ties += halves[0] == halves[1]
         whole.append((value, window_interval(halves)))
         continuous.append((value, window_spread(results, 0.0, cell.window_s).total_tok_s))

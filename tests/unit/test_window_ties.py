@@ -11,7 +11,7 @@ from toolkit.method.spread import Interval
 
 def test_whole_token_halves_count_the_tokens_that_arrived_in_each_half() -> None:
     stream = StreamResult(started=0.0, first_token_at=1.0, token_events=[(1.0, 1), (4.0, 3), (6.0, 4), (9.5, 6)])
-    assert ties.whole_token_halves([stream, stream], 10.0) == [2 * 3 / 5, 2 * 3 / 5]  # a tie: 3 tokens each half
+    assert ties.whole_token_halves([stream, stream], 0.0, 10.0) == [2 * 3 / 5, 2 * 3 / 5]  # a tie: 3 tokens each half
 
 
 def test_judging_counts_the_windows_that_hold_the_truth_and_leaves_out_those_without_an_interval() -> None:
