@@ -66,10 +66,10 @@ def progress_at(result: StreamResult, at: float) -> float:
     i = bisect_right(events, at, key=lambda event: event[0])
     if i == 0:
         return 0.0
-    (t0, c0), following = events[i - 1], events[i] if i < len(events) else None
-    if following is None:
+    t0, c0 = events[i - 1]
+    if i == len(events):
         return float(c0)
-    t1, c1 = following
+    t1, c1 = events[i]
     return c0 + (c1 - c0) * (at - t0) / (t1 - t0)
 
 
