@@ -32,7 +32,7 @@ from tests.server_tokens import assert_server_agrees
 from toolkit.base.schema import PHASE_TITLES
 from toolkit.batch.index import headline
 from toolkit.matrix.prometheus import RUNNING, parse_metrics
-from toolkit.method.number_format import format_tok_s
+from toolkit.reports.number_format import format_tok_s
 from toolkit.results import runs
 from toolkit.results.local_paths import REPO_ROOT, public_paths
 from toolkit.results.store import RESULTS_FILE, RUN_FILE

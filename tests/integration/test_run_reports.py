@@ -17,8 +17,8 @@ import yaml
 from tests.conftest import TEST_API_KEY
 from toolkit.cli import main
 from toolkit.method.contexts import format_context
-from toolkit.method.number_format import format_ms, format_tok_s
 from toolkit.rates.files import read_steps
+from toolkit.reports.number_format import format_ms, format_tok_s
 from toolkit.results.run_document import RunDocument
 from toolkit.servers.embedded.server import EmbeddedServer
 

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from toolkit.method.number_format import (
+from toolkit.reports.number_format import (
     MISSING,
     as_number,
     bounds_note,

@@ -22,8 +22,8 @@ from toolkit.matrix.prometheus import (
     used_lines,
 )
 from toolkit.matrix.sampler import Samples
-from toolkit.method.number_format import MISSING
 from toolkit.rates.step import server_figures
+from toolkit.reports.number_format import MISSING
 from toolkit.reports.rate_tables import HITS_COLUMN, steps_table
 from toolkit.reports.workload_views import CACHE_COLUMNS, EXTERNAL_COLUMN, cache_shown, cache_table
 from toolkit.results.step_row import SweepStep, validated_step

@@ -17,8 +17,8 @@ from matplotlib.patches import Rectangle
 
 from tests.rate_folders import write_rate_sweep
 from toolkit.method.goodput import ServiceLevel, judge_steps, request_latencies
-from toolkit.method.number_format import format_ms
 from toolkit.reports import rate_plots, rate_tables, rate_views
+from toolkit.reports.number_format import format_ms
 from toolkit.results.rate_runs import RateSweep, load_rate_sweep
 
 

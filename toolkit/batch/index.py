@@ -14,10 +14,10 @@ from toolkit.base.schema import STATUSES
 from toolkit.batch.sweep import Variant
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.drift import run_drift, within_drift
-from toolkit.method.number_format import MISSING, as_number, format_tok_s
 from toolkit.method.spread import LEGACY_BATCHES, WINDOW_DOF, Interval, ratio_test, window_dof
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, cells_text, format_ratio
 from toolkit.reports.markdown_text import inert
+from toolkit.reports.number_format import MISSING, as_number, format_tok_s
 from toolkit.reports.tables import markdown_table
 from toolkit.results.documents.batch import BatchDocument, CompareBlock
 from toolkit.results.runs import load_run

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from toolkit.method.number_format import MISSING
-
+MISSING = "—"  # a missing number, as the reports print it (toolkit.reports.number_format)
 UNITS: tuple[str, ...] = ("ms", "s", "tokens")
 MAX_NUMBER_CHARS = 40  # longer than any number a report displays ("1,234,567.8901 tokens" is 21)
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from toolkit.method.breakdown import CLOCK_TOLERANCE_MS, CLOCK_TOLERANCE_SHARE, request_split
 from toolkit.method.goodput import TIMING_COLUMNS
-from toolkit.method.number_format import as_number, format_count, format_tbt_ms
+from toolkit.reports.number_format import as_number, format_count, format_tbt_ms
 from toolkit.reports.rate_tables import format_rate
 from toolkit.reports.tables import markdown_table
 

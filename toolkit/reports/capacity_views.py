@@ -18,7 +18,7 @@ from toolkit.method.capacity_plan import (
     plan_capacity,
 )
 from toolkit.method.goodput import highest_rate_meeting
-from toolkit.method.number_format import as_number
+from toolkit.reports.number_format import as_number
 from toolkit.reports.tables import markdown_table
 
 if TYPE_CHECKING:

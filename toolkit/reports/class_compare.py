@@ -13,11 +13,11 @@ import pandas as pd
 
 from toolkit.loadgen.images import DEFAULT_SIZE
 from toolkit.method.goodput import CLASS_COLUMN, STEADY_TRIM, percentile_of, request_latencies, steady_mask
-from toolkit.method.number_format import bounds_note, format_bounded, format_ms
 from toolkit.method.percentile_ratio import percentile_ratio_interval
 from toolkit.method.quantile_bounds import QuantileBounds, quantile_bounds
 from toolkit.reports import rate_tables
 from toolkit.reports.markdown_text import inert
+from toolkit.reports.number_format import bounds_note, format_bounded, format_ms
 from toolkit.reports.tables import markdown_table
 from toolkit.results.documents.server import read_server_record
 from toolkit.results.documents.sweep import SweepDocument

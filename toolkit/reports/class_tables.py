@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.method.number_format import (
+from toolkit.reports.markdown_text import inert
+from toolkit.reports.number_format import (
     MISSING,
     as_number,
     format_count,
@@ -18,7 +19,6 @@ from toolkit.method.number_format import (
     format_rate,
     format_tbt_ms,
 )
-from toolkit.reports.markdown_text import inert
 
 __all__ = ["CLASSES_CAPTION", "MODELS_CAPTION", "SHARE_COLUMNS", "classes_table", "models_table"]
 

@@ -16,7 +16,6 @@ from toolkit.base.schema import PHASE_TITLES, PHASES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
 from toolkit.method.drift import CELL_DRIFT_COLUMNS, DRIFT_QUANTITIES
 from toolkit.method.multiplicity import family_adjusted
-from toolkit.method.number_format import MISSING, as_number, format_ms, format_tok_s
 from toolkit.method.spread import Interval
 from toolkit.reports.compare_drift import (
     MEDIANS,
@@ -36,6 +35,7 @@ from toolkit.reports.compare_tradeoff import (
     tradeoff_points,
 )
 from toolkit.reports.markdown_text import inert
+from toolkit.reports.number_format import MISSING, as_number, format_ms, format_tok_s
 from toolkit.reports.tables import markdown_table, summary_line
 from toolkit.results.run_frame import run_labels, run_rows
 from toolkit.results.runs import RUN_DRIFT

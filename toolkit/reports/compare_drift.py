@@ -20,8 +20,8 @@ from toolkit.method.drift import (
     widened,
     within_drift,
 )
-from toolkit.method.number_format import as_number
 from toolkit.method.spread import Interval, t_p_value, t_quantile, window_dof
+from toolkit.reports.number_format import as_number
 from toolkit.results.runs import RUN_DRIFT
 
 WITHIN_DRIFT = "within drift"

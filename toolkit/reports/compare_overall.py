@@ -11,8 +11,8 @@ import pandas as pd
 
 from toolkit.method.drift import DRIFT_QUANTITIES, widened, within_drift
 from toolkit.method.multiplicity import overall_ratio
-from toolkit.method.number_format import MISSING, as_number
 from toolkit.method.spread import Interval, t_quantile, welch_dof
+from toolkit.reports.number_format import MISSING, as_number
 from toolkit.reports.tables import QUANTITY_TITLES
 
 RATIO_QUANTITIES: dict[str, str] = {q: QUANTITY_TITLES[q] for q in ("total_tok_s", "per_request_tok_s", "ttft_ms")}

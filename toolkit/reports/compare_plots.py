@@ -17,9 +17,9 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from toolkit.method.disturbed import DISTURBED_MARK
-from toolkit.method.number_format import format_tok_s
 from toolkit.reports import compare
 from toolkit.reports.figure_style import annotated_heatmap, despine, palette
+from toolkit.reports.number_format import format_tok_s
 from toolkit.reports.plots import ERROR_LABEL, LOG_SCALE_RATIO, OVER_LABEL, QUEUED_MARK, note_figure
 from toolkit.reports.tables import QUANTITY_TITLES
 

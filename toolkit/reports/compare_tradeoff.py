@@ -9,7 +9,7 @@ import pandas as pd
 
 from toolkit.base.schema import RAN_STATUSES
 from toolkit.method.disturbed import disturbed_mask
-from toolkit.method.number_format import as_number, format_tok_s
+from toolkit.reports.number_format import as_number, format_tok_s
 from toolkit.results.run_frame import run_labels, run_rows
 
 TRADEOFF_CAPTION = "Pareto frontier of each run: no other cell of that run is faster both per request and in total."

@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.method.number_format import MISSING, format_bounded, format_count, format_ms, format_tok_s
 from toolkit.reports.extras import table_rows
+from toolkit.reports.number_format import MISSING, format_bounded, format_count, format_ms, format_tok_s
 
 EMBEDDINGS_CAPTION = (
     "Embeddings: each cell keeps that many requests of `Batch` inputs of that length in flight for a fixed window, "

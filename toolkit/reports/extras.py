@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 
 from toolkit.base.schema import COLUMNS, PHASE_TITLES
-from toolkit.method.number_format import (
+from toolkit.method.speculation import read_positions
+from toolkit.reports.number_format import (
     MISSING,
     as_number,
     format_active,
@@ -23,7 +24,6 @@ from toolkit.method.number_format import (
     format_tbt_ms,
     format_tok_s,
 )
-from toolkit.method.speculation import read_positions
 
 Row = dict[str, Any]
 

@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from toolkit.method.goodput import ServiceLevel
-from toolkit.method.number_format import as_number
 from toolkit.method.rate_verdicts import bracket, class_steps, pooled_verdicts
 from toolkit.reports.gate_rates import pool_goodputs, step_log_se
+from toolkit.reports.number_format import as_number
 
 _FIGURES = ("goodput", "slo_fraction", "slo_fraction_low", "slo_fraction_high")
 

@@ -23,9 +23,9 @@ from typing import Any
 import pandas as pd
 
 from toolkit.method.gate_plan import Plan, Spread, between_from_rounds, plan
-from toolkit.method.number_format import as_number
 from toolkit.method.spread import DOF_DISCOUNT, t_quantile, window_dof
 from toolkit.reports.gate_ratios import Rounds, common_cells, decode_values
+from toolkit.reports.number_format import as_number
 
 PLANNED = ("total_tok_s", "per_request_tok_s", "tbt_ms", "ttft_ms")
 

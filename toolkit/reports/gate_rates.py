@@ -45,9 +45,9 @@ from toolkit.method.gate import (
 )
 from toolkit.method.gate import quantity_name as decode_name
 from toolkit.method.goodput import ServiceLevel
-from toolkit.method.number_format import as_number
 from toolkit.method.spread import t_quantile
 from toolkit.reports.gate_ratios import BetweenRuns, Judged, RateRow, judge
+from toolkit.reports.number_format import as_number
 
 RATE_QUANTITIES: dict[str, Quantity] = {
     q.name: q

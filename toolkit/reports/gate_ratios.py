@@ -33,8 +33,8 @@ from toolkit.method.gate import (
     widened,
 )
 from toolkit.method.gate_plan import more_rounds
-from toolkit.method.number_format import as_number
 from toolkit.method.spread import Interval
+from toolkit.reports.number_format import as_number
 
 Cell = tuple[int, str, int]  # context tokens, context, concurrency
 Rounds = Mapping[int, pd.DataFrame]  # round -> that round's results frame (load_run)

@@ -21,7 +21,6 @@ from toolkit.base.schema import RAN_STATUSES
 from toolkit.loadgen.reply_checks import SHARE_OF
 from toolkit.method.disturbed import disturbed_mask
 from toolkit.method.multiplicity import family_adjusted
-from toolkit.method.number_format import as_number
 from toolkit.method.paired import (
     Detectable,
     OrderAdjusted,
@@ -33,6 +32,7 @@ from toolkit.method.paired import (
 )
 from toolkit.reports.compare_overall import RATIO_QUANTITIES, cells_text, format_ratio
 from toolkit.reports.markdown_text import inert
+from toolkit.reports.number_format import as_number
 from toolkit.reports.tables import REPLY_SHARE_MARKS, REPLY_SHARE_NOTE, markdown_table
 
 Rounds = Mapping[int, pd.DataFrame]  # round -> that round's results frame (load_run)

@@ -20,8 +20,8 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLo
 
 from toolkit.base.schema import RAN_STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_mask
-from toolkit.method.number_format import as_number, format_tok_s
 from toolkit.reports.figure_style import annotated_heatmap, despine, palette, sequential
+from toolkit.reports.number_format import as_number, format_tok_s
 from toolkit.reports.tables import QUANTITY_TITLES, QUANTITY_UNITS
 
 __all__ = [

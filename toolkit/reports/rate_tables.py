@@ -13,7 +13,10 @@ import pandas as pd
 
 from toolkit.method.embeddings import is_embeddings, judge_embedding_steps
 from toolkit.method.goodput import ServiceLevel, highest_rate_meeting, judge_steps
-from toolkit.method.number_format import (
+from toolkit.method.slo_fraction import requests_to_show
+from toolkit.reports.class_tables import CLASSES_CAPTION, MODELS_CAPTION, SHARE_COLUMNS, classes_table, models_table
+from toolkit.reports.markdown_text import inert
+from toolkit.reports.number_format import (
     MISSING,
     as_number,
     bounds_note,
@@ -25,9 +28,6 @@ from toolkit.method.number_format import (
     format_tbt_ms,
     format_tok_s,
 )
-from toolkit.method.slo_fraction import requests_to_show
-from toolkit.reports.class_tables import CLASSES_CAPTION, MODELS_CAPTION, SHARE_COLUMNS, classes_table, models_table
-from toolkit.reports.markdown_text import inert
 from toolkit.reports.tables import markdown_table
 
 __all__ = [

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolkit.method.drift import usable
-from toolkit.method.number_format import as_number, format_tok_s
+from toolkit.reports.number_format import as_number, format_tok_s
 from toolkit.results.documents.run_blocks import ControlBlock
 
 REPEATS_NOTE = (

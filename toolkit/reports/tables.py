@@ -14,7 +14,12 @@ import pandas as pd
 
 from toolkit.base.schema import PHASE_TITLES, STATUSES
 from toolkit.method.disturbed import DISTURBED_MARK, disturbed_count_text, is_disturbed
-from toolkit.method.number_format import (
+from toolkit.method.overhead import matrix_overhead, overhead_line
+from toolkit.method.status import concurrency_not_held
+from toolkit.reports.embeddings_tables import EMBEDDINGS_CAPTION, embeddings_table, has_embeddings
+from toolkit.reports.extras import Row, extras_table, table_rows
+from toolkit.reports.markdown_text import inert
+from toolkit.reports.number_format import (
     MISSING,
     as_number,
     format_active,
@@ -24,11 +29,6 @@ from toolkit.method.number_format import (
     format_tbt_ms,
     format_tok_s,
 )
-from toolkit.method.overhead import matrix_overhead, overhead_line
-from toolkit.method.status import concurrency_not_held
-from toolkit.reports.embeddings_tables import EMBEDDINGS_CAPTION, embeddings_table, has_embeddings
-from toolkit.reports.extras import Row, extras_table, table_rows
-from toolkit.reports.markdown_text import inert
 from toolkit.reports.spread_text import rounds_text, spread_notes
 
 REPORT_TITLE = "Speed test matrix"

@@ -17,10 +17,10 @@ import pandas as pd
 from IPython.display import HTML, Markdown
 from pandas.io.formats.style import Styler
 
-from toolkit.method.number_format import MISSING, format_ms, format_tok_s
 from toolkit.reports import compare, embeddings_tables, service_level
 from toolkit.reports import extras as report_extras
 from toolkit.reports import tables as report_tables
+from toolkit.reports.number_format import MISSING, format_ms, format_tok_s
 from toolkit.results.runs import RUN_COLUMN
 
 if TYPE_CHECKING:

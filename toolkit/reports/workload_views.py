@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from toolkit.method.goodput import request_latencies
-from toolkit.method.number_format import as_number, format_percent
+from toolkit.reports.number_format import as_number, format_percent
 from toolkit.reports.tables import markdown_table
 
 if TYPE_CHECKING:

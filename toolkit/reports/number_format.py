@@ -10,9 +10,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from toolkit.method.number_parse import MISSING
 from toolkit.method.quantile_bounds import min_bounded_n
 
-MISSING = "—"
 K_THRESHOLD = 10_000
 
 
