@@ -152,6 +152,14 @@ def test_jobs_2_measures_two_servers_at_once(servers: tuple[FaultServer, FaultSe
     assert check_folder(out) == []  # batch.json and both variants' folders, whole
 
 
+def ipc_sockets(process: psutil.Process) -> list[str]:
+    """The IPC socket files a kernel has bound (toolkit.jupyter.kernels names them toolkit-kernel-*-ipc-N)."""
+    try:
+        return [c.laddr for c in process.net_connections(kind="unix") if "toolkit-kernel-" in c.laddr]
+    except psutil.NoSuchProcess:
+        return []
+
+
 def test_a_failed_variant_and_a_kill_9_mid_variant_then_resume(
     servers: tuple[FaultServer, FaultServer], tmp_path: Path
 ) -> None:
@@ -195,6 +203,7 @@ def test_a_failed_variant_and_a_kill_9_mid_variant_then_resume(
         assert proc.poll() is None, (tmp_path / "first.log").read_text()
         assert b_records() == 2, (tmp_path / "first.log").read_text()
         kernels = psutil.Process(proc.pid).children(recursive=True)
+        sockets = [path for kernel in kernels for path in ipc_sockets(kernel)]
         os.killpg(proc.pid, signal.SIGKILL)  # the batch and its process group; kernels have groups of their own
         proc.wait(10)
     finally:
@@ -204,6 +213,7 @@ def test_a_failed_variant_and_a_kill_9_mid_variant_then_resume(
         log.close()
     _, alive = psutil.wait_procs(kernels, timeout=15)  # a kernel exits once its parent is gone
     assert alive == []
+    assert sockets and [path for path in sockets if os.path.exists(path)] == []  # and takes its sockets with it
     first = state(out)
     assert first["variants"]["a"]["state"] == "done" and first["variants"]["b"]["state"] == "running"
     assert first["variants"]["gone"]["state"] == "failed"  # recorded, and the batch went on to b

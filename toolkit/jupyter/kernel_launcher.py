@@ -18,8 +18,46 @@ import atexit
 import os
 import sys
 import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 EXIT_HANDLERS_S = 10.0  # ipykernel's own close takes milliseconds when it returns at all
+PARENT_POLL_S = 1.0  # how often a kernel looks for its parent, as ipykernel's parent poller does
+
+
+class ParentWatch(threading.Thread):
+    """ipykernel's parent poller (`ParentPollerUnix`): the kernel ends once the process that started it is gone,
+    removing first its connection file and the IPC socket files it bound. Nobody else would: the kernel manager
+    that names them went with its process (a `kill -9` of a run left five socket files and the connection file in
+    the temp folder for each kernel it ran)."""
+
+    def __init__(self, parent_pid: int, clean_up: Callable[[], None]) -> None:
+        super().__init__(name="parent-watch", daemon=True)
+        self.parent_pid, self.clean_up = parent_pid, clean_up
+
+    def run(self) -> None:
+        parent = self.parent_pid if os.getppid() == self.parent_pid else 0  # adopted already: wait for init
+        while True:
+            ppid = os.getppid()
+            if (parent and ppid != parent) or (not parent and ppid == 1):
+                self.clean_up()
+                os._exit(1)
+            time.sleep(PARENT_POLL_S)
+
+
+def kernel_app() -> Any:
+    """ipykernel's `IPKernelApp` with `ParentWatch` in place of its parent poller."""
+    from ipykernel.kernelapp import IPKernelApp
+    from ipykernel.parentpoller import ParentPollerUnix
+
+    class KernelApp(IPKernelApp):  # type: ignore[misc]
+        def init_poller(self) -> None:
+            super().init_poller()
+            if isinstance(self.poller, ParentPollerUnix):
+                self.poller = ParentWatch(self.poller.parent_pid, self.cleanup_connection_file)
+
+    return KernelApp
 
 
 def run_exit_handlers(bound_s: float) -> bool:
@@ -40,9 +78,7 @@ def main() -> None:
 def serve() -> None:
     """The kernel (argv: sys.argv); once its loop has stopped, the exit handlers within their bound, then exit.
     Here the process ends (toolkit.jupyter.kernel_zygote's forked kernels call this too)."""
-    from ipykernel.kernelapp import IPKernelApp
-
-    IPKernelApp.launch_instance()
+    kernel_app().launch_instance()
     finished = run_exit_handlers(EXIT_HANDLERS_S)
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
