@@ -264,8 +264,10 @@ def test_a_paused_server_disturbs_the_window_and_the_cell_is_measured_again(
     sometimes freezes by itself): that window is flagged and the runner measures the cell again. Only the API
     server: with its engine core frozen too, vLLM on CPU gave almost no token for 9-16 s after SIGCONT in two of
     four make test runs here (windows silent 5.4 and 6.0 s; 5.6, 4.5 and 6.0 s), never when run alone. Even with
-    the API server alone frozen, one CI run beside the offline tier saw three silent windows in a row, so the cell
-    may take up to five retries: what the test holds is that a disturbed window is measured again until one is not."""
+    the API server alone frozen, one CI run beside the offline tier saw three silent windows in a row, and one make
+    test six (gaps of 3.0-6.0 s for 36 s, while the server logged 400 generated tok/s: the tokens were made but
+    reached the client late), so the cell may take up to eight retries: what the test holds is that a disturbed
+    window is measured again until one is not."""
     import os
     import re
     import signal
@@ -274,7 +276,7 @@ def test_a_paused_server_disturbs_the_window_and_the_cell_is_measured_again(
 
     # No drift control here: the test pauses the server once the first stream runs, which must be the cell's.
     params = _params(vllm_server, contexts=["256"], concurrency=[1], duration_s=6, max_output=4096 - 256 - 64,
-                     disturbed_retries=5, control_window_s=0)  # fmt: skip
+                     disturbed_retries=8, control_window_s=0)  # fmt: skip
     box: dict[str, object] = {}
     runner = threading.Thread(target=lambda: box.update(result=run_matrix(params, tmp_path, phases=("decode",),
                                                                           progress=False)))  # fmt: skip
@@ -291,6 +293,6 @@ def test_a_paused_server_disturbs_the_window_and_the_cell_is_measured_again(
     os.kill(vllm_server.process.pid, signal.SIGCONT)
     runner.join(timeout=300)
     (m,) = box["result"]
-    assert m.status == "Valid" and 2 <= m.attempts <= 6, m
+    assert m.status == "Valid" and 2 <= m.attempts <= 9, m
     pauses = [float(s) for s in re.findall(r"window disturbed \(no token for ([\d.]+) s\)", capsys.readouterr().err)]
     assert pauses and max(pauses) >= 2.3, pauses
