@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.calibration import save_results  # noqa: E402
 from benchmarks.trace_ties import folder_cells  # noqa: E402
-from toolkit.method.spread import Interval, ratio_test, window_dof  # noqa: E402
+from toolkit.method.spread import BATCHES, Interval, ratio_test, window_dof  # noqa: E402
 
 MATRIX = {"contexts": ["512", "1K"], "concurrency": [1, 2], "duration_s": 5, "max_output": 512,
           "readiness_timeout_s": 30, "control_window_s": 3}  # fmt: skip
@@ -64,7 +64,8 @@ def first_windows(folder: Path) -> dict[Cell, Interval]:
     for m in sorted((m for m in records if m.phase == "decode"), key=round_of):
         cell = (m.context_tokens, m.concurrency)
         if cell not in found and usable(m) and m.total_tok_s and m.total_tok_s_ci is not None:
-            found[cell] = Interval(m.total_tok_s, m.total_tok_s_ci, window_dof(m.sub_windows or 0, 0.0, m.window_dof))
+            dof = window_dof(m.sub_windows or BATCHES, recorded=m.window_dof)
+            found[cell] = Interval(m.total_tok_s, m.total_tok_s_ci, dof)
     return found
 
 
