@@ -207,52 +207,83 @@ SESSION_SERVERS: dict[str, Callable[[], object]] = {
 AFTER_SPECULATIVE = {"vision_server"}
 
 
+AUTOGROUP_IDLE_NICE = 19  # a starting server's own autogroup until a test asks for it (weight 15 against 1024)
+
+
+def set_autogroup_nice(pid: int, nice: int) -> None:
+    """The nice of `pid`'s scheduler autogroup, where it has one of its own (a session apart from the tests'); a
+    process that ended, or a write not permitted (below 0 without CAP_SYS_NICE), changes nothing."""
+    with contextlib.suppress(OSError):
+        if os.getsid(pid) != os.getsid(0):
+            Path(f"/proc/{pid}/autogroup").write_text(f"{nice}\n")
+
+
+STARTS_AT_ONCE = 2  # a vLLM start is mostly one core: two at a time fill two cores, and the first needed is up first
+
+
 class SessionServers:
-    """Every session server that a collected test uses, started side by side: a vLLM start is three Python processes
-    importing torch and vLLM one after another (~21 s, mostly one core)."""
+    """Every session server that a collected test uses, started `STARTS_AT_ONCE` at a time in the order the tests
+    first ask for them: a vLLM start is three Python processes importing torch and vLLM one after another (~30 CPU-s,
+    mostly one core). Started all at once in the idle CPU beside the offline tier, each got a share of what little
+    CPU was idle there, none was up at the gate, and the first two tests waited 24 and 22 s for theirs."""
 
     def __init__(self, items: list[pytest.Item]) -> None:
-        self.needed = {name for item in items for name in getattr(item, "fixturenames", ())} & set(SESSION_SERVERS)
-        self.pool = ThreadPoolExecutor(max_workers=len(SESSION_SERVERS), thread_name_prefix="vllm-start")
+        used = [name for item in items for name in getattr(item, "fixturenames", ()) if name in SESSION_SERVERS]
+        self.order = list(dict.fromkeys(used))  # as the tests first ask for them
+        self.pool = ThreadPoolExecutor(max_workers=STARTS_AT_ONCE, thread_name_prefix="vllm-start")
         self.starts: dict[str, Future[Any]] = {}
-        self.threads: dict[str, int] = {}  # each start's thread (native id), once it runs
+        self.threads: dict[str, int] = {}  # each running start's thread (native id)
         self.launched: dict[str, Any] = {}  # what each start launches (`starting`)
-        self.gate_passed = False  # a start begun after the gate runs in the normal class
+        self.asked: set[str] = set()  # the servers a test has asked for (`result`)
+        self.times: dict[str, tuple[float, float]] = {}  # each finished start's beginning and end (monotonic)
+        self.gate_passed = False  # a start begun after the gate: SCHED_IDLE until a test asks for its server
 
-    def start(self, names: set[str], *, idle: bool = False) -> dict[str, Future[Any]]:
-        """Begin the starts of those of `names` that a test uses and that have not begun; every start so far.
-        `idle`: after the gate, start them SCHED_IDLE until a test asks (`promote`), as the gate's own are."""
-        for name in sorted((names & self.needed) - set(self.starts)):
-            self.starts[name] = self.pool.submit(self._start, name, idle)
+    def start(self, names: set[str]) -> dict[str, Future[Any]]:
+        """Begin (queue) the starts of those of `names` that a test uses and that have not begun, in the order the
+        tests need them; every start so far."""
+        for name in [n for n in self.order if n in names and n not in self.starts]:
+            self.starts[name] = self.pool.submit(self._start, name)
         return self.starts
 
-    def _start(self, name: str, idle: bool) -> object:
+    def _start(self, name: str) -> object:
         self.threads[name] = threading.get_native_id()
-        _STARTING.record = lambda what: self.launched.__setitem__(name, what)
-        if self.gate_passed and idle:
-            with contextlib.suppress(PermissionError):  # the thread, and what it launches, in the idle class
-                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        elif self.gate_passed:  # a pool thread made before the gate may be SCHED_IDLE still
-            self.promote(name)
-        return SESSION_SERVERS[name]()
+        _STARTING.record = lambda what: self._launched(name, what)
+        if self.gate_passed:  # the thread, and what it launches: idle until a test asks (a pool thread may be either)
+            policy = os.SCHED_OTHER if name in self.asked else os.SCHED_IDLE
+            with contextlib.suppress(PermissionError):
+                os.sched_setscheduler(0, policy, os.sched_param(0))
+        began = time.monotonic()
+        try:
+            return SESSION_SERVERS[name]()
+        finally:
+            self.times[name] = (began, time.monotonic())
+            self.threads.pop(name, None)  # the pool thread goes on to the next start: promote leaves it alone
+
+    def _launched(self, name: str, what: Any) -> None:
+        """`what` a start launched; a server in a session of its own is in an autogroup of its own, where SCHED_IDLE
+        holds it back only from its own threads: until a test asks for it, the whole group at nice 19."""
+        self.launched[name] = what
+        process = getattr(what, "process", None)  # an EmbeddedServer says so before it launches (None)
+        if process is not None and self.gate_passed and name not in self.asked:
+            set_autogroup_nice(process.pid, AUTOGROUP_IDLE_NICE)
 
     def promote(self, name: str) -> None:
         """`name`'s start thread and its server's processes back to the normal class (leave_idle_class), when a test
         asks for it: at the gate the servers no test has asked for yet stay SCHED_IDLE, starting in the CPU that the
         tests leave idle. A no-op outside the gate (nothing is SCHED_IDLE)."""
-        thread = self.threads.get(name)
-        if thread is None:
-            return
+        thread = self.threads.get(name)  # None: not begun, or done
         with contextlib.suppress(ProcessLookupError, PermissionError):  # ended; not permitted (said at the gate)
-            if os.sched_getscheduler(thread) == os.SCHED_IDLE:
+            if thread is not None and os.sched_getscheduler(thread) == os.SCHED_IDLE:
                 os.sched_setscheduler(thread, os.SCHED_OTHER, os.sched_param(0))
         process = getattr(self.launched.get(name), "process", None)
         if process is not None:
             with contextlib.suppress(psutil.NoSuchProcess):
                 leave_idle_class(process.pid)
+            set_autogroup_nice(process.pid, 0)
 
     def result(self, name: str) -> Any:
         """The started server (waiting for its start, begun here if it was not), in the normal class."""
+        self.asked.add(name)
         self.promote(name)
         started = self.start({name})[name].result()
         self.promote(name)  # its processes, whatever class they were launched in
@@ -291,13 +322,12 @@ def session_servers(session: pytest.Session) -> SessionServers:
 def pytest_runtestloop(session: pytest.Session) -> None:
     """With TOOLKIT_ENGINE_GATE set (`make test` starts the engine tier beside the offline tier, as SCHED_IDLE):
     start the session's servers now, then wait for the gate file before the first test, so that they start in the
-    offline tier's idle CPU instead of after it. At the gate this process leaves the idle class, and each server
-    when a test first asks for it (SessionServers.promote): the others go on starting in the CPU the tests leave
-    idle (six vLLM starts at once took 111 s here, beside nothing; the first test waited 124 s for them). The server
-    in a session of its own starts at the gate, in the normal class: its own scheduler autogroup would take a full
-    share beside the offline tier whatever its policy, and at the gate it starts beside the first tests (the
-    speculative one's 5 s, then the batch test launching a vLLM of its own: two starts, two cores). The wait is kept
-    apart from the tier's time (tests/budget.py)."""
+    offline tier's idle CPU instead of after it (two at a time, in the order the tests need them: that tier leaves
+    little idle, and the first two were still starting at the gate). At the gate this process leaves the idle class,
+    and each server when a test first asks for it (SessionServers.promote): the others go on starting in the CPU the
+    tests leave idle. The server in a session of its own is queued at the gate: its own scheduler autogroup would
+    take a full share beside the offline tier whatever its policy, so after the gate that autogroup waits at nice 19
+    until a test asks for it. The wait is kept apart from the tier's time (tests/budget.py)."""
     gate = os.environ.get(ENGINE_GATE_ENV)
     if not gate or not session.items or session.config.option.collectonly:
         return
@@ -316,6 +346,19 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     servers.gate_passed = True
     leave_idle_class(os.getpid(), descend=False, keep=set(servers.threads.values()))
     servers.start({"server_in_own_session"})
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Each session server's start, from its beginning to its server being up, in seconds from the gate (make test)
+    or from the first start: what the first tests waited for."""
+    servers = config.stash.get(SESSION_SERVERS_KEY, None)
+    if servers is None or not servers.times:
+        return
+    gate = config.stash.get(GATE_PASSED_KEY, None)
+    zero = gate if gate is not None else min(began for began, _ in servers.times.values())
+    starts = sorted(servers.times.items(), key=lambda item: item[1][0])
+    shown = ", ".join(f"{name} {began - zero:+.0f} to {up - zero:+.0f}" for name, (began, up) in starts)
+    terminalreporter.write_line(f"session servers' starts (s from the {'gate' if gate else 'first'}): {shown}")
 
 
 def leave_idle_class(root: int, *, descend: bool = True, keep: set[int] | None = None) -> None:
@@ -404,7 +447,7 @@ def speculative_server(_session_servers: SessionServers) -> Iterator[EmbeddedSer
     server = _session_servers.result("speculative_server")
     yield server
     server.stop()
-    _session_servers.start(AFTER_SPECULATIVE, idle=True)
+    _session_servers.start(AFTER_SPECULATIVE)
 
 
 @pytest.fixture(scope="module")
