@@ -265,7 +265,7 @@ def test_a_paused_server_disturbs_the_window_and_the_cell_is_measured_again(
     server: with its engine core frozen too, vLLM on CPU gave almost no token for 9-16 s after SIGCONT in two of
     four make test runs here. Requests of 256 tokens: after the pause, vLLM 0.32 sometimes streamed each later
     request's first ~200 tokens and held the rest until the request ended (3,776-token requests: 8-9 s silent,
-    every window for a minute, in 2 of 7 rounds alone and in make test runs; 256-token requests: 6 of 6 rounds
+    every window for a minute, in 3 of 7 rounds alone and in make test runs; 256-token requests: 6 of 6 rounds
     measured again once), so the cell may still take up to eight retries: what the test holds is that a disturbed
     window is measured again until one is not."""
     import os
