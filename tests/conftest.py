@@ -292,8 +292,11 @@ class SessionServers:
     def stop(self) -> None:
         """Stop each, used or not, before the pool's threads end: a launching thread's end sends its server SIGTERM
         (PDEATHSIG), which raced the constrained server's check below (its group had already lost its engine)."""
+        for queued in self.starts.values():  # not begun (a session that ended early): never begun
+            queued.cancel()
         wait(self.starts.values())
-        started: dict[str, Any] = {name: f.result() for name, f in self.starts.items() if f.exception() is None}
+        started: dict[str, Any] = {name: f.result() for name, f in self.starts.items()
+                                   if not f.cancelled() and f.exception() is None}  # fmt: skip
         if "server_in_own_session" in started:
             proc, _ = started["server_in_own_session"]
             proc.terminate()

@@ -107,3 +107,21 @@ def test_after_the_gate_a_start_is_idle_until_asked_and_the_server_asked_for_is_
     asker.join(30)
     assert got["server"].process.pid == running
     servers.pool.shutdown(wait=True)
+
+
+def test_a_session_that_ends_early_never_begins_the_starts_still_queued(fake: FakeStarts) -> None:
+    servers = servers_for(["first", "second", "third"])
+    futures = servers.start({"first", "second", "third"})
+    while len(fake.running) < STARTS_AT_ONCE:  # both slots busy: the third waits in the queue
+        threading.Event().wait(0.01)
+    stopper = threading.Thread(target=servers.stop)
+    stopper.start()
+    for _ in range(1000):
+        if futures["third"].cancelled():
+            break
+        threading.Event().wait(0.01)
+    assert futures["third"].cancelled()
+    fake.release["first"].set()
+    fake.release["second"].set()
+    stopper.join(30)
+    assert not stopper.is_alive() and fake.order == ["first", "second"]
