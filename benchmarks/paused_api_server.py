@@ -10,7 +10,7 @@ tokens a request, some rounds streamed each later request's first ~200 tokens an
 
     .venv/bin/python benchmarks/paused_api_server.py --rounds 4
 
-The last line: `paused_api_server: <tokens>=<rounds measured once>/<rounds> max_attempts=<n> ...`.
+The last line: `paused_api_server: <tokens>=<rounds measured again once>/<rounds> max_attempts_<tokens>=<n> ...`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from toolkit.matrix.prometheus import RUNNING, parse_metrics
 from toolkit.matrix.runner import run_matrix
 from toolkit.matrix.traces import load_trace
 from toolkit.method.paired import alternating_order
+from toolkit.method.status import STALL_MIN_S
 from toolkit.params import make_params
 from toolkit.servers.embedded.server import EmbeddedServer, ServerConfig
 
@@ -37,13 +38,14 @@ LENGTHS = {"A": 3776, "B": 256}  # the first: the longest that a 256-token conte
 
 
 def streamed_before_hold(out: Path) -> int:
-    """The most tokens any request streamed before its longest silence (the whole request when it had none)."""
+    """The most tokens any request streamed before its longest silence, among requests silent for longer than the
+    stall limit (`STALL_MIN_S`); 0 when none was."""
     tokens = load_trace(out, 256, 1)
     tokens = tokens[tokens.kind == "token"].sort_values("t_s")
     most = 0
     for _, request in tokens.groupby("request"):
         gaps = request.t_s.diff()
-        if len(request) > 1 and gaps.max() > 1.0:
+        if len(request) > 1 and gaps.max() > STALL_MIN_S:
             most = max(most, int(request.tokens.iloc[int(gaps.fillna(0).to_numpy().argmax()) - 1]))
     return most
 

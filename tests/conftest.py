@@ -32,6 +32,7 @@ import pytest
 
 from tests.budget import GATE_PASSED_KEY
 from tests.processes import assert_stop_leaves_no_vllm_process
+from toolkit.servers.autogroups import write_autogroup_nice
 from toolkit.servers.embedded.server import (
     EMBEDDING_MODEL_NAME,
     VISION_MODEL_NAME,
@@ -220,7 +221,7 @@ def set_autogroup_nice(pid: int, nice: int) -> None:
     process that ended, or a write not permitted (below 0 without CAP_SYS_NICE), changes nothing."""
     with contextlib.suppress(OSError):
         if os.getsid(pid) != os.getsid(0):
-            Path(f"/proc/{pid}/autogroup").write_text(f"{nice}\n")
+            write_autogroup_nice(nice, Path(f"/proc/{pid}/autogroup"))
 
 
 STARTS_AT_ONCE = 2  # a vLLM start is mostly one core: two at a time fill two cores, and the first needed is up first
@@ -297,7 +298,7 @@ class SessionServers:
     def stop(self) -> None:
         """Stop each, used or not, before the pool's threads end: a launching thread's end sends its server SIGTERM
         (PDEATHSIG), which raced the constrained server's check below (its group had already lost its engine)."""
-        for queued in self.starts.values():  # not begun (a session that ended early): never begun
+        for queued in self.starts.values():  # those not begun yet (a session that ended early) never begin
             queued.cancel()
         wait(self.starts.values())
         started: dict[str, Any] = {name: f.result() for name, f in self.starts.items()

@@ -88,17 +88,22 @@ def client_nice_setting() -> int:
     return int(value)
 
 
-def _write_own_nice(nice: int) -> None:
-    """Set this session's autogroup nice; the kernel refuses writes closer than 100 ms apart (EAGAIN) to
-    processes without CAP_SYS_ADMIN, so wait that out once."""
+def write_autogroup_nice(nice: int, autogroup: Path) -> None:
+    """Set the nice of the autogroup whose `/proc/PID/autogroup` file is `autogroup`; the kernel refuses writes
+    closer than 100 ms apart (EAGAIN) to processes without CAP_SYS_ADMIN, so wait that out once."""
     for attempt in range(2):
         try:
-            OWN_AUTOGROUP.write_text(f"{nice}\n")
+            autogroup.write_text(f"{nice}\n")
             return
         except OSError as error:
             if error.errno != errno.EAGAIN or attempt:
                 raise
             time.sleep(0.11)
+
+
+def _write_own_nice(nice: int) -> None:
+    """Set this session's autogroup nice (`write_autogroup_nice`)."""
+    write_autogroup_nice(nice, OWN_AUTOGROUP)
 
 
 @contextmanager
